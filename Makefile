@@ -1,0 +1,48 @@
+# om-stream task runner. CI runs the same targets through .ci/run.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export LITELLM_LOCAL_MODEL_COST_MAP ?= True
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-unit lint type bench services-up services-down services-status clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+install: $(PY) ## create .venv, install the pinned dependencies and om-stream, fetch the Kafka/Cassandra jars
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m om_stream.devservices fetch
+
+test: ## run every test tier (unit, component, contract, integration on real Kafka and Cassandra)
+	$(PY) -m pytest
+
+test-unit: ## unit tests only (no services)
+	$(PY) -m pytest tests/unit
+
+lint: ## ruff
+	$(VENV)/bin/ruff check om_stream tests
+
+type: ## mypy --strict on the package
+	$(VENV)/bin/mypy
+
+bench: ## run every benchmark and print the figures
+	@echo "benchmarks: none yet"
+
+services-up: ## start Apache Kafka and Apache Cassandra in the background; prints their addresses
+	$(PY) -m om_stream.devservices up
+
+services-down: ## stop what services-up started
+	$(PY) -m om_stream.devservices down
+
+services-status: ## show the running services
+	$(PY) -m om_stream.devservices status
+
+clean: ## remove caches (not the venv, not the jar cache)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -1,0 +1,7 @@
+"""om-stream: Observational Memory for AI agents, as a Kafka sidecar."""
+
+from __future__ import annotations
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Implementations of the ports: litellm gateway, offline model, stores, recall index, embedders, token counter."""

@@ -1,0 +1,125 @@
+"""Real Apache Kafka and Apache Cassandra for development and tests, started from Maven Central jars.
+
+There is no Docker engine on the machines this project is built on, so the services run as local JVMs started by
+this package: ``make services-up`` / ``make services-down`` (detached, remembered in a state file) and the
+session-scoped pytest fixtures in ``tests/conftest.py`` (attached: they die with the test run).
+
+Never imported by the om_stream runtime: this is a development tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from om_stream.devservices import cassandra, kafka
+from om_stream.devservices.jvm import DevServiceError, JvmProcess, pid_alive, stop_pid
+
+__all__ = ["DevServiceError", "RunningServices", "services_down", "services_up", "start_services", "state_file"]
+
+
+@dataclass
+class RunningServices:
+    run_dir: Path
+    kafka: kafka.KafkaNode | None = None
+    cassandra: cassandra.CassandraNode | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def processes(self) -> list[JvmProcess]:
+        return [node.process for node in (self.kafka, self.cassandra) if node is not None]
+
+    def stop(self) -> None:
+        """Stop every process concurrently (Cassandra drains for a while), then delete the run folder."""
+        threads = [threading.Thread(target=p.stop) for p in self.processes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def start_services(which: tuple[str, ...] = ("kafka", "cassandra"), *, detached: bool = False,
+                   run_dir: Path | None = None) -> RunningServices:
+    """Launch the requested services (from the calling thread) and wait for all of them in parallel.
+
+    Failures are collected per service in ``errors`` (with the log tail) instead of raised, so a caller that only
+    needs Kafka can still use it when Cassandra failed, and can report both.
+    """
+    base = run_dir or Path(tempfile.mkdtemp(prefix="om-stream-services-"))
+    running = RunningServices(base)
+    waiters: list[threading.Thread] = []
+
+    def wait(name: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except DevServiceError as exc:
+            running.errors[name] = str(exc)
+
+    if "kafka" in which:
+        try:
+            running.kafka = kafka.start(base / "kafka", detached=detached)
+            node_k = running.kafka
+            waiters.append(threading.Thread(target=wait, args=("kafka", lambda: kafka.wait_ready(node_k))))
+        except DevServiceError as exc:
+            running.errors["kafka"] = str(exc)
+    if "cassandra" in which:
+        try:
+            running.cassandra = cassandra.start(base / "cassandra", detached=detached)
+            node_c = running.cassandra
+            waiters.append(threading.Thread(target=wait, args=("cassandra", lambda: cassandra.wait_ready(node_c))))
+        except DevServiceError as exc:
+            running.errors["cassandra"] = str(exc)
+    for t in waiters:
+        t.start()
+    for t in waiters:
+        t.join()
+    return running
+
+
+def state_file() -> Path:
+    default = Path(__file__).resolve().parents[2] / ".devservices" / "state.json"
+    return Path(os.environ.get("OM_DEVSERVICES_STATE", default))
+
+
+def services_up() -> dict[str, str]:
+    """Start both services detached and remember them; returns the addresses to export."""
+    path = state_file()
+    if path.exists():
+        state = json.loads(path.read_text())
+        if all(pid_alive(pid) for pid in state["pids"]):
+            return dict(state["env"])
+        services_down()
+    running = start_services(detached=True)
+    if running.errors:
+        running.stop()
+        raise DevServiceError("\n\n".join(f"[{name}] {err}" for name, err in running.errors.items()))
+    assert running.kafka is not None
+    assert running.cassandra is not None
+    env = {"OM_KAFKA_BOOTSTRAP": running.kafka.bootstrap, "OM_CASSANDRA_HOSTS": running.cassandra.contact_point}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"run_dir": str(running.run_dir), "pids": [p.pid for p in running.processes],
+                                "env": env}, indent=2))
+    return env
+
+
+def services_down() -> bool:
+    """Stop what :func:`services_up` started. Returns False when nothing was running."""
+    path = state_file()
+    if not path.exists():
+        return False
+    state = json.loads(path.read_text())
+    threads = [threading.Thread(target=stop_pid, args=(pid,)) for pid in state["pids"]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    shutil.rmtree(state["run_dir"], ignore_errors=True)
+    path.unlink()
+    return True

@@ -1,0 +1,97 @@
+"""Apache Cassandra 5.0 (one node, tuned for a 2-core test machine) on 127.0.0.1, from Maven Central jars."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from om_stream.devservices.jvm import (
+    DevServiceError,
+    JvmProcess,
+    class_path,
+    free_port,
+    infra_dir,
+    java_binary,
+    launch,
+    tail,
+)
+
+READY_TIMEOUT_S = 240.0
+_DIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "tmp")
+
+
+@dataclass
+class CassandraNode:
+    process: JvmProcess
+    host: str
+    port: int
+    run_dir: Path
+
+    @property
+    def contact_point(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def start(run_dir: Path, *, detached: bool = False) -> CassandraNode:
+    """Write cassandra.yaml for fresh ports and launch CassandraDaemon; call :func:`wait_ready` next."""
+    lib = class_path("cassandra")
+    home = infra_dir() / "cassandra"
+    cql_port, storage_port = free_port(), free_port()
+    for name in _DIRS:
+        (run_dir / name).mkdir(parents=True, exist_ok=True)
+    yaml = (home / "cassandra.yaml.in").read_text()
+    for key, value in {"@RUN_DIR@": str(run_dir), "@CQL_PORT@": str(cql_port),
+                       "@STORAGE_PORT@": str(storage_port)}.items():
+        yaml = yaml.replace(key, value)
+    config = run_dir / "cassandra.yaml"
+    config.write_text(yaml)
+    jamm = next(lib.glob("*jamm-*.jar"), None)
+    agent = [f"-javaagent:{jamm}"] if jamm else []
+    argv = [
+        java_binary(), f"@{home / 'jvm17.args'}", *agent,
+        f"-Djna.tmpdir={run_dir / 'tmp'}",
+        f"-Dcassandra.config=file://{config}",
+        f"-Dcassandra.storagedir={run_dir}",
+        f"-Dcassandra.logdir={run_dir / 'logs'}",
+        f"-Dlogback.configurationFile={home / 'logback.xml'}",
+        "-Dcassandra-foreground=yes",  # otherwise the daemon closes stdout/stderr
+        "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+        "-Dcassandra.unsafesystem=true",  # no blocking flush of schema tables after each DDL: fast CREATE/DROP
+        "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon",
+    ]
+    process = launch("cassandra", argv, run_dir / "logs" / "stdout.log", detached=detached,
+                     log=run_dir / "logs" / "system.log")
+    return CassandraNode(process, "127.0.0.1", cql_port, run_dir)
+
+
+def probe(host: str, port: int) -> str:
+    """Connect with cassandra-driver and read the release version."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster([host], port=port, connect_timeout=5, control_connection_timeout=5,
+                      schema_metadata_enabled=False, token_metadata_enabled=False)
+    try:
+        session = cluster.connect()
+        row = session.execute("SELECT release_version FROM system.local").one()
+        return str(row.release_version)
+    finally:
+        cluster.shutdown()
+
+
+def wait_ready(node: CassandraNode, timeout: float = READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    system_log = node.run_dir / "logs" / "system.log"
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        node.process.check_alive()
+        # cheap log check first: the driver's connect attempts are slow and noisy while the port is closed
+        if system_log.exists() and "Startup complete" in system_log.read_text(errors="replace"):
+            try:
+                probe(node.host, node.port)
+                return
+            except Exception as exc:  # noqa: BLE001 - NoHostAvailable / OperationTimedOut while the node settles
+                last = exc
+        time.sleep(0.5)
+    raise DevServiceError(f"cassandra not ready after {timeout:.0f}s ({last!r}); last lines of {system_log}:\n"
+                          f"{tail(system_log)}")

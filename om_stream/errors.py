@@ -1,0 +1,78 @@
+"""The one exception tree of om-stream. Driver and library exceptions are translated into it in ``adapters/``.
+
+    OMError
+    ├── ConfigError                 invalid OM configuration or settings (names the field)
+    ├── WireDecodeError             a record or HTTP body that does not match the wire contract
+    ├── ModelError                  an Observer / Reflector / extractor / embedder call failed
+    │   ├── ModelUnavailable        every configured model failed, or its circuit is open
+    │   ├── ObservationParseError   the model answered, but not in a usable form
+    │   └── BudgetExceeded          a tenant's token budget refuses the call
+    ├── StorageError                the content store failed
+    │   └── StaleVersion            a compare-and-set on a record's version lost
+    └── RecallError                 a recall request that cannot be answered
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceeded",
+    "ConfigError",
+    "ModelError",
+    "ModelUnavailable",
+    "OMError",
+    "ObservationParseError",
+    "RecallError",
+    "StaleVersion",
+    "StorageError",
+    "WireDecodeError",
+]
+
+
+class OMError(Exception):
+    """Base of every error om-stream raises on purpose."""
+
+
+class ConfigError(OMError, ValueError):
+    """Invalid configuration. ``field`` is the dotted option path (e.g. ``observation.blockAfter``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.reason = message
+
+
+class WireDecodeError(OMError, ValueError):
+    """A payload that does not match the wire contract. ``reason`` is machine-readable (e.g. ``invalid_json``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class ModelError(OMError):
+    """A model call failed."""
+
+
+class ModelUnavailable(ModelError):
+    """No configured model could serve the call."""
+
+
+class ObservationParseError(ModelError):
+    """The model's output could not be used (empty, degenerate, malformed)."""
+
+
+class BudgetExceeded(ModelError):
+    """A per-tenant token budget refuses the call."""
+
+
+class StorageError(OMError):
+    """The content store failed."""
+
+
+class StaleVersion(StorageError):
+    """A conditional write lost: the stored version moved on."""
+
+
+class RecallError(OMError):
+    """A recall request that cannot be answered as asked."""

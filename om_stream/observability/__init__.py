@@ -1,0 +1,1 @@
+"""Metrics on an injected registry, logging setup and cost hooks."""

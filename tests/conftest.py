@@ -1,0 +1,42 @@
+"""Test-session wiring: real Kafka and Cassandra, started once and only when collected tests need them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.services import ServicePool
+
+_pool = ServicePool()
+_FIXTURE_SERVICE = {"kafka_bootstrap": "kafka", "cassandra_hosts": "cassandra"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needed = {svc for item in items for fx, svc in _FIXTURE_SERVICE.items() if fx in getattr(item, "fixturenames", ())}
+    for item in items:
+        if any(fx in getattr(item, "fixturenames", ()) for fx in _FIXTURE_SERVICE):
+            item.add_marker(pytest.mark.integration)
+    # boot the JVMs now so they come up while the unit tests run
+    _pool.start(needed)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _pool.stop()
+
+
+def _address(name: str) -> str:
+    try:
+        return _pool.address(name)
+    except Exception as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """Bootstrap address of a real Apache Kafka broker (``OM_KAFKA_BOOTSTRAP`` or started for this session)."""
+    return _address("kafka")
+
+
+@pytest.fixture(scope="session")
+def cassandra_hosts() -> str:
+    """``host:port`` of a real Apache Cassandra node (``OM_CASSANDRA_HOSTS`` or started for this session)."""
+    return _address("cassandra")

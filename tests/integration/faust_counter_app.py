@@ -1,0 +1,40 @@
+"""A tiny Faust app with a changelog-backed table, run as a real worker process by test_faust_recovery.py.
+
+Configured from the environment: COUNTER_BROKER (bootstrap), COUNTER_APP_ID (unique per test), COUNTER_IN/OUT.
+"""
+
+from __future__ import annotations
+
+import os
+
+import faust
+
+
+def create_app() -> faust.App:
+    app = faust.App(
+        os.environ["COUNTER_APP_ID"],
+        broker=f"kafka://{os.environ['COUNTER_BROKER']}",
+        store="memory://",
+        topic_partitions=2,
+        topic_replication_factor=1,
+        broker_session_timeout=6.0,
+        broker_rebalance_timeout=6.0,
+        producer_linger=0.005,
+        web_enabled=False,
+    )
+    raw = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+    source = app.topic(os.environ["COUNTER_IN"], partitions=2, **raw)
+    sink = app.topic(os.environ["COUNTER_OUT"], partitions=1, **raw)
+    counts = app.Table("counts", default=int, partitions=2)
+
+    @app.agent(source, concurrency=1)
+    async def count(stream: faust.StreamT[bytes]) -> None:
+        async for raw_key, _value in stream.items():
+            key = raw_key.decode()
+            counts[key] += 1
+            await sink.send(key=raw_key, value=f"{key}={counts[key]}".encode())
+
+    return app
+
+
+app = create_app()
