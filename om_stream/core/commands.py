@@ -1,0 +1,235 @@
+"""What ``decide`` asks the runtime to do, as values. The runtime executes them in commit order:
+
+1. ``STORE`` commands (content-store writes; idempotent: ids are deterministic),
+2. ``PUBLISH`` commands (events, context, model requests, index updates, timers),
+3. then the new state is saved in the table and the input's offset committed.
+
+A crash anywhere replays the input; every command tolerates being executed twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from om_stream.core.events import OMEvent
+from om_stream.core.messages import Message
+
+__all__ = [
+    "PUBLISH",
+    "STORE",
+    "ActivateChunks",
+    "ClearStored",
+    "Command",
+    "CommitGeneration",
+    "ContextSpec",
+    "EmitEvent",
+    "IndexForRecall",
+    "PersistMessage",
+    "PersistSegment",
+    "PersistThreadMetadata",
+    "PublishContext",
+    "RejectInput",
+    "RequestObservation",
+    "RequestReflection",
+    "ScheduleTimer",
+]
+
+STORE = 1
+PUBLISH = 2
+
+
+@dataclass(frozen=True)
+class PersistMessage:
+    phase: ClassVar[int] = STORE
+    record_key: str
+    message: Message
+    seq: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class PersistSegment:
+    """Observation text: a buffered chunk, a sync observation, or a (buffered) reflection."""
+
+    phase: ClassVar[int] = STORE
+    record_key: str
+    segment_id: str
+    kind: Literal["observation", "reflection"]
+    status: Literal["buffered", "active"]
+    generation: int
+    text: str
+    tokens: int
+    cycle_id: str
+    thread_ids: tuple[str, ...]
+    first_message_id: str
+    last_message_id: str
+    message_ids: tuple[str, ...]
+    message_tokens: int
+    boundary_at: int
+    created_at: int
+
+
+@dataclass(frozen=True)
+class ActivateChunks:
+    """Buffered chunks join the active log of ``generation`` (in this order, after ``position`` segments)."""
+
+    phase: ClassVar[int] = STORE
+    record_key: str
+    generation: int
+    chunk_ids: tuple[str, ...]
+    position: int
+
+
+@dataclass(frozen=True)
+class CommitGeneration:
+    """A reflection starts ``generation``: its log is ``segment_ids`` (the reflection first, then kept segments)."""
+
+    phase: ClassVar[int] = STORE
+    record_key: str
+    generation: int
+    segment_ids: tuple[str, ...]
+    reflection_id: str
+    replaced_segment_ids: tuple[str, ...]
+    observation_tokens: int
+
+
+@dataclass(frozen=True)
+class PersistThreadMetadata:
+    phase: ClassVar[int] = STORE
+    thread_id: str
+    resource_id: str
+    title: str | None = None
+    current_task: str | None = None
+    suggested_response: str | None = None
+    extracted_values: dict[str, Any] = field(default_factory=dict)
+    last_observed_message_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ClearStored:
+    phase: ClassVar[int] = STORE
+    record_key: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    """Publish a ``data-om-*`` event. ``observations_from``: segment ids whose stored texts, joined by blank
+    lines, fill the event's ``observations`` field (activation events name chunks the state has no text for)."""
+
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    event: OMEvent
+    event_id: str
+    observations_from: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContextSpec:
+    """Everything needed to render a thread's context from the store: ids in order, and the small values."""
+
+    record_key: str
+    thread_id: str
+    resource_id: str
+    version: int
+    through_message_id: str | None
+    generation: int
+    segment_ids: tuple[str, ...]
+    segment_boundaries: tuple[int, ...]
+    message_ids: tuple[str, ...]  # raw messages for the agent, oldest first (the pinned turn message included)
+    message_tokens: int
+    observation_tokens: int
+    current_task: str | None
+    suggested_response: str | None
+    thread_title: str | None
+    other_threads: tuple[tuple[str, tuple[str, ...]], ...] = ()  # resource scope: other threads' unobserved ids
+    obscure_thread_ids: bool = False
+
+
+@dataclass(frozen=True)
+class PublishContext:
+    phase: ClassVar[int] = PUBLISH
+    spec: ContextSpec
+
+
+@dataclass(frozen=True)
+class RequestObservation:
+    """Run the Observer over ``message_ids`` (oldest first) with the current log as previous observations."""
+
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    request_id: str
+    cycle_id: str
+    attempt: int
+    kind: Literal["buffer", "sync", "manual"]
+    trigger: Literal["turn-sync", "async-buffer", "manual"]
+    resource_id: str
+    thread_ids: tuple[str, ...]
+    message_ids: tuple[str, ...]
+    message_tokens: int
+    previous_segment_ids: tuple[str, ...]
+    buffered_segment_ids: tuple[str, ...]
+    prior_current_task: str | None
+    prior_suggested_response: str | None
+    prior_thread_title: str | None
+    want_hints: bool
+    use_offline_model: bool
+    deadline_at: int
+
+
+@dataclass(frozen=True)
+class RequestReflection:
+    """Run the Reflector over the log segments ``segment_ids`` of ``generation``."""
+
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    request_id: str
+    cycle_id: str
+    attempt: int
+    kind: Literal["buffer", "sync", "manual"]
+    trigger: Literal["turn-sync", "async-buffer", "manual"]
+    resource_id: str
+    thread_ids: tuple[str, ...]
+    generation: int
+    segment_ids: tuple[str, ...]
+    input_tokens: int
+    target_tokens: int
+    compression_start_level: int
+    guidance: str | None
+    use_offline_model: bool
+    deadline_at: int
+
+
+@dataclass(frozen=True)
+class IndexForRecall:
+    """Embed and index an observation segment (and the messages it covers) for semantic recall."""
+
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    resource_id: str
+    thread_ids: tuple[str, ...]
+    segment_id: str
+
+
+@dataclass(frozen=True)
+class ScheduleTimer:
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    timer: str
+    due_at: int
+
+
+@dataclass(frozen=True)
+class RejectInput:
+    """An input the state machine refuses (it goes to the dead-letter topic with this reason)."""
+
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    reason: str
+    detail: str
+
+
+Command = (PersistMessage | PersistSegment | ActivateChunks | CommitGeneration | PersistThreadMetadata | ClearStored
+           | EmitEvent | PublishContext | RequestObservation | RequestReflection | IndexForRecall | ScheduleTimer
+           | RejectInput)

@@ -1,0 +1,172 @@
+"""``decide(state, input, now, config, accountant) -> Decision(state, commands)``: the only place OM rules run.
+
+Pure: no I/O, no clock (``now`` is an argument, epoch ms), ids derived from the record and its counters, so
+replaying the same inputs from the same state yields the same commands. The input state is never mutated.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from om_stream.core import observation, reflection
+from om_stream.core.commands import ClearStored, Command, RejectInput
+from om_stream.core.config import ResolvedConfig
+from om_stream.core.inputs import (
+    ClearRecord,
+    Input,
+    MessageAppended,
+    ModelResultArrived,
+    ObserveNow,
+    OverrideThresholds,
+    ReflectNow,
+    TimerFired,
+)
+from om_stream.core.state import RecordState, ThreadState
+from om_stream.core.step import EngineLimits, Step
+from om_stream.core.tokens import TokenAccountant
+from om_stream.errors import ConfigError
+
+__all__ = ["Decision", "decide", "new_record", "record_key"]
+
+_DEFAULT_LIMITS = EngineLimits()
+_config_cache: dict[tuple[int, int | None, int | None], tuple[ResolvedConfig, ResolvedConfig]] = {}
+
+
+class Decision(NamedTuple):
+    state: RecordState
+    commands: list[Command]
+
+
+def record_key(scope: str, thread_id: str, resource_id: str) -> str:
+    """Thread scope keys records by thread; resource scope by resource (all its threads share one log)."""
+    return resource_id if scope == "resource" else thread_id
+
+
+def new_record(key: str, scope: str, resource_id: str) -> RecordState:
+    return RecordState(key=key, scope=scope, resource_id=resource_id)  # type: ignore[arg-type]
+
+
+def _effective(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
+    """The record's thresholds: the configuration, or its per-record overrides (validated when set)."""
+    if state.override_message_tokens is None and state.override_observation_tokens is None:
+        return config
+    key = (id(config), state.override_message_tokens, state.override_observation_tokens)
+    cached = _config_cache.get(key)
+    if cached is None or cached[0] is not config:
+        if len(_config_cache) > 256:
+            _config_cache.clear()
+        cached = _config_cache[key] = (config, config.with_overrides(state.override_message_tokens,
+                                                                     state.override_observation_tokens))
+    return cached[1]
+
+
+def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, accountant: TokenAccountant,
+           limits: EngineLimits = _DEFAULT_LIMITS) -> Decision:
+    step = Step(state.clone(), now, _effective(config, state), accountant, limits, base=config)
+    if isinstance(event, MessageAppended):
+        _on_message(step, event)
+    elif isinstance(event, ModelResultArrived):
+        _on_model_result(step, event)
+    elif isinstance(event, TimerFired):
+        _on_timer(step, event)
+    elif isinstance(event, ObserveNow):
+        observation.start_manual_observation(step)
+        step.owe_all_threads()
+    elif isinstance(event, ReflectNow):
+        if not reflection.start_manual_reflection(step, event.guidance):
+            step.add(RejectInput(state.key, "reflection_unavailable",
+                                 "nothing to reflect, or a reflection is already being committed"))
+    elif isinstance(event, OverrideThresholds):
+        _on_override(step, event)
+    elif isinstance(event, ClearRecord):
+        _on_clear(step)
+        step.publish_owed()
+        return Decision(step.state, _ordered(step.commands))
+    _settle(step)
+    return Decision(step.state, _ordered(step.commands))
+
+
+def _ordered(commands: list[Command]) -> list[Command]:
+    """Store writes first, then publications (stable within each phase)."""
+    return sorted(commands, key=lambda c: c.phase)
+
+
+def _settle(step: Step) -> None:
+    observation.evaluate(step)
+    reflection.evaluate(step)
+    step.publish_owed()
+
+
+def _on_message(step: Step, event: MessageAppended) -> None:
+    message = event.message
+    state = step.state
+    if message.message_id in state.recent_ids or any(m.id == message.message_id for m in state.unobserved):
+        # a replay (crash recovery) or an agent re-sending: nothing changes, but the agent still gets its context
+        step.owed.add(message.thread_id)
+        return
+    if not step.config.enabled:
+        step.thread(message.thread_id).last_message_id = message.message_id
+        step.owed.add(message.thread_id)
+        return
+    previous_model = state.last_actor_model
+    if message.role == "user":
+        observation.check_idle_triggers(step, message)
+    observation.append_message(step, message)
+    if message.model:
+        state.last_actor_model = message.model
+    reflection.evaluate(step, idle_check=message.role == "user", previous_model=previous_model,
+                        current_model=message.model)
+    if message.role == "assistant" and not message.tool_call_ids():
+        observation.buffer_on_idle(step)
+
+
+def _on_model_result(step: Step, event: ModelResultArrived) -> None:
+    cycle = step.state.cycle(event.cycle_id)
+    if cycle is None or cycle.operation != event.operation or event.attempt > cycle.attempt:
+        return  # late, duplicate or cleared: the cycle was already resolved
+    if cycle.operation == "observation":
+        observation.on_result(step, event, cycle)
+    else:
+        reflection.on_result(step, event, cycle)
+
+
+def _on_timer(step: Step, event: TimerFired) -> None:
+    state = step.state
+    due = state.timers.pop(event.timer, None)
+    kind, _, ref = event.timer.partition(":")
+    if kind == "deadline":
+        cycle = state.cycle(ref)
+        if cycle is not None and (due is None or step.now >= cycle.deadline_at):
+            (observation.retry_cycle if cycle.operation == "observation" else reflection.retry_cycle)(step, cycle)
+    elif event.timer == "idle:observation":
+        observation.check_idle_triggers(step, None)
+    elif event.timer == "idle:reflection":
+        reflection.evaluate(step, idle_check=True)
+    elif event.timer == "retry:buffer":
+        state.buffer_retry_at = None
+    elif event.timer == "retry:reflection":
+        reflection.release_hold(step)
+
+
+def _on_override(step: Step, event: OverrideThresholds) -> None:
+    try:
+        step.base.with_overrides(event.message_tokens, event.observation_tokens)
+    except ConfigError as exc:
+        step.add(RejectInput(step.state.key, "invalid_override", str(exc)))
+        return
+    step.state.override_message_tokens = event.message_tokens
+    step.state.override_observation_tokens = event.observation_tokens
+    step.config = _effective(step.base, step.state)
+    step.owe_all_threads()
+
+
+def _on_clear(step: Step) -> None:
+    old = step.state
+    fresh = new_record(old.key, old.scope, old.resource_id)
+    fresh.epoch = old.epoch + 1
+    fresh.context_version = old.context_version
+    fresh.id_seq = old.id_seq
+    fresh.threads = {tid: ThreadState(tid, last_message_id=t.last_message_id) for tid, t in old.threads.items()}
+    step.state = fresh
+    step.add(ClearStored(old.key, fresh.epoch))
+    step.owe_all_threads()

@@ -1,0 +1,237 @@
+"""Payloads of the ``data-om-*`` lifecycle events of the seeds, as the state machine emits them.
+
+Field names are the seeds' (camelCase on the wire, snake_case in Python). Where the reference implementation
+deviates from its documentation (reference §5 item 10) om-stream follows the documentation:
+``data-om-buffering-end.bufferedTokens`` is this cycle's output, failed events carry partial observations when there
+are any, and a cycle's start, end and failed events share one ``cycleId``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "EVENT_TYPES",
+    "ActivationEvent",
+    "BufferingEndEvent",
+    "BufferingFailedEvent",
+    "BufferingStartEvent",
+    "ExtractionFailure",
+    "MarkerConfig",
+    "OMEvent",
+    "ObservationEndEvent",
+    "ObservationFailedEvent",
+    "ObservationStartEvent",
+    "StatusEvent",
+    "TemporalMarkerEvent",
+    "ThreadUpdateEvent",
+]
+
+OperationType = Literal["observation", "reflection"]
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, alias_generator=to_camel,
+                              serialize_by_alias=True)
+
+
+class MarkerConfig(_Payload):
+    """``ObservationMarkerConfig``: the thresholds in force when the event was produced."""
+
+    message_tokens: int
+    observation_tokens: int
+    scope: Literal["thread", "resource"]
+    activate_after_idle: int | Literal["auto"] | None = None
+
+
+class ExtractionFailure(_Payload):
+    slug: str
+    error: str
+
+
+class OMEvent(_Payload):
+    """Base of every lifecycle event. ``event_type`` is the ``data-om-*`` name (also the CloudEvents type)."""
+
+    event_type: ClassVar[str]
+    record_id: str
+    thread_id: str
+
+
+class _Window(_Payload):
+    tokens: int
+    threshold: int
+
+
+class _ActiveWindows(_Payload):
+    messages: _Window
+    observations: _Window
+
+
+class _BufferedObservations(_Payload):
+    chunks: int
+    message_tokens: int
+    projected_message_removal: int
+    observation_tokens: int
+    status: Literal["idle", "running", "complete"]
+
+
+class _BufferedReflection(_Payload):
+    input_observation_tokens: int
+    observation_tokens: int
+    status: Literal["idle", "running", "complete"]
+
+
+class _BufferedWindows(_Payload):
+    observations: _BufferedObservations
+    reflection: _BufferedReflection
+
+
+class _Windows(_Payload):
+    active: _ActiveWindows
+    buffered: _BufferedWindows
+
+
+class StatusEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-status"
+    windows: _Windows
+    step_number: int
+    generation_count: int
+
+    @classmethod
+    def build(cls, *, record_id: str, thread_id: str, step_number: int, generation_count: int,
+              message_tokens: int, message_threshold: int, observation_tokens: int, observation_threshold: int,
+              chunks: int, chunk_message_tokens: int, projected_removal: int, chunk_observation_tokens: int,
+              buffering: Literal["idle", "running", "complete"], reflection_input_tokens: int,
+              reflection_tokens: int, reflection: Literal["idle", "running", "complete"]) -> StatusEvent:
+        return cls(
+            record_id=record_id, thread_id=thread_id, step_number=step_number, generation_count=generation_count,
+            windows=_Windows(
+                active=_ActiveWindows(messages=_Window(tokens=message_tokens, threshold=message_threshold),
+                                      observations=_Window(tokens=observation_tokens,
+                                                           threshold=observation_threshold)),
+                buffered=_BufferedWindows(
+                    observations=_BufferedObservations(chunks=chunks, message_tokens=chunk_message_tokens,
+                                                       projected_message_removal=projected_removal,
+                                                       observation_tokens=chunk_observation_tokens,
+                                                       status=buffering),
+                    reflection=_BufferedReflection(input_observation_tokens=reflection_input_tokens,
+                                                   observation_tokens=reflection_tokens, status=reflection))))
+
+
+class ObservationStartEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-observation-start"
+    cycle_id: str
+    operation_type: OperationType
+    started_at: str
+    tokens_to_observe: int
+    thread_ids: list[str]
+    config: MarkerConfig
+
+
+class ObservationEndEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-observation-end"
+    cycle_id: str
+    operation_type: OperationType
+    completed_at: str
+    duration_ms: int
+    tokens_observed: int
+    observation_tokens: int
+    observations: str
+    current_task: str | None = None
+    suggested_response: str | None = None
+    extracted_values: dict[str, Any] | None = None
+    extraction_failures: list[ExtractionFailure] | None = None
+    fallback_model: str | None = Field(None, description="set when the offline model observed instead")
+
+
+class ObservationFailedEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-observation-failed"
+    cycle_id: str
+    operation_type: OperationType
+    failed_at: str
+    duration_ms: int
+    tokens_attempted: int
+    error: str
+    observations: str | None = None
+    next_action: str | None = Field(None, description="what om-stream does next (retry, offline fallback, ...)")
+
+
+class BufferingStartEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-buffering-start"
+    cycle_id: str
+    operation_type: OperationType
+    started_at: str
+    tokens_to_buffer: int
+    thread_ids: list[str]
+    config: MarkerConfig
+
+
+class BufferingEndEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-buffering-end"
+    cycle_id: str
+    operation_type: OperationType
+    completed_at: str
+    duration_ms: int
+    tokens_buffered: int
+    buffered_tokens: int
+    observations: str
+    extracted_values: dict[str, Any] | None = None
+    extraction_failures: list[ExtractionFailure] | None = None
+
+
+class BufferingFailedEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-buffering-failed"
+    cycle_id: str
+    operation_type: OperationType
+    failed_at: str
+    duration_ms: int
+    tokens_attempted: int
+    error: str
+    observations: str | None = None
+
+
+class ActivationEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-activation"
+    cycle_id: str
+    operation_type: OperationType
+    activated_at: str
+    chunks_activated: int
+    tokens_activated: int
+    observation_tokens: int
+    messages_activated: int
+    generation_count: int
+    observations: str
+    triggered_by: Literal["threshold", "ttl", "provider_change", "manual"]
+    buffer_cycle_ids: list[str]
+    last_activity_at: int | None = None
+    ttl_expired_ms: int | None = None
+    previous_model: str | None = None
+    current_model: str | None = None
+    config: MarkerConfig
+
+
+class ThreadUpdateEvent(OMEvent):
+    event_type: ClassVar[str] = "data-om-thread-update"
+    cycle_id: str
+    old_title: str | None = None
+    new_title: str
+    timestamp: str
+
+
+class TemporalMarkerEvent(OMEvent):
+    """The gap reminder inserted before a user message when ``temporalMarkers`` is on."""
+
+    event_type: ClassVar[str] = "data-om-temporal-marker"
+    message_id: str
+    precedes_message_id: str
+    gap_ms: int
+    gap_text: str
+    text: str
+
+
+EVENT_TYPES: dict[str, type[OMEvent]] = {cls.event_type: cls for cls in (
+    StatusEvent, ObservationStartEvent, ObservationEndEvent, ObservationFailedEvent, BufferingStartEvent,
+    BufferingEndEvent, BufferingFailedEvent, ActivationEvent, ThreadUpdateEvent, TemporalMarkerEvent)}

@@ -1,0 +1,128 @@
+"""Chat messages as OM sees them: a role, a time, and typed parts (text, image, file, tool call/result, reasoning).
+
+These are the message fields of the wire contract (``om.message/v1``) without the envelope; ``wire`` wraps them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "FilePart",
+    "ImagePart",
+    "Message",
+    "Part",
+    "ReasoningPart",
+    "Role",
+    "TextPart",
+    "ToolCallPart",
+    "ToolResultPart",
+    "iso",
+    "to_ms",
+]
+
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextPart(_Part):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(_Part):
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ImagePart(_Part):
+    """An image by URL or inline base64 ``data``. Width/height/size help the token estimate when known."""
+
+    type: Literal["image"] = "image"
+    url: str | None = None
+    data: str | None = None
+    mime_type: str = "image/png"
+    filename: str | None = None
+    width: int | None = Field(None, gt=0)
+    height: int | None = Field(None, gt=0)
+    size_bytes: int | None = Field(None, ge=0)
+    detail: Literal["low", "high", "auto"] | None = None
+
+
+class FilePart(_Part):
+    type: Literal["file"] = "file"
+    url: str | None = None
+    data: str | None = None
+    mime_type: str = "application/octet-stream"
+    filename: str | None = None
+    size_bytes: int | None = Field(None, ge=0)
+
+
+class ToolCallPart(_Part):
+    type: Literal["tool-call"] = "tool-call"
+    tool_call_id: str = Field(min_length=1)
+    tool_name: str = Field(min_length=1)
+    args: Any = None
+
+
+class ToolResultPart(_Part):
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: str = Field(min_length=1)
+    tool_name: str = Field(min_length=1)
+    result: Any = None
+    is_error: bool = False
+
+
+Part = Annotated[TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ReasoningPart,
+                 Field(discriminator="type")]
+
+
+def to_ms(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def iso(ms: int) -> str:
+    """ISO-8601 UTC with milliseconds, as every timestamp in events."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message_id: str = Field(min_length=1, max_length=256)
+    thread_id: str = Field(min_length=1, max_length=256)
+    resource_id: str = Field(min_length=1, max_length=256)
+    role: Role
+    created_at: datetime
+    parts: tuple[Part, ...]
+    model: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+    @cached_property
+    def created_at_ms(self) -> int:
+        return to_ms(self.created_at)
+
+    @property
+    def text(self) -> str:
+        """The plain text of the message (text parts joined), for rendering and offline observation."""
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def tool_call_ids(self) -> list[str]:
+        return [p.tool_call_id for p in self.parts if isinstance(p, ToolCallPart)]
+
+    def tool_result_ids(self) -> list[str]:
+        return [p.tool_call_id for p in self.parts if isinstance(p, ToolResultPart)]

@@ -1,0 +1,558 @@
+"""Observation rules: taking messages in, background buffering, activation, synchronous observation, results.
+
+The promises kept here (each has a test):
+* a context never holds more unobserved message tokens than the limit (blockAfter, or messageTokens without
+  buffering) plus the message that just arrived: past the limit the context waits for a synchronous observation,
+  and when every configured model fails the offline model observes instead;
+* every message is observed exactly once: buffered chunks cover disjoint runs of the oldest unobserved messages,
+  a synchronous observation covers only messages no chunk or buffering cycle covers;
+* a cycle never separates a tool call from its result (the agent's context stays valid for providers);
+* the current turn's user message stays in the raw context even once observed;
+* activation keeps the continuation hints unless the activated chunk brings new ones;
+* the observation cursor never moves backwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from om_stream.core.commands import (
+    ActivateChunks,
+    IndexForRecall,
+    PersistMessage,
+    PersistSegment,
+    PersistThreadMetadata,
+    RequestObservation,
+)
+from om_stream.core.events import (
+    ActivationEvent,
+    BufferingEndEvent,
+    BufferingFailedEvent,
+    BufferingStartEvent,
+    ExtractionFailure,
+    ObservationEndEvent,
+    ObservationFailedEvent,
+    ObservationStartEvent,
+    TemporalMarkerEvent,
+    ThreadUpdateEvent,
+)
+from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.messages import Message, TextPart
+from om_stream.core.model_spec import model_name
+from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, SegmentRef, Trigger
+from om_stream.core.step import Step
+from om_stream.core.temporal import GAP_THRESHOLD_MS, gap_text, marker_id, marker_text
+from om_stream.core.thresholds import minimum_remaining, select_chunks, should_trigger_buffer, sync_cut
+from om_stream.core.ttl import resolve_idle_ms
+
+__all__ = ["activate_chunks", "append_message", "evaluate", "on_result", "start_manual_observation"]
+
+OFFLINE_MODEL = "offline"
+ActivationTrigger = Literal["threshold", "ttl", "provider_change", "manual"]
+
+
+# -- intake --------------------------------------------------------------------------------------------------------
+
+def append_message(step: Step, message: Message) -> None:
+    """Take a new message in: persist it, count it, track tool calls and turns, add a temporal marker if due."""
+    state = step.state
+    thread = step.thread(message.thread_id)
+    at = message.created_at_ms
+    previous_at = thread.last_message_at
+    if (step.config.temporal_markers and message.role == "user" and previous_at is not None
+            and at - previous_at >= GAP_THRESHOLD_MS):
+        gap = at - previous_at
+        marker = Message(message_id=marker_id(message.message_id), thread_id=message.thread_id,
+                         resource_id=message.resource_id, role="system",
+                         created_at=message.created_at, parts=(TextPart(text=marker_text(gap, at)),),
+                         metadata={"reminderType": "temporal-gap", "gapMs": gap,
+                                   "precedesMessageId": message.message_id})
+        _add(step, marker, at)
+        step.emit(TemporalMarkerEvent(record_id=step.record_id, thread_id=message.thread_id,
+                                      message_id=marker.message_id, precedes_message_id=message.message_id,
+                                      gap_ms=gap, gap_text=gap_text(gap), text=marker.text))
+    ref = _add(step, message, at)
+    if message.role == "user":
+        thread.turn_message = ref
+        thread.step_number = 0
+    else:
+        thread.step_number += 1
+    if message.role == "assistant":
+        state.last_assistant_at = at
+        idle = resolve_idle_ms(step.config.observation_idle, message.model or state.last_actor_model)
+        if idle is not None:
+            step.schedule("idle:observation", at + idle)
+        refl_idle = resolve_idle_ms(step.config.reflection_idle, message.model or state.last_actor_model)
+        if refl_idle is not None:
+            step.schedule("idle:reflection", at + refl_idle)
+    step.owed.add(message.thread_id)
+
+
+def _add(step: Step, message: Message, at: int) -> MessageRef:
+    state = step.state
+    thread = step.thread(message.thread_id)
+    tokens = step.accountant.message_tokens(message, message.model or state.last_actor_model or "")
+    open_calls = set(thread.open_tool_calls)
+    open_calls.update(message.tool_call_ids())
+    open_calls.difference_update(message.tool_result_ids())
+    thread.open_tool_calls = sorted(open_calls)
+    state.msg_seq += 1
+    ref = MessageRef(id=message.message_id, thread_id=message.thread_id, seq=state.msg_seq, created_at=at,
+                     tokens=tokens, role=message.role, safe_cut=not open_calls)
+    state.unobserved.append(ref)
+    state.unobserved_tokens += tokens
+    state.recent_ids.append(message.message_id)
+    del state.recent_ids[:-step.limits.recent_ids]
+    thread.last_message_id = message.message_id
+    thread.last_message_at = at
+    step.add(PersistMessage(state.key, message, ref.seq, tokens))
+    return ref
+
+
+# -- the thresholds ----------------------------------------------------------------------------------------------
+
+def evaluate(step: Step) -> None:
+    """Apply the message thresholds after any change: activate, buffer, or observe synchronously."""
+    state, config = step.state, step.config
+    if not config.enabled or any(c.operation == "observation" and c.kind != "buffer" for c in state.cycles):
+        return
+    threshold = step.message_threshold()
+    if state.buffered and state.unobserved_tokens >= threshold:
+        activate_chunks(step, "threshold")
+    if state.unobserved_tokens >= config.message_limit or (state.unobserved_tokens >= threshold
+                                                           and not config.async_buffering):
+        if state.buffered:
+            activate_chunks(step, "threshold", everything=True)
+        buffering = state.in_flight("observation", "buffer")
+        if buffering:
+            # the context waits for the chunk already being computed rather than observing its messages twice
+            state.cycles = [replace(c, blocking=True) if c.id == buffering[0].id else c for c in state.cycles]
+            return
+        _start_sync(step, "sync", "turn-sync")
+        return
+    if config.async_buffering:
+        _maybe_buffer(step, threshold)
+
+
+def check_idle_triggers(step: Step, message: Message | None) -> None:
+    """activateAfterIdle / activateOnProviderChange: activate buffered chunks below the threshold."""
+    state, config = step.state, step.config
+    if not state.buffered:
+        return
+    previous_model = state.last_actor_model
+    if message is not None and message.model and previous_model and config.observation_provider_change \
+            and _model_changed(previous_model, message.model):
+        activate_chunks(step, "provider_change", previous_model=previous_model, current_model=message.model)
+        return
+    idle = resolve_idle_ms(config.observation_idle, previous_model)
+    if idle is not None and state.last_assistant_at is not None and step.now - state.last_assistant_at >= idle:
+        activate_chunks(step, "ttl", last_activity_at=state.last_assistant_at,
+                        ttl_expired_ms=step.now - state.last_assistant_at - idle)
+
+
+def _model_changed(previous: str, current: str) -> bool:
+    prev_provider, _, prev_model = previous.rpartition("/")
+    cur_provider, _, cur_model = current.rpartition("/")
+    if prev_model != cur_model:
+        return True
+    return bool(prev_provider and cur_provider and prev_provider.split(".")[0] != cur_provider.split(".")[0])
+
+
+def _unbuffered(step: Step) -> list[MessageRef]:
+    """Unobserved messages after every buffered chunk and buffering cycle, up to the last safe boundary."""
+    state = step.state
+    after = max([c.last_seq for c in state.buffered] + [c.last_seq for c in state.cycles
+                                                         if c.operation == "observation"], default=-1)
+    candidates = [m for m in state.unobserved if m.seq > after]
+    cut = max((i for i, m in enumerate(candidates, start=1) if m.safe_cut), default=0)
+    return candidates[:cut]
+
+
+def _maybe_buffer(step: Step, threshold: int, *, idle: bool = False) -> None:
+    state, config = step.state, step.config
+    buffer_tokens = config.buffer_tokens
+    if buffer_tokens is None or state.in_flight("observation"):
+        return
+    if state.buffer_retry_at is not None and step.now < state.buffer_retry_at:
+        return
+    pending = state.unobserved_tokens
+    candidates = _unbuffered(step)
+    tokens = sum(m.tokens for m in candidates)
+    if not candidates or (not idle and tokens < buffer_tokens / 2):
+        return
+    in_band = pending >= threshold  # between the threshold and blockAfter only buffering and activation run
+    if not (idle or in_band or should_trigger_buffer(pending, state.last_buffered_at_tokens, buffer_tokens,
+                                                     threshold)):
+        return
+    state.last_buffered_at_tokens = pending
+    _start_cycle(step, "buffer", "async-buffer", candidates)
+
+
+def buffer_on_idle(step: Step) -> None:
+    """observation.bufferOnIdle: the agent's turn ended; buffer what is pending without waiting for a threshold."""
+    if step.config.buffer_on_idle:
+        _maybe_buffer(step, step.message_threshold(), idle=True)
+
+
+def _start_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool = False) -> Cycle | None:
+    state = step.state
+    if state.scope == "resource":
+        return _start_resource_sync(step, kind, trigger, offline=offline)
+    keep = minimum_remaining(step.config.retention_floor) if kind == "sync" else 0
+    count = sync_cut(state.unobserved, keep)
+    if count == 0:
+        return None
+    return _start_cycle(step, kind, trigger, state.unobserved[:count], offline=offline)
+
+
+def _start_resource_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool) -> Cycle | None:
+    """Resource scope: the largest threads first until the threshold is covered, in batches of whole threads."""
+    state, config = step.state, step.config
+    by_thread: dict[str, list[MessageRef]] = {}
+    for message in state.unobserved:
+        by_thread.setdefault(message.thread_id, []).append(message)
+    observable: dict[str, list[MessageRef]] = {}
+    for thread_id, messages in by_thread.items():
+        count = sync_cut(messages, 0)
+        if count:
+            observable[thread_id] = messages[:count]
+    ranked = sorted(observable.items(), key=lambda item: (-sum(m.tokens for m in item[1]), item[1][0].seq))
+    chosen: list[tuple[str, list[MessageRef]]] = []
+    total = 0
+    for thread_id, messages in ranked:
+        if kind == "sync" and total >= step.message_threshold():
+            break
+        chosen.append((thread_id, messages))
+        total += sum(m.tokens for m in messages)
+    chosen.sort(key=lambda item: item[1][0].seq)
+    batches: list[list[MessageRef]] = []
+    batch_tokens = 0
+    for _thread_id, messages in chosen:
+        tokens = sum(m.tokens for m in messages)
+        if not batches or batch_tokens + tokens > config.max_tokens_per_batch:
+            batches.append([])
+            batch_tokens = 0
+        batches[-1].extend(messages)
+        batch_tokens += tokens
+    first: Cycle | None = None
+    for batch in batches:
+        cycle = _start_cycle(step, kind, trigger, sorted(batch, key=lambda m: m.seq), offline=offline)
+        first = first or cycle
+    return first
+
+
+def _start_cycle(step: Step, kind: CycleKind, trigger: Trigger, messages: list[MessageRef], *,
+                 offline: bool = False) -> Cycle:
+    tokens = sum(m.tokens for m in messages)
+    thread_ids = tuple(dict.fromkeys(m.thread_id for m in messages))
+    cycle = Cycle(id=step.new_id("obs" if kind != "buffer" else "buf"), kind=kind,
+                  operation="observation", trigger=trigger, attempt=1,
+                  started_at=step.now, deadline_at=step.now + step.limits.cycle_timeout_ms, tokens=tokens,
+                  message_ids=tuple(m.id for m in messages), last_seq=messages[-1].seq, thread_ids=thread_ids,
+                  blocking=kind == "sync", fallback=offline)
+    step.add_cycle(cycle)
+    main = step.primary_thread(thread_ids)
+    if kind == "buffer":
+        step.emit(BufferingStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                      operation_type="observation", started_at=step.iso_now(),
+                                      tokens_to_buffer=tokens, thread_ids=list(thread_ids),
+                                      config=step.marker_config()))
+    else:
+        step.emit(ObservationStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                        operation_type="observation", started_at=step.iso_now(),
+                                        tokens_to_observe=tokens, thread_ids=list(thread_ids),
+                                        config=step.marker_config()))
+    request_observation(step, cycle)
+    return cycle
+
+
+def request_observation(step: Step, cycle: Cycle) -> None:
+    state = step.state
+    thread = step.thread(step.primary_thread(cycle.thread_ids))
+    step.add(RequestObservation(
+        record_key=state.key, request_id=f"{cycle.id}#{cycle.attempt}", cycle_id=cycle.id, attempt=cycle.attempt,
+        kind=cycle.kind, trigger=cycle.trigger, resource_id=state.resource_id, thread_ids=cycle.thread_ids,
+        message_ids=cycle.message_ids, message_tokens=cycle.tokens,
+        previous_segment_ids=tuple(s.id for s in state.log),
+        buffered_segment_ids=tuple(c.id for c in state.buffered) if cycle.kind == "buffer" else (),
+        prior_current_task=thread.current_task, prior_suggested_response=thread.suggested_response,
+        prior_thread_title=thread.title, want_hints=step.config.observation_hints,
+        use_offline_model=cycle.fallback, deadline_at=cycle.deadline_at))
+
+
+def start_manual_observation(step: Step) -> None:
+    """Manual observe(): everything buffered is activated and the rest observed now, whatever the thresholds."""
+    state = step.state
+    if state.buffered:
+        activate_chunks(step, "manual", everything=True)
+    if state.in_flight("observation"):
+        state.manual_observe_pending = True
+        return
+    state.manual_observe_pending = False
+    _start_sync(step, "manual", "manual")
+
+
+# -- activation ----------------------------------------------------------------------------------------------------
+
+def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool = False,
+                    previous_model: str | None = None,
+                    current_model: str | None = None, last_activity_at: int | None = None,
+                    ttl_expired_ms: int | None = None) -> None:
+    state, config = step.state, step.config
+    if not state.buffered:
+        return
+    if everything or trigger in ("manual",):
+        count = len(state.buffered)
+    else:
+        choice = select_chunks([c.message_tokens for c in state.buffered], state.unobserved_tokens,
+                               config.retention_floor, config.block_after)
+        count = choice.count
+    chunks, state.buffered = state.buffered[:count], state.buffered[count:]
+    last_seq = chunks[-1].last_seq
+    removed = [m for m in state.unobserved if m.seq <= last_seq]
+    _remove_observed(step, removed)
+    position = len(state.log)
+    for chunk in chunks:
+        state.log.append(SegmentRef(id=chunk.id, tokens=chunk.tokens, kind="observation",
+                                    boundary_at=chunk.last_message_at, first_message_id=chunk.first_message_id,
+                                    last_message_id=chunk.last_message_id, message_count=chunk.message_count,
+                                    thread_ids=chunk.thread_ids))
+        state.log_tokens += chunk.tokens
+    step.add(ActivateChunks(state.key, state.generation, tuple(c.id for c in chunks), position))
+    for chunk in chunks:
+        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id))
+    for thread_id in dict.fromkeys(t for c in chunks for t in c.thread_ids):
+        hinted = [c for c in chunks if thread_id in c.thread_ids]
+        _apply_hints(step, thread_id, hinted[-1].current_task, hinted[-1].suggested_response,
+                     next((c.thread_title for c in reversed(hinted) if c.thread_title), None), hinted[-1].cycle_id,
+                     {})
+    state.last_buffered_at_tokens = state.unobserved_tokens
+    main = step.primary_thread(chunks[0].thread_ids)
+    step.emit(ActivationEvent(
+        record_id=step.record_id, thread_id=main, cycle_id=step.new_id("act"), operation_type="observation",
+        activated_at=step.iso_now(), chunks_activated=len(chunks),
+        tokens_activated=sum(c.message_tokens for c in chunks), observation_tokens=sum(c.tokens for c in chunks),
+        messages_activated=len(removed), generation_count=state.generation, observations="",
+        triggered_by=trigger, buffer_cycle_ids=[c.cycle_id for c in chunks],
+        last_activity_at=last_activity_at, ttl_expired_ms=ttl_expired_ms, previous_model=previous_model,
+        current_model=current_model, config=step.marker_config()), observations_from=tuple(c.id for c in chunks))
+    step.owe_all_threads()
+
+
+def _remove_observed(step: Step, removed: list[MessageRef]) -> None:
+    state = step.state
+    gone = {m.id for m in removed}
+    state.unobserved = [m for m in state.unobserved if m.id not in gone]
+    state.unobserved_tokens -= sum(m.tokens for m in removed)
+    state.total_observed_messages += len(removed)
+    for message in removed:
+        thread = step.thread(message.thread_id)
+        thread.observed_through_seq = max(thread.observed_through_seq, message.seq)
+
+
+def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested_response: str | None,
+                 title: str | None, cycle_id: str, extracted: dict[str, object]) -> None:
+    """New hints replace old ones only when present: an observation without hints keeps the previous ones."""
+    thread = step.thread(thread_id)
+    changed = False
+    if current_task and current_task != thread.current_task:
+        thread.current_task, changed = current_task, True
+    if suggested_response and suggested_response != thread.suggested_response:
+        thread.suggested_response, changed = suggested_response, True
+    new_title = _valid_title(title) if step.config.thread_title else None
+    if new_title and new_title != thread.title:
+        step.emit(ThreadUpdateEvent(record_id=step.record_id, thread_id=thread_id, cycle_id=cycle_id,
+                                    old_title=thread.title, new_title=new_title, timestamp=step.iso_now()))
+        thread.title, changed = new_title, True
+    if changed or extracted:
+        step.add(PersistThreadMetadata(thread_id=thread_id, resource_id=step.state.resource_id, title=thread.title,
+                                       current_task=thread.current_task,
+                                       suggested_response=thread.suggested_response,
+                                       extracted_values=dict(extracted),
+                                       last_observed_message_id=_last_observed_id(step, thread_id)))
+
+
+def _valid_title(title: str | None) -> str | None:
+    if not title:
+        return None
+    cleaned = " ".join(title.split()).strip("\"'")
+    return cleaned[:120] if len(cleaned) >= 3 else None
+
+
+def _last_observed_id(step: Step, thread_id: str) -> str | None:
+    for segment in reversed(step.state.log):
+        if thread_id in segment.thread_ids:
+            return segment.last_message_id
+    return None
+
+
+# -- results -------------------------------------------------------------------------------------------------------
+
+def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
+    if not result.ok or not result.observations.strip():
+        _on_failure(step, result, cycle)
+    elif cycle.kind == "buffer":
+        _on_buffered(step, result, cycle)
+    else:
+        _on_observed(step, result, cycle)
+    if step.state.manual_observe_pending and not step.state.in_flight("observation"):
+        start_manual_observation(step)
+
+
+def _covered(step: Step, cycle: Cycle) -> list[MessageRef]:
+    wanted = set(cycle.message_ids)
+    return [m for m in step.state.unobserved if m.id in wanted]
+
+
+def _observation_text(step: Step, result: ModelResultArrived, cycle: Cycle) -> str:
+    if step.state.scope != "resource":
+        return result.observations.strip()
+    sections = result.per_thread or {cycle.thread_ids[0]: result.observations} if len(cycle.thread_ids) == 1 \
+        else result.per_thread or {}
+    if not sections:
+        return result.observations.strip()
+    blocks = []
+    for thread_id in cycle.thread_ids:
+        text = (sections.get(thread_id) or "").strip()
+        if text:
+            blocks.append(f'<thread id="{thread_label(step, thread_id)}">\n{text}\n</thread>')
+    return "\n".join(blocks)
+
+
+def thread_label(step: Step, thread_id: str) -> str:
+    if not step.config.obscure_thread_ids:
+        return thread_id
+    import hashlib
+
+    return hashlib.sha1(thread_id.encode()).hexdigest()[:8]
+
+
+def _failures(result: ModelResultArrived) -> list[ExtractionFailure] | None:
+    return [ExtractionFailure(slug=s, error=e) for s, e in result.extraction_failures] or None
+
+
+def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
+    state = step.state
+    step.drop_cycle(cycle.id)
+    covered = _covered(step, cycle)
+    text = _observation_text(step, result, cycle)
+    if not covered:  # its messages were observed another way meanwhile (manual observe): nothing to keep
+        return
+    tokens = step.accountant.count_text(text)
+    chunk = ChunkRef(id=step.new_id("seg"), cycle_id=cycle.id, first_seq=covered[0].seq, last_seq=covered[-1].seq,
+                     first_message_id=covered[0].id, last_message_id=covered[-1].id, message_count=len(covered),
+                     message_tokens=sum(m.tokens for m in covered), tokens=tokens,
+                     last_message_at=max(m.created_at for m in covered), buffered_at=step.now,
+                     thread_ids=cycle.thread_ids, current_task=result.current_task,
+                     suggested_response=result.suggested_response, thread_title=result.thread_title)
+    state.buffered.append(chunk)
+    state.buffer_failures = 0
+    state.buffer_retry_at = None
+    step.add(_segment_command(step, chunk.id, "buffered", text, tokens, cycle, covered))
+    main = step.primary_thread(cycle.thread_ids)
+    if (result.thread_title and step.config.thread_title) or result.extracted_values:
+        # titles and extracted values are applied as soon as they are known; hints wait for activation
+        _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values)
+    step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                operation_type="observation", completed_at=step.iso_now(),
+                                duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
+                                buffered_tokens=tokens, observations=text,
+                                extracted_values=result.extracted_values or None,
+                                extraction_failures=_failures(result)))
+    step.owe_all_threads()
+
+
+def _segment_command(step: Step, segment_id: str, status: Literal["buffered", "active"], text: str, tokens: int,
+                     cycle: Cycle,
+                     covered: list[MessageRef]) -> PersistSegment:
+    return PersistSegment(record_key=step.state.key, segment_id=segment_id, kind="observation",
+                          status=status, generation=step.state.generation, text=text,
+                          tokens=tokens, cycle_id=cycle.id, thread_ids=cycle.thread_ids,
+                          first_message_id=covered[0].id, last_message_id=covered[-1].id,
+                          message_ids=tuple(m.id for m in covered), message_tokens=sum(m.tokens for m in covered),
+                          boundary_at=max(m.created_at for m in covered), created_at=step.now)
+
+
+def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
+    state = step.state
+    step.drop_cycle(cycle.id)
+    covered = _covered(step, cycle)
+    if not covered:
+        return
+    text = _observation_text(step, result, cycle)
+    tokens = step.accountant.count_text(text)
+    segment = SegmentRef(id=step.new_id("seg"), tokens=tokens, kind="observation",
+                         boundary_at=max(m.created_at for m in covered), first_message_id=covered[0].id,
+                         last_message_id=covered[-1].id, message_count=len(covered), thread_ids=cycle.thread_ids)
+    step.add(_segment_command(step, segment.id, "active", text, tokens, cycle, covered))
+    _remove_observed(step, covered)
+    state.log.append(segment)
+    state.log_tokens += tokens
+    state.last_buffered_at_tokens = state.unobserved_tokens
+    main = step.primary_thread(cycle.thread_ids)
+    single = len(cycle.thread_ids) == 1
+    _apply_hints(step, main, result.current_task if single else None,
+                 result.suggested_response if single else None, result.thread_title if single else None,
+                 cycle.id, result.extracted_values)
+    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id))
+    step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                  operation_type="observation", completed_at=step.iso_now(),
+                                  duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
+                                  observation_tokens=tokens, observations=text, current_task=result.current_task,
+                                  suggested_response=result.suggested_response,
+                                  extracted_values=result.extracted_values or None,
+                                  extraction_failures=_failures(result),
+                                  fallback_model=result.fallback_model or (OFFLINE_MODEL if cycle.fallback
+                                                                           else None)))
+    step.owe_all_threads()
+
+
+def _on_failure(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
+    state = step.state
+    error = (result.error or "the Observer returned no observations")[:2000]
+    main = step.primary_thread(cycle.thread_ids)
+    step.drop_cycle(cycle.id)
+    partial = result.observations.strip() or None
+    if cycle.kind == "buffer":
+        state.buffer_failures += 1
+        retry_at = step.now + step.backoff(state.buffer_failures)
+        state.buffer_retry_at = retry_at
+        step.schedule("retry:buffer", retry_at)
+        step.emit(BufferingFailedEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                       operation_type="observation", failed_at=step.iso_now(),
+                                       duration_ms=max(0, step.now - cycle.started_at),
+                                       tokens_attempted=cycle.tokens, error=error, observations=partial))
+        if cycle.blocking:  # the context was waiting on this chunk: observe synchronously instead
+            _start_sync(step, "sync", "turn-sync")
+        return
+    retry_offline = cycle.kind == "sync" and not cycle.fallback
+    step.emit(ObservationFailedEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                     operation_type="observation", failed_at=step.iso_now(),
+                                     duration_ms=max(0, step.now - cycle.started_at), tokens_attempted=cycle.tokens,
+                                     error=error, observations=partial,
+                                     next_action="observe with the offline model" if retry_offline
+                                     else "retry later"))
+    if retry_offline:
+        # every configured model failed past the limit: the offline model keeps the context bounded
+        _start_sync(step, "sync", "turn-sync", offline=True)
+    else:
+        step.schedule("retry:observation", step.now + step.backoff(1))
+        step.owe_all_threads()
+
+
+def retry_cycle(step: Step, cycle: Cycle) -> None:
+    """A cycle's deadline passed without a result (e.g. a model worker crashed): ask again, or give up."""
+    if cycle.attempt >= step.limits.max_cycle_attempts:
+        on_result(step, ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation="observation",
+                                           ok=False, error=f"no result after {cycle.attempt} attempts",
+                                           error_kind="timeout"), cycle)
+        return
+    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.now + step.limits.cycle_timeout_ms)
+    step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
+    step.schedule(f"deadline:{cycle.id}", again.deadline_at)
+    request_observation(step, again)
+
+
+def describe_model(step: Step) -> str:
+    return model_name(step.config.observer_model)

@@ -1,0 +1,292 @@
+"""Reflection rules: when the Reflector condenses the observation log into a new generation.
+
+* Background reflection starts at ``reflection.bufferActivation`` × observationTokens and condenses the log as it
+  stands; at observationTokens the buffered reflection replaces exactly the segments it covered, keeping everything
+  appended since.
+* Without buffering (or past reflection.blockAfter with nothing buffered) the whole log is reflected
+  synchronously: the context waits, and the offline model condenses if every configured model fails.
+* An empty, degenerate or non-shrinking reflection is never committed; after a failed or unproductive attempt no
+  automatic reflection runs until the log grows by a tenth of the threshold or a back-off timer expires, so a log
+  that cannot be condensed never loops.
+* Buffered observation chunks are untouched by a reflection: they belong to the unobserved messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+from om_stream.core.commands import CommitGeneration, PersistSegment, RequestReflection
+from om_stream.core.events import (
+    ActivationEvent,
+    BufferingEndEvent,
+    BufferingFailedEvent,
+    BufferingStartEvent,
+    ExtractionFailure,
+    ObservationEndEvent,
+    ObservationFailedEvent,
+    ObservationStartEvent,
+)
+from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.model_spec import model_name
+from om_stream.core.state import BufferedReflection, Cycle, CycleKind, SegmentRef, Trigger
+from om_stream.core.step import Step
+from om_stream.core.ttl import resolve_idle_ms
+
+__all__ = ["compression_start_level", "evaluate", "on_result", "retry_cycle", "start_manual_reflection"]
+
+BACKGROUND_TARGET_RATIO = 0.75
+HOLD_GROWTH_RATIO = 0.1
+
+
+def compression_start_level(model: str) -> int:
+    """gemini-2.5-flash needs firmer instructions to compress; other models start gently."""
+    return 2 if "gemini-2.5-flash" in model else 1
+
+
+def _threshold(step: Step) -> int:
+    return step.state.override_observation_tokens or step.config.observation_tokens
+
+
+def _held(step: Step) -> bool:
+    hold = step.state.reflection_hold_tokens
+    return hold is not None and step.state.log_tokens < hold
+
+
+def evaluate(step: Step, *, idle_check: bool = False, previous_model: str | None = None,
+             current_model: str | None = None) -> None:
+    state, config = step.state, step.config
+    if not config.enabled or not state.log:
+        return
+    if any(c.operation == "reflection" and c.kind != "buffer" for c in state.cycles):
+        return
+    threshold = _threshold(step)
+    tokens = state.log_tokens
+    buffering = state.in_flight("reflection", "buffer")
+    if state.buffered_reflection is not None and state.buffered_reflection.generation != state.generation:
+        state.buffered_reflection = None  # computed from a generation that no longer exists
+    if state.buffered_reflection is not None:
+        if tokens >= threshold:
+            activate(step, "threshold")
+        elif idle_check:
+            _maybe_activate_early(step, previous_model, current_model)
+        return
+    ratio = config.reflection_buffer_activation
+    if ratio is not None:
+        if tokens >= threshold * ratio and not buffering and not _held(step):
+            _start(step, "buffer", "async-buffer")
+            buffering = state.in_flight("reflection", "buffer")
+        block_after = config.reflection_block_after
+        if block_after is not None and tokens >= block_after:
+            if buffering:
+                state.cycles = [replace(c, blocking=True) if c.id == buffering[0].id else c for c in state.cycles]
+            elif not _held(step):
+                _start(step, "sync", "turn-sync")
+        return
+    if tokens >= threshold and not _held(step):
+        _start(step, "sync", "turn-sync")
+
+
+def _maybe_activate_early(step: Step, previous_model: str | None, current_model: str | None) -> None:
+    """reflection.activateAfterIdle / activateOnProviderChange: activate a buffered reflection below threshold,
+    unless what it would replace is tiny next to what it leaves."""
+    state, config = step.state, step.config
+    buffered = state.buffered_reflection
+    assert buffered is not None
+    trigger: Literal["ttl", "provider_change"] | None = None
+    if config.reflection_provider_change and previous_model and current_model and previous_model != current_model:
+        trigger = "provider_change"
+    idle = resolve_idle_ms(config.reflection_idle, state.last_actor_model)
+    if trigger is None and idle is not None and state.last_assistant_at is not None \
+            and step.now - state.last_assistant_at >= idle:
+        trigger = "ttl"
+    if trigger is None:
+        return
+    tail = sum(s.tokens for s in state.log[buffered.covers:])
+    if tail > buffered.tokens + sum(s.tokens for s in state.log[:buffered.covers]):
+        return
+    activate(step, trigger, previous_model=previous_model, current_model=current_model)
+
+
+def _start(step: Step, kind: CycleKind, trigger: Trigger, *, guidance: str | None = None,
+           offline: bool = False) -> None:
+    state = step.state
+    # Every reflection condenses the log as it stands when it starts. A background reflection starts when the log
+    # crosses bufferActivation × threshold, so that is about that much; segments appended meanwhile are kept.
+    covers = len(state.log)
+    segments = state.log[:covers]
+    tokens = sum(s.tokens for s in segments)
+    thread_ids = tuple(dict.fromkeys(t for s in segments for t in s.thread_ids)) or (step.primary_thread(),)
+    cycle = Cycle(id=step.new_id("rbuf" if kind == "buffer" else "refl"), kind=kind,
+                  operation="reflection", trigger=trigger, attempt=1, started_at=step.now,
+                  deadline_at=step.now + step.limits.cycle_timeout_ms, tokens=tokens, thread_ids=thread_ids,
+                  generation=state.generation, covers=covers, blocking=kind == "sync", fallback=offline,
+                  guidance=guidance)
+    step.add_cycle(cycle)
+    main = step.primary_thread(thread_ids)
+    if kind == "buffer":
+        step.emit(BufferingStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                      operation_type="reflection", started_at=step.iso_now(),
+                                      tokens_to_buffer=tokens, thread_ids=list(thread_ids),
+                                      config=step.marker_config()))
+    else:
+        step.emit(ObservationStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                        operation_type="reflection", started_at=step.iso_now(),
+                                        tokens_to_observe=tokens, thread_ids=list(thread_ids),
+                                        config=step.marker_config()))
+    _request(step, cycle)
+
+
+def _request(step: Step, cycle: Cycle) -> None:
+    state = step.state
+    threshold = _threshold(step)
+    target = round(cycle.tokens * BACKGROUND_TARGET_RATIO) if cycle.kind == "buffer" else threshold
+    level = 0 if cycle.kind == "manual" else compression_start_level(model_name(step.config.reflector_model))
+    step.add(RequestReflection(
+        record_key=state.key, request_id=f"{cycle.id}#{cycle.attempt}", cycle_id=cycle.id, attempt=cycle.attempt,
+        kind=cycle.kind, trigger=cycle.trigger, resource_id=state.resource_id, thread_ids=cycle.thread_ids,
+        generation=cycle.generation, segment_ids=tuple(s.id for s in state.log[:cycle.covers]),
+        input_tokens=cycle.tokens, target_tokens=min(target, max(1, cycle.tokens - 1)),
+        compression_start_level=level, guidance=cycle.guidance, use_offline_model=cycle.fallback,
+        deadline_at=cycle.deadline_at))
+
+
+def start_manual_reflection(step: Step, guidance: str | None) -> bool:
+    """Manual reflect(): condense the whole log now. Refused while another reflection is being committed."""
+    state = step.state
+    if not state.log or any(c.operation == "reflection" and c.kind != "buffer" for c in state.cycles):
+        return False
+    _start(step, "manual", "manual", guidance=guidance)
+    return True
+
+
+def activate(step: Step, trigger: Literal["threshold", "ttl", "provider_change", "manual"], *,
+             previous_model: str | None = None,
+             current_model: str | None = None) -> None:
+    state = step.state
+    buffered = state.buffered_reflection
+    assert buffered is not None
+    state.buffered_reflection = None
+    input_tokens = sum(s.tokens for s in state.log[:buffered.covers])
+    _commit(step, buffered.id, buffered.tokens, buffered.covers)
+    step.emit(ActivationEvent(
+        record_id=step.record_id, thread_id=step.primary_thread(), cycle_id=step.new_id("act"),
+        operation_type="reflection", activated_at=step.iso_now(), chunks_activated=1, tokens_activated=input_tokens,
+        observation_tokens=state.log_tokens, messages_activated=0, generation_count=state.generation,
+        observations="", triggered_by=trigger, buffer_cycle_ids=[buffered.cycle_id],
+        last_activity_at=state.last_assistant_at if trigger == "ttl" else None,
+        previous_model=previous_model, current_model=current_model, config=step.marker_config()),
+        observations_from=(buffered.id,))
+
+
+def _commit(step: Step, reflection_id: str, tokens: int, covers: int) -> None:
+    """Start a new generation: the reflection replaces exactly the segments it covered; later ones are kept."""
+    state = step.state
+    covered, kept = state.log[:covers], state.log[covers:]
+    reflection = SegmentRef(id=reflection_id, tokens=tokens, kind="reflection",
+                            boundary_at=covered[-1].boundary_at, first_message_id=covered[0].first_message_id,
+                            last_message_id=covered[-1].last_message_id,
+                            message_count=sum(s.message_count for s in covered),
+                            thread_ids=tuple(dict.fromkeys(t for s in covered for t in s.thread_ids)))
+    state.log = [reflection, *kept]
+    state.log_tokens = sum(s.tokens for s in state.log)
+    state.generation += 1
+    state.reflection_failures = 0
+    threshold = _threshold(step)
+    # a reflection that could not get under the threshold is kept (it is smaller), but does not re-run at once
+    state.reflection_hold_tokens = (state.log_tokens + max(1, round(threshold * HOLD_GROWTH_RATIO))
+                                    if state.log_tokens >= threshold else None)
+    step.add(CommitGeneration(record_key=state.key, generation=state.generation,
+                              segment_ids=tuple(s.id for s in state.log), reflection_id=reflection_id,
+                              replaced_segment_ids=tuple(s.id for s in covered),
+                              observation_tokens=state.log_tokens))
+    step.owe_all_threads()
+
+
+def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
+    state = step.state
+    step.drop_cycle(cycle.id)
+    text = result.observations.strip()
+    stale = cycle.generation != state.generation or cycle.covers > len(state.log)
+    tokens = step.accountant.count_text(text) if text else 0
+    if stale:
+        return  # another reflection replaced these segments meanwhile; this one describes a log that is gone
+    if not result.ok or not text or tokens >= cycle.tokens:
+        reason = result.error or ("the Reflector returned nothing" if not text else
+                                  f"the reflection ({tokens} tokens) is not smaller than its input "
+                                  f"({cycle.tokens} tokens)")
+        _on_failure(step, cycle, reason[:2000], text or None)
+        return
+    main = step.primary_thread(cycle.thread_ids)
+    failures = [ExtractionFailure(slug=s, error=e) for s, e in result.extraction_failures] or None
+    segment_id = step.new_id("seg")
+    step.add(PersistSegment(record_key=state.key, segment_id=segment_id, kind="reflection",
+                            status="buffered" if cycle.kind == "buffer" else "active", generation=state.generation,
+                            text=text, tokens=tokens, cycle_id=cycle.id, thread_ids=cycle.thread_ids,
+                            first_message_id=state.log[0].first_message_id,
+                            last_message_id=state.log[cycle.covers - 1].last_message_id, message_ids=(),
+                            message_tokens=0, boundary_at=state.log[cycle.covers - 1].boundary_at,
+                            created_at=step.now))
+    if cycle.kind == "buffer":
+        state.buffered_reflection = BufferedReflection(id=segment_id, cycle_id=cycle.id, generation=state.generation,
+                                                       covers=cycle.covers, input_tokens=cycle.tokens,
+                                                       tokens=tokens, buffered_at=step.now)
+        step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                    operation_type="reflection", completed_at=step.iso_now(),
+                                    duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
+                                    buffered_tokens=tokens, observations=text,
+                                    extracted_values=result.extracted_values or None,
+                                    extraction_failures=failures))
+        if cycle.blocking and state.log_tokens >= _threshold(step):
+            activate(step, "threshold")
+        return
+    _commit(step, segment_id, tokens, cycle.covers)
+    step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                  operation_type="reflection", completed_at=step.iso_now(),
+                                  duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
+                                  observation_tokens=state.log_tokens, observations=text,
+                                  suggested_response=result.suggested_response,
+                                  extracted_values=result.extracted_values or None, extraction_failures=failures,
+                                  fallback_model=result.fallback_model or ("offline" if cycle.fallback else None)))
+
+
+def _on_failure(step: Step, cycle: Cycle, error: str, partial: str | None) -> None:
+    state = step.state
+    main = step.primary_thread(cycle.thread_ids)
+    state.reflection_failures += 1
+    threshold = _threshold(step)
+    state.reflection_hold_tokens = state.log_tokens + max(1, round(threshold * HOLD_GROWTH_RATIO))
+    if state.reflection_failures <= step.limits.max_reflection_failures:
+        step.schedule("retry:reflection", step.now + step.backoff(state.reflection_failures))
+    if cycle.kind == "buffer":
+        step.emit(BufferingFailedEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                       operation_type="reflection", failed_at=step.iso_now(),
+                                       duration_ms=max(0, step.now - cycle.started_at), tokens_attempted=cycle.tokens,
+                                       error=error, observations=partial))
+        return
+    offline = cycle.kind == "sync" and not cycle.fallback
+    step.emit(ObservationFailedEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
+                                     operation_type="reflection", failed_at=step.iso_now(),
+                                     duration_ms=max(0, step.now - cycle.started_at), tokens_attempted=cycle.tokens,
+                                     error=error, observations=partial,
+                                     next_action="reflect with the offline model" if offline else "retry later"))
+    if offline:
+        _start(step, "sync", "turn-sync", offline=True)
+    step.owe_all_threads()
+
+
+def release_hold(step: Step) -> None:
+    """The back-off after a failed reflection expired: automatic reflection may try again."""
+    step.state.reflection_hold_tokens = None
+
+
+def retry_cycle(step: Step, cycle: Cycle) -> None:
+    if cycle.attempt >= step.limits.max_cycle_attempts:
+        on_result(step, ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation="reflection",
+                                           ok=False, error=f"no result after {cycle.attempt} attempts",
+                                           error_kind="timeout"), cycle)
+        return
+    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.now + step.limits.cycle_timeout_ms)
+    step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
+    step.schedule(f"deadline:{cycle.id}", again.deadline_at)
+    _request(step, again)

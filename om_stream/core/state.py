@@ -1,0 +1,222 @@
+"""Per-record control state: small, serialisable, and everything ``decide`` needs to apply OM's rules.
+
+A record is a thread (scope ``thread``) or a resource (scope ``resource``). Content (message bodies, observation
+text) lives in the content store and is referenced by id; this state holds ids, token counts and times, so the
+Faust table and its changelog stay cheap (a few KB per thread).
+
+Vocabulary:
+* ``unobserved`` - messages after the observation cursor, in arrival order (``seq``).
+* ``buffered`` - observation chunks computed in the background, each covering a contiguous run of the oldest
+  unobserved messages, waiting for activation.
+* ``log`` - the active observation log of the current generation, as ordered segments (activated chunks, sync
+  observations, and at most one leading reflection).
+* ``cycles`` - Observer/Reflector calls in flight.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+__all__ = [
+    "BufferedReflection",
+    "ChunkRef",
+    "Cycle",
+    "MessageRef",
+    "RecordState",
+    "SegmentRef",
+    "ThreadState",
+]
+
+CycleKind = Literal["buffer", "sync", "manual"]
+Operation = Literal["observation", "reflection"]
+Trigger = Literal["turn-sync", "async-buffer", "manual"]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    id: str
+    thread_id: str
+    seq: int
+    created_at: int
+    tokens: int
+    role: str
+    safe_cut: bool  # no tool call is left without its result after this message: a boundary may fall here
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRef:
+    """A buffered observation chunk: its text is stored under ``id``; it covers messages first_seq..last_seq."""
+
+    id: str
+    cycle_id: str
+    first_seq: int
+    last_seq: int
+    first_message_id: str
+    last_message_id: str
+    message_count: int
+    message_tokens: int
+    tokens: int
+    last_message_at: int
+    buffered_at: int
+    thread_ids: tuple[str, ...]
+    current_task: str | None = None
+    suggested_response: str | None = None
+    thread_title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    """One piece of the active observation log (text stored under ``id``)."""
+
+    id: str
+    tokens: int
+    kind: Literal["observation", "reflection"]
+    boundary_at: int  # time of the newest message it covers: the "message boundary" of the context
+    first_message_id: str
+    last_message_id: str
+    message_count: int
+    thread_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    id: str
+    kind: CycleKind
+    operation: Operation
+    trigger: Trigger
+    attempt: int
+    started_at: int
+    deadline_at: int
+    tokens: int  # tokens handed to the model: message tokens (observation) or observation tokens (reflection)
+    message_ids: tuple[str, ...] = ()
+    last_seq: int = -1  # observation: newest message covered
+    thread_ids: tuple[str, ...] = ()
+    generation: int = 0  # reflection: generation it was computed from
+    covers: int = 0  # reflection: number of leading log segments it replaces
+    blocking: bool = False  # the context waits for this cycle
+    fallback: bool = False  # served by the offline model because every configured model failed
+    guidance: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BufferedReflection:
+    id: str
+    cycle_id: str
+    generation: int
+    covers: int
+    input_tokens: int
+    tokens: int
+    buffered_at: int
+
+
+@dataclass(slots=True)
+class ThreadState:
+    """What a record knows per thread: hints, title, the current turn."""
+
+    thread_id: str
+    title: str | None = None
+    current_task: str | None = None
+    suggested_response: str | None = None
+    turn_message: MessageRef | None = None  # the current turn's user message: never removed from the raw context
+    observed_through_seq: int = -1  # the observation cursor of this thread (never moves backwards)
+    open_tool_calls: list[str] = field(default_factory=list)  # tool calls still waiting for their result
+    step_number: int = 0
+    last_message_id: str | None = None
+    last_message_at: int | None = None
+
+
+def _copy_thread(thread: ThreadState) -> ThreadState:
+    new = copy.copy(thread)
+    new.open_tool_calls = list(thread.open_tool_calls)
+    return new
+
+
+@dataclass(slots=True)
+class RecordState:
+    key: str
+    scope: Literal["thread", "resource"]
+    resource_id: str
+    epoch: int = 0  # bumped by clear: ids of a cleared record are never reused
+    id_seq: int = 0
+    msg_seq: int = 0
+    unobserved: list[MessageRef] = field(default_factory=list)
+    unobserved_tokens: int = 0
+    buffered: list[ChunkRef] = field(default_factory=list)
+    log: list[SegmentRef] = field(default_factory=list)
+    log_tokens: int = 0
+    generation: int = 0
+    buffered_reflection: BufferedReflection | None = None
+    cycles: list[Cycle] = field(default_factory=list)
+    last_buffered_at_tokens: int = 0
+    buffer_failures: int = 0
+    buffer_retry_at: int | None = None
+    reflection_hold_tokens: int | None = None  # no automatic reflection until the log grows past this
+    reflection_failures: int = 0
+    last_assistant_at: int | None = None
+    last_actor_model: str | None = None
+    threads: dict[str, ThreadState] = field(default_factory=dict)
+    recent_ids: list[str] = field(default_factory=list)  # recently appended message ids (duplicate detection)
+    context_version: int = 0
+    owed_threads: list[str] = field(default_factory=list)  # contexts owed to agents once nothing blocks them
+    manual_observe_pending: bool = False
+    override_message_tokens: int | None = None
+    override_observation_tokens: int | None = None
+    timers: dict[str, int] = field(default_factory=dict)  # "kind:ref" -> due time (ms)
+    total_observed_messages: int = 0
+
+    @property
+    def record_id(self) -> str:
+        return f"{self.scope}:{self.key}"
+
+    def clone(self) -> RecordState:
+        """A copy ``decide`` may change freely: the caller's state is never mutated.
+
+        Containers are copied; the frozen values inside them are shared (they are replaced, never changed).
+        """
+        new = copy.copy(self)
+        new.unobserved = list(self.unobserved)
+        new.buffered = list(self.buffered)
+        new.log = list(self.log)
+        new.cycles = list(self.cycles)
+        new.recent_ids = list(self.recent_ids)
+        new.timers = dict(self.timers)
+        new.owed_threads = list(self.owed_threads)
+        new.threads = {tid: _copy_thread(thread) for tid, thread in self.threads.items()}
+        return new
+
+    def cycle(self, cycle_id: str) -> Cycle | None:
+        return next((c for c in self.cycles if c.id == cycle_id), None)
+
+    def in_flight(self, operation: Operation, kind: CycleKind | None = None) -> list[Cycle]:
+        return [c for c in self.cycles if c.operation == operation and (kind is None or c.kind == kind)]
+
+    def blocking_cycle(self) -> Cycle | None:
+        return next((c for c in self.cycles if c.blocking), None)
+
+    # -- serialisation for the table store: plain JSON-compatible dicts ---------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RecordState:
+        values = dict(data)
+        values["unobserved"] = [MessageRef(**m) for m in values.get("unobserved", [])]
+        values["buffered"] = [ChunkRef(**{**c, "thread_ids": tuple(c["thread_ids"])})
+                              for c in values.get("buffered", [])]
+        values["log"] = [SegmentRef(**{**s, "thread_ids": tuple(s["thread_ids"])}) for s in values.get("log", [])]
+        values["cycles"] = [Cycle(**{**c, "message_ids": tuple(c["message_ids"]), "thread_ids": tuple(c["thread_ids"])})
+                            for c in values.get("cycles", [])]
+        if values.get("buffered_reflection"):
+            values["buffered_reflection"] = BufferedReflection(**values["buffered_reflection"])
+        threads = {}
+        for tid, raw in values.get("threads", {}).items():
+            thread = dict(raw)
+            if thread.get("turn_message"):
+                thread["turn_message"] = MessageRef(**thread["turn_message"])
+            threads[tid] = ThreadState(**thread)
+        values["threads"] = threads
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
