@@ -13,7 +13,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from om_stream.core.durations import IdleSetting, parse_idle
@@ -92,7 +99,7 @@ class ObservationConfig(_Options):
     activate_after_idle: IdleSetting = None
     activate_on_provider_change: bool | None = None
     block_after: float | None = None
-    previous_observer_tokens: float | Literal[False] = DEFAULT_PREVIOUS_OBSERVER_TOKENS
+    previous_observer_tokens: float | Literal[False] = float(DEFAULT_PREVIOUS_OBSERVER_TOKENS)
     continuation_hints: bool = True
 
     @field_validator("activate_after_idle", mode="before")
@@ -106,6 +113,15 @@ class ObservationConfig(_Options):
         if value is True:
             raise ValueError("observation.bufferTokens: true is not a size; use a ratio, a token count or false")
         return value
+
+    @field_validator("buffer_tokens", "previous_observer_tokens", mode="wrap")
+    @classmethod
+    def _number_is_not_false(cls, value: object, handler: ValidatorFunctionWrapHandler) -> object:
+        # 0 == False in Python, and the union would read 0 as false: `bufferTokens: 0` must be refused, not turn
+        # buffering off, and `previousObserverTokens: 0` (omit previous observations) is not false (no truncation)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        return handler(value)
 
     @field_validator("extract", mode="before")
     @classmethod
@@ -184,13 +200,24 @@ class OMConfig(_Options):
         return resolve_options(self)
 
 
+# pydantic names the member of a union it tried (``model.str``, ``model.ModelByInputTokens.upTo``): not an option
+_UNION_TAGS = frozenset({"str", "bool", "int", "float", "dict", "list", "tuple", "none", "ModelByInputTokens",
+                         "RetrievalConfig"})
+
+
+def _is_tag(part: str) -> bool:
+    return part in _UNION_TAGS or "[" in part or part.startswith("function-")
+
+
 def _camel_path(loc: tuple[int | str, ...]) -> str:
-    return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc
-                    if not (isinstance(p, str) and p in ("function-after", "function-before")))
+    return ".".join(to_camel(p) if isinstance(p, str) else str(p) for p in loc
+                    if not (isinstance(p, str) and _is_tag(p)))
 
 
 def _config_error(exc: ValidationError) -> ConfigError:
-    first = exc.errors()[0]
+    errors = exc.errors()
+    # a union reports one error per member: our own validators' messages, else the deepest error, say the most
+    first = next((e for e in errors if e["type"] == "value_error"), max(errors, key=lambda e: len(e["loc"])))
     message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     field = _camel_path(tuple(first["loc"]))
     if ":" in message and message.split(":", 1)[0].replace(".", "").isalnum():
@@ -260,10 +287,17 @@ class ResolvedConfig:
         """Per-record thresholds (``om.commands`` config override), validated like the options themselves."""
         if message_tokens is None and observation_tokens is None:
             return self
-        observation = self.options.observation.model_copy(
-            update={"message_tokens": message_tokens or self.options.observation.message_tokens})
-        reflection = self.options.reflection.model_copy(
-            update={"observation_tokens": observation_tokens or self.options.reflection.observation_tokens})
+        # model_copy does not validate: refuse here what the options themselves refuse (gt=0), rather than
+        # ignoring a 0 or accepting a negative threshold
+        for field, value in (("observation.messageTokens", message_tokens),
+                             ("reflection.observationTokens", observation_tokens)):
+            if value is not None and (isinstance(value, bool) or value <= 0):
+                raise ConfigError(field, f"override must be a positive token count, got {value!r}")
+        observation = self.options.observation.model_copy(update={
+            "message_tokens": self.options.observation.message_tokens if message_tokens is None else message_tokens})
+        reflection = self.options.reflection.model_copy(update={
+            "observation_tokens": (self.options.reflection.observation_tokens if observation_tokens is None
+                                   else observation_tokens)})
         return resolve_options(self.options.model_copy(update={"observation": observation,
                                                                "reflection": reflection}))
 

@@ -146,6 +146,8 @@ def _on_timer(step: Step, event: TimerFired) -> None:
         state.buffer_retry_at = None
     elif event.timer == "retry:reflection":
         reflection.release_hold(step)
+    elif event.timer == "retry:observation" and state.manual_observe_pending:
+        observation.start_manual_observation(step)
 
 
 def _on_override(step: Step, event: OverrideThresholds) -> None:

@@ -118,16 +118,16 @@ def evaluate(step: Step) -> None:
     if not config.enabled or any(c.operation == "observation" and c.kind != "buffer" for c in state.cycles):
         return
     threshold = step.message_threshold()
-    if state.buffered and state.unobserved_tokens >= threshold:
+    if state.buffered and step.pending() >= threshold:
         activate_chunks(step, "threshold")
-    if state.unobserved_tokens >= config.message_limit or (state.unobserved_tokens >= threshold
-                                                           and not config.async_buffering):
+    pending = step.pending()
+    if pending >= config.message_limit or (pending >= threshold and not config.async_buffering):
         if state.buffered:
             activate_chunks(step, "threshold", everything=True)
         buffering = state.in_flight("observation", "buffer")
         if buffering:
             # the context waits for the chunk already being computed rather than observing its messages twice
-            state.cycles = [replace(c, blocking=True) if c.id == buffering[0].id else c for c in state.cycles]
+            step.block_on(buffering[0])
             return
         _start_sync(step, "sync", "turn-sync")
         return
@@ -176,7 +176,7 @@ def _maybe_buffer(step: Step, threshold: int, *, idle: bool = False) -> None:
         return
     if state.buffer_retry_at is not None and step.now < state.buffer_retry_at:
         return
-    pending = state.unobserved_tokens
+    pending = step.pending()
     candidates = _unbuffered(step)
     tokens = sum(m.tokens for m in candidates)
     if not candidates or (not idle and tokens < buffer_tokens / 2):
@@ -248,7 +248,7 @@ def _start_cycle(step: Step, kind: CycleKind, trigger: Trigger, messages: list[M
     thread_ids = tuple(dict.fromkeys(m.thread_id for m in messages))
     cycle = Cycle(id=step.new_id("obs" if kind != "buffer" else "buf"), kind=kind,
                   operation="observation", trigger=trigger, attempt=1,
-                  started_at=step.now, deadline_at=step.now + step.limits.cycle_timeout_ms, tokens=tokens,
+                  started_at=step.now, deadline_at=step.deadline(kind == "sync"), tokens=tokens,
                   message_ids=tuple(m.id for m in messages), last_seq=messages[-1].seq, thread_ids=thread_ids,
                   blocking=kind == "sync", fallback=offline)
     step.add_cycle(cycle)
@@ -305,9 +305,12 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
     if everything or trigger in ("manual",):
         count = len(state.buffered)
     else:
-        choice = select_chunks([c.message_tokens for c in state.buffered], state.unobserved_tokens,
-                               config.retention_floor, config.block_after)
+        choice = select_chunks([c.message_tokens for c in state.buffered], step.pending(),
+                               config.retention_floor, config.block_after,
+                               force=trigger in ("ttl", "provider_change"))
         count = choice.count
+    if count == 0:
+        return
     chunks, state.buffered = state.buffered[:count], state.buffered[count:]
     last_seq = chunks[-1].last_seq
     removed = [m for m in state.unobserved if m.seq <= last_seq]
@@ -327,7 +330,7 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
         _apply_hints(step, thread_id, hinted[-1].current_task, hinted[-1].suggested_response,
                      next((c.thread_title for c in reversed(hinted) if c.thread_title), None), hinted[-1].cycle_id,
                      {})
-    state.last_buffered_at_tokens = state.unobserved_tokens
+    state.last_buffered_at_tokens = step.pending()
     main = step.primary_thread(chunks[0].thread_ids)
     step.emit(ActivationEvent(
         record_id=step.record_id, thread_id=main, cycle_id=step.new_id("act"), operation_type="observation",
@@ -396,7 +399,10 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         _on_buffered(step, result, cycle)
     else:
         _on_observed(step, result, cycle)
-    if step.state.manual_observe_pending and not step.state.in_flight("observation"):
+    if result.ok:
+        step.state.observe_failures = 0
+    if step.state.manual_observe_pending and not step.state.in_flight("observation") \
+            and "retry:observation" not in step.state.timers:
         start_manual_observation(step)
 
 
@@ -489,7 +495,7 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     _remove_observed(step, covered)
     state.log.append(segment)
     state.log_tokens += tokens
-    state.last_buffered_at_tokens = state.unobserved_tokens
+    state.last_buffered_at_tokens = step.pending()
     main = step.primary_thread(cycle.thread_ids)
     single = len(cycle.thread_ids) == 1
     _apply_hints(step, main, result.current_task if single else None,
@@ -523,8 +529,8 @@ def _on_failure(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
                                        operation_type="observation", failed_at=step.iso_now(),
                                        duration_ms=max(0, step.now - cycle.started_at),
                                        tokens_attempted=cycle.tokens, error=error, observations=partial))
-        if cycle.blocking:  # the context was waiting on this chunk: observe synchronously instead
-            _start_sync(step, "sync", "turn-sync")
+        if cycle.blocking:  # the agent already waited for this chunk: the offline model observes at once
+            _start_sync(step, "sync", "turn-sync", offline=True)
         return
     retry_offline = cycle.kind == "sync" and not cycle.fallback
     step.emit(ObservationFailedEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
@@ -537,18 +543,24 @@ def _on_failure(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         # every configured model failed past the limit: the offline model keeps the context bounded
         _start_sync(step, "sync", "turn-sync", offline=True)
     else:
-        step.schedule("retry:observation", step.now + step.backoff(1))
+        # a manual observe() is not forgotten: it runs again after a back-off
+        state.manual_observe_pending = cycle.kind == "manual" or state.manual_observe_pending
+        state.observe_failures += 1
+        step.schedule("retry:observation", step.now + step.backoff(state.observe_failures))
         step.owe_all_threads()
 
 
 def retry_cycle(step: Step, cycle: Cycle) -> None:
-    """A cycle's deadline passed without a result (e.g. a model worker crashed): ask again, or give up."""
-    if cycle.attempt >= step.limits.max_cycle_attempts:
+    """A cycle's deadline passed without a result (e.g. a model worker crashed): ask again, or give up.
+
+    An agent waiting on a blocking cycle is not made to wait for another attempt: the cycle fails over to the
+    offline model at once."""
+    if cycle.attempt >= step.limits.max_cycle_attempts or (cycle.blocking and not cycle.fallback):
         on_result(step, ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation="observation",
                                            ok=False, error=f"no result after {cycle.attempt} attempts",
                                            error_kind="timeout"), cycle)
         return
-    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.now + step.limits.cycle_timeout_ms)
+    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.deadline(cycle.blocking))
     step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
     step.schedule(f"deadline:{cycle.id}", again.deadline_at)
     request_observation(step, again)

@@ -79,7 +79,7 @@ def evaluate(step: Step, *, idle_check: bool = False, previous_model: str | None
         block_after = config.reflection_block_after
         if block_after is not None and tokens >= block_after:
             if buffering:
-                state.cycles = [replace(c, blocking=True) if c.id == buffering[0].id else c for c in state.cycles]
+                step.block_on(buffering[0])
             elif not _held(step):
                 _start(step, "sync", "turn-sync")
         return
@@ -119,7 +119,7 @@ def _start(step: Step, kind: CycleKind, trigger: Trigger, *, guidance: str | Non
     thread_ids = tuple(dict.fromkeys(t for s in segments for t in s.thread_ids)) or (step.primary_thread(),)
     cycle = Cycle(id=step.new_id("rbuf" if kind == "buffer" else "refl"), kind=kind,
                   operation="reflection", trigger=trigger, attempt=1, started_at=step.now,
-                  deadline_at=step.now + step.limits.cycle_timeout_ms, tokens=tokens, thread_ids=thread_ids,
+                  deadline_at=step.deadline(kind == "sync"), tokens=tokens, thread_ids=thread_ids,
                   generation=state.generation, covers=covers, blocking=kind == "sync", fallback=offline,
                   guidance=guidance)
     step.add_cycle(cycle)
@@ -281,12 +281,12 @@ def release_hold(step: Step) -> None:
 
 
 def retry_cycle(step: Step, cycle: Cycle) -> None:
-    if cycle.attempt >= step.limits.max_cycle_attempts:
+    if cycle.attempt >= step.limits.max_cycle_attempts or (cycle.blocking and not cycle.fallback):
         on_result(step, ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation="reflection",
                                            ok=False, error=f"no result after {cycle.attempt} attempts",
                                            error_kind="timeout"), cycle)
         return
-    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.now + step.limits.cycle_timeout_ms)
+    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.deadline(cycle.blocking))
     step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
     step.schedule(f"deadline:{cycle.id}", again.deadline_at)
     _request(step, again)

@@ -161,6 +161,7 @@ class RecordState:
     context_version: int = 0
     owed_threads: list[str] = field(default_factory=list)  # contexts owed to agents once nothing blocks them
     manual_observe_pending: bool = False
+    observe_failures: int = 0
     override_message_tokens: int | None = None
     override_observation_tokens: int | None = None
     timers: dict[str, int] = field(default_factory=dict)  # "kind:ref" -> due time (ms)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from om_stream.core.commands import Command, ContextSpec, EmitEvent, PublishContext, ScheduleTimer
@@ -22,7 +22,8 @@ __all__ = ["EngineLimits", "Step"]
 class EngineLimits:
     """Bounds of the engine itself (not OM options): how long a model call may take, how often to retry."""
 
-    cycle_timeout_ms: int = 180_000
+    cycle_timeout_ms: int = 180_000  # a background cycle without result is asked again after this
+    blocking_timeout_ms: int = 60_000  # an agent waits at most this long for a blocking cycle's configured models
     max_cycle_attempts: int = 3
     retry_backoff_ms: int = 5_000
     max_retry_backoff_ms: int = 600_000
@@ -90,6 +91,11 @@ class Step:
             return thread_ids[0]
         return self.state.key if self.state.scope == "thread" else next(iter(self.state.threads), self.state.key)
 
+    def pending(self) -> int:
+        """Unobserved message tokens as the agent's model will count them (conversation overhead included)."""
+        tokens = self.state.unobserved_tokens
+        return tokens + self.accountant.conversation_overhead if tokens else 0
+
     def message_threshold(self) -> int:
         return self.config.message_threshold(self.state.log_tokens)
 
@@ -101,9 +107,20 @@ class Step:
     def iso_now(self) -> str:
         return iso(self.now)
 
+    def deadline(self, blocking: bool) -> int:
+        return self.now + (self.limits.blocking_timeout_ms if blocking else self.limits.cycle_timeout_ms)
+
     def add_cycle(self, cycle: Cycle) -> None:
         self.state.cycles.append(cycle)
         self.schedule(f"deadline:{cycle.id}", cycle.deadline_at)
+
+    def block_on(self, cycle: Cycle) -> None:
+        """Make contexts wait for an in-flight cycle, and bound that wait like any blocking cycle."""
+        if cycle.blocking:
+            return
+        again = replace(cycle, blocking=True, deadline_at=min(cycle.deadline_at, self.deadline(True)))
+        self.state.cycles = [again if c.id == cycle.id else c for c in self.state.cycles]
+        self.schedule(f"deadline:{cycle.id}", again.deadline_at)
 
     def drop_cycle(self, cycle_id: str) -> None:
         self.state.cycles = [c for c in self.state.cycles if c.id != cycle_id]
@@ -160,7 +177,7 @@ class Step:
     def status(self, thread_id: str) -> StatusEvent:
         state = self.state
         chunk_tokens = [c.message_tokens for c in state.buffered]
-        pending = state.unobserved_tokens
+        pending = self.pending()
         projected = (select_chunks(chunk_tokens, pending, self.config.retention_floor, None).tokens
                      if chunk_tokens else 0)
         buffering: Literal["idle", "running", "complete"] = (

@@ -75,12 +75,12 @@ def image_tokens(part: ImagePart, provider: str, model: str = "") -> int:
     return base + tile * 4
 
 
-def file_tokens(part: FilePart, provider: str, count_text: Callable[[str], int]) -> int:
+def file_tokens(part: FilePart, provider: str, count_text: Callable[[str], int], model: str = "") -> int:
     """Images sent as files count as images; PDFs and other files by size; unknown sizes by their descriptor."""
     if part.mime_type.lower().startswith("image/"):
         as_image = ImagePart(url=part.url, data=part.data, mime_type=part.mime_type, filename=part.filename,
                              size_bytes=part.size_bytes)
-        return image_tokens(as_image, provider)
+        return image_tokens(as_image, provider, model)
     size = part.size_bytes if part.size_bytes is not None else _base64_bytes(part.data)
     if size is None:
         return count_text(json.dumps({"type": "file", "mimeType": part.mime_type, "filename": part.filename}))
@@ -116,7 +116,7 @@ class TokenAccountant:
             return self.count_text(part.tool_name) + self.count_text(_json(part.result)) + 3
         if isinstance(part, ImagePart):
             return image_tokens(part, provider, model)
-        return file_tokens(part, provider, self.count_text)
+        return file_tokens(part, provider, self.count_text, model)
 
     def message_tokens(self, message: Message, model: str = "") -> int:
         """What the message adds to a conversation (overhead included). ``model`` is the actor's model."""

@@ -90,9 +90,9 @@ class Sim:
         before = state
         decision = decide(state, event, self.now, self.config, self.accountant, self.limits)
         self.states[key] = decision.state
+        self._execute(key, resource_id, decision.commands)
         for check in self.checks:
             check(self, before, decision.state, decision.commands)
-        self._execute(key, resource_id, decision.commands)
         return decision.commands
 
     def say(self, thread: str, role: str, text: str = "", *, resource: str = "r1", model: str | None = None,
@@ -156,7 +156,8 @@ class Sim:
         operation = "observation" if isinstance(request, RequestObservation) else "reflection"
         if not outcome.ok:
             return ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation=operation,
-                                      ok=False, error=outcome.error, duration_ms=outcome.delay_ms)
+                                      ok=False, error=outcome.error, duration_ms=outcome.delay_ms,
+                                      observations=outcome.text or "")
         if outcome.text is not None:
             text = outcome.text
         elif isinstance(request, RequestObservation):

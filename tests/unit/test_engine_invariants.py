@@ -1,0 +1,176 @@
+"""Invariants the reference implementation breaks, checked after every decide() on random conversations, random
+configurations and random model outcomes (success, failure, empty/degenerate output, lost results, slow results
+arriving out of order)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from om_stream.core.commands import Command, CommitGeneration, PublishContext
+from om_stream.core.events import ActivationEvent, ObservationEndEvent
+from om_stream.core.inputs import ObserveNow
+from om_stream.core.messages import ToolCallPart, ToolResultPart
+from om_stream.core.state import RecordState
+from tests.support.sim import Outcome, Sim, always_ok
+
+Turn = tuple[int, list[tuple[int, int]], int, int]  # user words, [(call words, result words)], reply words, gap ms
+
+
+@st.composite
+def configurations(draw: st.DrawFn) -> dict[str, Any]:
+    message_tokens = draw(st.integers(40, 400))
+    observation: dict[str, Any] = {"messageTokens": message_tokens}
+    reflection: dict[str, Any] = {"observationTokens": draw(st.integers(30, 600))}
+    options: dict[str, Any] = {"observation": observation, "reflection": reflection}
+    if draw(st.booleans()):
+        observation["bufferTokens"] = False
+        options["shareTokenBudget"] = draw(st.booleans())
+    else:
+        observation["bufferTokens"] = draw(st.sampled_from([0.1, 0.2, 0.25, 0.5]))
+        observation["bufferActivation"] = draw(st.sampled_from([0.5, 0.8, 1.0]))
+        observation["blockAfter"] = draw(st.sampled_from([1.0, 1.2, 1.5, 2.0]))
+        reflection["bufferActivation"] = draw(st.sampled_from([0.3, 0.5, 1.0]))
+        reflection["blockAfter"] = draw(st.sampled_from([1.0, 1.2, 2.0]))
+        observation["bufferOnIdle"] = draw(st.booleans())
+        if draw(st.booleans()):
+            options["activateAfterIdle"] = draw(st.sampled_from(["1m", "5m", "auto", 120_000]))
+    options["temporalMarkers"] = draw(st.booleans())
+    return options
+
+
+turns = st.lists(st.tuples(st.integers(1, 60), st.lists(st.tuples(st.integers(1, 20), st.integers(1, 150)),
+                                                         max_size=2),
+                           st.integers(1, 80), st.integers(200, 20 * 60_000)), min_size=5, max_size=30)
+
+
+def outcome_plan(seed: int) -> Any:
+    rng = random.Random(seed)
+
+    def outcome(_request: object) -> Outcome:
+        roll = rng.random()
+        delay = rng.choice([100, 1_000, 5_000, 30_000, 120_000])
+        if roll < 0.6:
+            return Outcome(delay_ms=delay)
+        if roll < 0.75:
+            return Outcome(ok=False, delay_ms=delay, text=rng.choice([None, "* partial"]))
+        if roll < 0.87:
+            return Outcome(delay_ms=delay, text=rng.choice(["", "   "]))  # empty / degenerate output
+        return Outcome(lost=True)
+
+    return outcome
+
+
+class Invariants:
+    """Checked after every decision; violations are collected with a description."""
+
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+
+    def __call__(self, sim: Sim, before: RecordState, after: RecordState, commands: list[Command]) -> None:
+        limit = sim.config.message_limit if sim.config.async_buffering else None
+        new_ids = {m.id for m in after.unobserved if m.seq > before.msg_seq}
+        for command in commands:
+            if isinstance(command, PublishContext):
+                self._context(sim, after, command, limit, new_ids)
+            if isinstance(command, CommitGeneration):
+                text = sim.segments.get(command.reflection_id, "") if command.reflection_id in sim.segments else None
+                replaced = sum(s.tokens for s in before.log if s.id in command.replaced_segment_ids)
+                reflection = next(s for s in after.log if s.id == command.reflection_id)
+                if text is not None and not text.strip():
+                    self.violations.append("an empty reflection was committed")
+                if reflection.tokens >= replaced:
+                    self.violations.append(f"a reflection of {reflection.tokens} tokens replaced only {replaced}")
+                kept = {c.id for c in after.buffered} | {s.id for s in after.log}
+                if any(c.id not in kept for c in before.buffered):
+                    self.violations.append("a buffered chunk was lost by a reflection")
+        for thread_id, thread in after.threads.items():
+            old = before.threads.get(thread_id)
+            if old is not None and thread.observed_through_seq < old.observed_through_seq:
+                self.violations.append(f"the cursor of {thread_id} moved backwards")
+            activated = any(isinstance(c.event, ActivationEvent) and c.event.operation_type == "observation"
+                            for c in commands if hasattr(c, "event"))
+            observed = any(isinstance(c.event, ObservationEndEvent) for c in commands if hasattr(c, "event"))
+            if old is not None and activated and not observed and old.current_task \
+                    and thread.current_task != old.current_task:
+                self.violations.append("activation changed the continuation hints")
+        if any(count > 1 for count in sim.observed_count.values()):
+            self.violations.append(f"a message was observed twice: {sim.observed_count}")
+
+    def _context(self, sim: Sim, state: RecordState, command: PublishContext, limit: int | None,
+                 new_ids: set[str]) -> None:
+        spec = command.spec
+        thread = state.threads[spec.thread_id]
+        threshold = limit if limit is not None else sim.config.message_threshold(state.log_tokens)
+        unobserved = [m for m in state.unobserved if m.thread_id == spec.thread_id]
+        arrived = sum(m.tokens for m in unobserved if m.id in new_ids)
+        held = sum(m.tokens for m in unobserved) - arrived
+        if held > threshold:
+            self.violations.append(f"context holds {held} unobserved tokens (+{arrived} new) over {threshold}")
+        if thread.turn_message is not None and thread.turn_message.id not in spec.message_ids:
+            self.violations.append("the current turn's user message is missing from the context")
+        ids = set(spec.message_ids)
+        for mid in spec.message_ids:
+            message = sim.messages[mid]
+            for part in message.parts:
+                if isinstance(part, ToolResultPart):
+                    call = next(m for m in sim.messages.values()
+                                if any(isinstance(p, ToolCallPart) and p.tool_call_id == part.tool_call_id
+                                       for p in m.parts))
+                    if call.message_id not in ids:
+                        self.violations.append("a tool result reached the context without its call")
+
+
+def play(sim: Sim, conversation: list[Turn]) -> None:
+    call = 0
+    for user_words, rounds, reply_words, gap in conversation:
+        sim.say("t1", "user", " ".join(["u"] * user_words), advance_ms=gap, model="openai/gpt-5-mini")
+        for call_words, result_words in rounds:
+            call += 1
+            sim.say("t1", "assistant", " ".join(["c"] * call_words), tool_calls=(f"call{call}",), advance_ms=500)
+            sim.say("t1", "tool", " ".join(["r"] * result_words), tool_results=(f"call{call}",), advance_ms=500)
+        sim.say("t1", "assistant", " ".join(["a"] * reply_words), advance_ms=2_000, model="openai/gpt-5-mini")
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(options=configurations(), conversation=turns, seed=st.integers(0, 2**32 - 1))
+def test_invariants_hold_for_random_conversations_and_model_outcomes(options: dict[str, Any],
+                                                                      conversation: list[Turn], seed: int) -> None:
+    invariants = Invariants()
+    sim = Sim(options, outcome=outcome_plan(seed))
+    sim.checks.append(invariants)
+    play(sim, conversation)
+    sim.settle(24 * 3_600_000)
+    sim.outcome = always_ok  # once the models work again, a manual observe() leaves nothing behind
+    state = sim.state()
+    sim.apply(state.key, state.resource_id, ObserveNow())
+    sim.settle(24 * 3_600_000)
+    assert invariants.violations == []
+    # every message ends up observed exactly once, whatever the model did
+    assert sim.state().unobserved == []
+    assert set(sim.observed_count) == set(sim.messages)
+    assert set(sim.observed_count.values()) == {1}
+    # every cycle that started ended or failed exactly once
+    started = [e.event.cycle_id for e in sim.events if e.event.event_type.endswith("-start")]  # type: ignore[attr-defined]
+    finished = [e.event.cycle_id for e in sim.events  # type: ignore[attr-defined]
+                if e.event.event_type.endswith(("-end", "-failed"))]
+    assert sorted(started) == sorted(finished)
+    assert sim.state().cycles == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conversation=turns, seed=st.integers(0, 2**32 - 1))
+def test_invariants_hold_when_results_are_slow_and_arrive_out_of_order(conversation: list[Turn], seed: int) -> None:
+    rng = random.Random(seed)
+    invariants = Invariants()
+    sim = Sim({"observation": {"messageTokens": 120, "bufferTokens": 0.2, "blockAfter": 1.2},
+               "reflection": {"observationTokens": 150, "bufferActivation": 0.5}},
+              outcome=lambda r: Outcome(delay_ms=rng.choice([50, 90_000, 170_000, 200_000])))
+    sim.checks.append(invariants)
+    play(sim, conversation)
+    sim.settle(24 * 3_600_000)
+    assert invariants.violations == []
+    assert set(sim.observed_count.values()) <= {1}
