@@ -7,9 +7,22 @@ timeouts, fallbacks) implement the same protocols around another implementation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Clock", "Embedder", "TextTokenCounter"]
+from om_stream.core.prompts.tasks import ObserverTask, ReflectorTask
+
+__all__ = [
+    "Attachment",
+    "ChatMessage",
+    "ChatModel",
+    "ChatRequest",
+    "ChatResponse",
+    "Clock",
+    "Embedder",
+    "TextTokenCounter",
+    "Usage",
+]
 
 
 @runtime_checkable
@@ -44,3 +57,70 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per text, in order."""
         ...
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """An image or file forwarded to the model next to its ``[Image #n: name]`` placeholder."""
+
+    kind: Literal["image", "file"]
+    mime_type: str
+    url: str | None = None
+    data: str | None = None  # base64
+    filename: str | None = None
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Literal["system", "user", "assistant"]
+    content: str
+    attachments: tuple[Attachment, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One call to a chat model on behalf of OM. ``task`` is the structured view of the same call, which the
+    offline deterministic model answers from; real models read ``messages``."""
+
+    role: Literal["observer", "reflector", "extractor"]
+    model: str
+    messages: tuple[ChatMessage, ...]
+    task: ObserverTask | ReflectorTask | None = None
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    response_schema: dict[str, Any] | None = None  # structured output (schema extractors)
+    timeout_s: float | None = None
+    thread_id: str | None = None
+    resource_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
+                     self.cached_input_tokens + other.cached_input_tokens,
+                     self.reasoning_tokens + other.reasoning_tokens)
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    text: str
+    model: str
+    usage: Usage = Usage()
+    cost_usd: float | None = None  # None: unknown (a model missing from the price map), never a silent zero
+    provider_metadata: dict[str, Any] = field(default_factory=dict)
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Reaches a chat model. Raises ``om_stream.errors.ModelError`` (or a subclass) when it cannot answer."""
+
+    async def complete(self, request: ChatRequest) -> ChatResponse: ...
