@@ -55,8 +55,7 @@ def image_tokens(part: ImagePart, provider: str, model: str = "") -> int:
             return 258 * math.ceil(width / 768) * math.ceil(height / 768)
         return 258
     # OpenAI and unknown providers: a base cost plus tiles of 512 px at high detail
-    lowered = model.lower()
-    base, tile = (2833, 5667) if "gpt-4o-mini" in lowered else (70, 140) if "gpt-5" in lowered else (85, 170)
+    base, tile, fallback_tiles = _openai_image_rates(model.lower())
     detail = part.detail or "auto"
     if detail == "low":
         return base
@@ -72,7 +71,21 @@ def image_tokens(part: ImagePart, provider: str, model: str = "") -> int:
     if size is not None:
         tiles = 1 if size <= 512 * _KB else 4 if size <= 2 * _KB * _KB else 6 if size <= 4 * _KB * _KB else 8
         return base + tile * tiles
-    return base + tile * 4
+    return base + tile * fallback_tiles
+
+
+def _openai_image_rates(model: str) -> tuple[int, int, int]:
+    """(base tokens, tokens per 512-px tile, tiles assumed without size information) of OpenAI's vision models."""
+    name = model.rsplit("/", 1)[-1]
+    if "gpt-4o-mini" in name:
+        return 2833, 5667, 1
+    if "computer-use" in name:
+        return 65, 129, 4
+    if name.startswith(("o1", "o3")):
+        return 75, 150, 4
+    if "gpt-5" in name:
+        return 70, 140, 4
+    return 85, 170, 4
 
 
 def file_tokens(part: FilePart, provider: str, count_text: Callable[[str], int], model: str = "") -> int:
@@ -108,7 +121,9 @@ class TokenAccountant:
 
     def part_tokens(self, part: Part, model: str = "") -> int:
         provider = provider_of(model)
-        if isinstance(part, TextPart | ReasoningPart):
+        if isinstance(part, ReasoningPart):
+            return 0  # reasoning is not sent back to the model with the conversation (the seeds ignore it)
+        if isinstance(part, TextPart):
             return self.count_text(part.text)
         if isinstance(part, ToolCallPart):
             return self.count_text(part.tool_name) + self.count_text(_json(part.args)) + 3

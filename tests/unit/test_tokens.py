@@ -292,3 +292,23 @@ def test_resolve_idle_ms() -> None:
 ])
 def test_gap_text(gap: int, text: str) -> None:
     assert gap_text(gap) == text
+
+
+def test_reasoning_parts_cost_nothing(accountant: TokenAccountant) -> None:
+    from om_stream.core.messages import ReasoningPart
+
+    thinking = Message(message_id="r", thread_id="t", resource_id="r", role="assistant",
+                       created_at=datetime(2026, 1, 1, tzinfo=UTC), parts=(ReasoningPart(text="long thought " * 200),))
+    assert accountant.message_tokens(thinking) == MESSAGE_OVERHEAD
+
+
+@pytest.mark.parametrize(("model", "base", "tile"), [("openai/o3", 75, 150), ("openai/o1-mini", 75, 150),
+                                                     ("openai/computer-use-preview", 65, 129)])
+def test_o_series_and_computer_use_image_rates(accountant: TokenAccountant, model: str, base: int, tile: int) -> None:
+    image = ImagePart(url="https://x/y.png", detail="low")
+    assert accountant.part_tokens(image, model) == base
+    assert accountant.part_tokens(ImagePart(url="https://x/y.png"), model) == base + 4 * tile
+
+
+def test_gpt_4o_mini_assumes_one_tile_without_size(accountant: TokenAccountant) -> None:
+    assert accountant.part_tokens(ImagePart(url="https://x/y.png"), "openai/gpt-4o-mini") == 2833 + 5667
