@@ -1,0 +1,406 @@
+"""The Observer's prompt: a system message with all of its instructions, then the task and the history as user
+messages. Instructions stay in the system role (a user-role copy would read as something the user said).
+
+Also owns ``previousObserverTokens``: :func:`truncate_previous` cuts the previous observations shown to the
+Observer down to a token budget (the reference documents this but never calls it; here it is applied).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from om_stream.core.extractors import BUILT_IN_SLUGS, ExtractionContext, Extractor
+from om_stream.core.prompts.tasks import ObserverTask
+from om_stream.core.prompts.transcript import AttachmentPolicy, render_messages, render_threads
+from om_stream.ports import ChatMessage
+
+__all__ = [
+    "OBSERVATION_RULES",
+    "OUTPUT_FORMAT",
+    "build_observer_messages",
+    "extractor_sections",
+    "observer_system_prompt",
+    "prior_values",
+    "truncate_previous",
+]
+
+CountText = Callable[[str], int]
+
+OBSERVATION_RULES = """\
+HOW TO OBSERVE
+
+Statements, questions and intentions
+- When the user states something about themselves, their work or their world, record it as an assertion: \
+"User stated ...".
+- When the user asks or requests something, record it as such: "User asked ...", "User requested ...". A question \
+is not a fact and does not tell you its answer.
+- When the user says what they will do, must do or plan to do, record the intention with its date: \
+"User stated they will ...".
+- An assertion outranks a later question on the same subject: if the user said they drive a red car and later \
+asks which car colour is safest, the red car is still the fact.
+
+Changes of state
+- When something replaces an earlier fact, say so explicitly: "User switched from X to Y", "User no longer ...". \
+The newer line supersedes the older one; make that visible.
+
+Time
+- Every observation starts with the time of the message it comes from.
+- When a message refers to a date that can be worked out from the message's own date ("yesterday", "last \
+Friday", "next month", "in March"), add the resolved date at the very end of the line: "(meaning Jun 6, 2026)", \
+or "(estimated Mar 2026)" when only approximate. Only for references you can resolve: never for vague ones \
+("recently", "soon", "a while ago") and never for facts stated in the present tense.
+- A sentence that mentions several events at different times becomes several lines, each with its own date at \
+the end.
+
+Precise wording
+- Keep unusual or telling phrasing in quotes.
+- Use the precise verb, not a vague one: "bought", "subscribed to", "returned", "was given" rather than "got" or \
+"has". When the assistant clarified what the user meant, use the clarified wording.
+- Keep what distinguishes the things the assistant produced: each item of a list of recommendations with the \
+attribute that set it apart; names, handles and titles; the structure of creative work; exact numbers, results \
+and measurements; quantities with the count first ("3 tickets"); the user's role at an event (speaker, \
+organiser, guest).
+
+What to capture
+- What the user is working on and why; outcomes and decisions; constraints and preferences.
+- The assistant's explanations, in enough detail that it could give them again; relevant code snippets; \
+formatted text or ASCII art verbatim; text the user and the assistant edited together, verbatim in its latest form.
+- Who, what, where and when; the identifying attributes of people, places and things.
+- Short and medium user messages nearly word for word; long ones summarised, with their key sentences quoted.
+
+Tool use
+- Record what tool was called, why, and what it returned or taught, with file paths and line numbers when useful.
+- Never repeat an observation already recorded. Group repeated similar tool actions under one parent line with \
+"->" sub-bullets instead of one line each.
+
+Next steps
+- Record actionable next steps. A next step the user declined or postponed is marked "waiting for user".
+
+Completion (✅)
+- Mark with ✅ what is finished: the user confirmed it worked, a question got a definitive answer and the user \
+moved on, a goal or subtask was completed.
+- Never for a reply the user has not reacted to, a topic that was merely paused, or an ambiguous reaction.
+- Use ✅ as a sub-bullet of the task it completes or as its own line, and say concretely what was done \
+("✅ Fixed the off-by-one error in pagination.py"), never just "done"."""
+
+OUTPUT_FORMAT = """\
+OUTPUT FORMAT
+
+Every observation line starts with a priority mark:
+🔴 important: facts the user stated about themselves, preferences, goals not yet reached, context that must not \
+be lost
+🟡 useful: project details, things learned, tool results
+🟢 minor or uncertain
+✅ completed (see above)
+
+Observations are grouped by day under a line "Date: Mon D, YYYY". Each observation line reads \
+"* <mark> (HH:MM) text" with a 24-hour time; details go on indented lines under their parent. Everything goes \
+inside one <observations> block:
+
+<observations>
+Date: Jun 6, 2026
+* 🔴 (09:14) User stated they are moving to Lyon in September (meaning Sep 2026).
+* 🟡 (09:20) Assistant compared three moving companies for the user:
+  * -> MoveFast: cheapest, four-week lead time
+  * -> Lyon Express: insures fragile items
+  * ✅ User chose Lyon Express.
+</observations>"""
+
+GUIDELINES = """\
+GUIDELINES
+- Be specific and actionable: a future reader has nothing but these lines.
+- One to five observations per exchange is typical. Be terse; no filler, no duplicates.
+- Record tool calls: what was done, why, and what was learned.
+- Record detailed assistant answers so they could be given again.
+- Every observation line starts with a priority mark or ✅.
+- Record concrete completed work with ✅."""
+
+_ROLE = """\
+You are the memory of an AI assistant. You read the latest part of a conversation between a user and the \
+assistant and write observations about it. The assistant will not see these messages again: your observations \
+are the only record it keeps, so write down what it needs to carry on as if it remembered everything that matters."""
+
+_SINGLE_THREAD = """\
+THREADS
+All the messages come from one conversation. Never write thread ids or <thread> tags."""
+
+_MULTI_THREAD = """\
+THREADS
+The history contains several conversations of the same user, each in a <thread id="..."> block. Inside \
+<observations>, write one <thread id="..."> block per conversation, with the same id, holding that conversation's \
+observations and, when they are requested, its own optional sections. For example:
+
+<observations>
+<thread id="a1">
+Date: Jun 6, 2026
+* 🔴 (09:14) User stated they are moving to Lyon in September (meaning Sep 2026).
+<current-task>Primary: compare moving companies.</current-task>
+</thread>
+<thread id="b2">
+Date: Jun 6, 2026
+* 🟡 (10:02) User asked for a French phrase book recommendation.
+</thread>
+</observations>"""
+
+_CLOSING_WITH_HINTS = """\
+The user's messages matter most. If the latest user message asks something new or starts a task, make it the \
+first item of <current-task>. If the assistant still has to reply, say so in <suggested-response>, and that it \
+should then wait for the user."""
+
+_CLOSING = """\
+The user's messages matter most: make sure the latest user message, and what it asks for, is recorded."""
+
+_HINT_INSTRUCTIONS = {
+    "current-task": "What the assistant is working on now: the primary task, any secondary ones, and whether it "
+                    "is waiting for the user. Flag actions the assistant took off-task without the user's approval.",
+    "suggested-response": "A short hint for the assistant's next message: what to say or do next so the "
+                          "conversation continues naturally.",
+    "thread-title": "A title for the conversation: a noun phrase of 2 to 5 words. Keep the current title unless "
+                    "the topic really changed.",
+}
+_GAP_MARKER = "[{} observations truncated here]"
+_PRIORITY = ("🔴", "✅")
+_DATE = re.compile(r"^\s*Date:")
+_THREAD_OPEN = re.compile(r"^\s*<thread\b")
+_THREAD_CLOSE = re.compile(r"^\s*</thread>\s*$")
+_OTHER_TAG = re.compile(r"^\s*</?[a-z][a-z-]*(\s[^>]*)?>\s*$")
+
+
+# -- shared with the Reflector --------------------------------------------------------------------------------------
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def extractor_sections(hints: Iterable[str], extractors: Iterable[Extractor], context: ExtractionContext,
+                       *, hints_in_threads: bool = False, heading: bool = True) -> str:
+    """The optional output sections: the built-in hints requested, then one per inline extractor."""
+    entries = [(slug, _HINT_INSTRUCTIONS[slug]) for slug in hints]
+    entries += [(e.slug, e.instructions_for(context).strip()) for e in extractors
+                if e.inline and e.slug not in BUILT_IN_SLUGS]
+    if not entries:
+        return ""
+    where = ("inside each <thread> block for the built-in sections, after </observations> for the others"
+             if hints_in_threads else "after </observations>")
+    title = "OPTIONAL SECTIONS\n" if heading else ""
+    lines = [f"{title}You may add the following sections ({where}), each as <name>value</name>. "
+             "Include a section only when you have something relevant for it; write no other sections."]
+    lines += [f"<{slug}>: {text}" for slug, text in entries]
+    return "\n\n".join(lines)
+
+
+def prior_values(values: Mapping[str, Any], extractors: Iterable[Extractor]) -> str:
+    """Previous values of the extractors that show them, as ``<slug>value</slug>`` lines."""
+    return "\n".join(f"<{e.slug}>{_value_text(values[e.slug])}</{e.slug}>" for e in extractors
+                     if e.include_previous_extraction and values.get(e.slug) is not None)
+
+
+# -- previousObserverTokens -----------------------------------------------------------------------------------------
+
+def _content(line: str) -> bool:
+    return bool(line.strip()) and not (_DATE.match(line) or _THREAD_OPEN.match(line) or _OTHER_TAG.match(line))
+
+
+def _render(lines: list[str], kept: set[int]) -> str:
+    out: list[str] = []
+    dropped = 0  # left-out lines since the last kept one, inside the current thread section if any
+    before_thread = 0  # left-out lines before the current thread section opened
+    thread: str | None = None
+    thread_shown = False
+    day: str | None = None
+    day_shown = False
+
+    def gap(count: int) -> None:
+        if count:
+            out.append(_GAP_MARKER.format(count))
+
+    for index, line in enumerate(lines):
+        if _THREAD_OPEN.match(line):
+            thread, thread_shown, day = line, False, None
+            before_thread, dropped = dropped, 0
+        elif _THREAD_CLOSE.match(line):
+            if thread_shown:
+                gap(dropped)
+                dropped = 0
+                out.append(line)
+            else:
+                dropped += before_thread
+            thread, thread_shown, before_thread = None, False, 0
+        elif _DATE.match(line):
+            day, day_shown = line, False
+        elif not _content(line):
+            continue
+        elif index in kept:
+            if thread and not thread_shown:
+                gap(before_thread)
+                out.append(thread)
+                thread_shown, before_thread = True, 0
+            gap(dropped)
+            dropped = 0
+            if day and not day_shown:
+                out.append(day)
+                day_shown = True
+            out.append(line)
+        else:
+            dropped += 1
+    if out:
+        gap(dropped + before_thread)
+    return "\n".join(out)
+
+
+def truncate_previous(observations: str, budget: int | None, count_text: CountText) -> tuple[str, int]:
+    """Previous observations cut to ``budget`` tokens, and the number of observation lines left out.
+
+    ``None`` keeps everything; ``0`` keeps nothing. Otherwise the newest lines that fit are kept; then 🔴 and ✅
+    lines from the older part, newest first, may replace the oldest ordinary kept lines, as long as they stay at
+    most half of the kept lines. Date headers (and ``<thread>`` tags) of kept lines stay, and each run of left-out
+    lines becomes one ``[N observations truncated here]`` marker.
+    """
+    if budget is None:
+        return observations, 0
+    lines = observations.split("\n")
+    content = [i for i, line in enumerate(lines) if _content(line)]
+    if budget <= 0:
+        return "", len(content)
+    if count_text(observations) <= budget:
+        return observations, 0
+    cost = {i: count_text(lines[i]) + 1 for i in content}
+
+    def priority(i: int) -> bool:
+        return lines[i].strip().lstrip("*-• ").startswith(_PRIORITY)
+
+    tail: list[int] = []  # newest first
+    spent = 0
+    for i in reversed(content):
+        if spent + cost[i] > budget:
+            break
+        tail.append(i)
+        spent += cost[i]
+    oldest_tail = tail[-1] if tail else len(lines)
+    head: list[int] = []  # newest first
+    for i in reversed(content):
+        if i >= oldest_tail or not priority(i):
+            continue
+        if len(head) + 1 > len(tail):
+            break
+        ordinary = [t for t in tail if not priority(t)]
+        while spent + cost[i] > budget and ordinary and len(head) + 1 <= len(tail) - 1:
+            victim = ordinary.pop()
+            tail.remove(victim)
+            spent -= cost[victim]
+        if spent + cost[i] <= budget and len(head) + 1 <= len(tail):
+            head.append(i)
+            spent += cost[i]
+
+    def drop_one() -> None:
+        """Give up the least valuable kept line: the oldest ordinary recent line, unless priority lines would
+        then outnumber recent ones."""
+        ordinary = [t for t in tail if not priority(t)]
+        if head and (len(head) >= len(tail) or not ordinary):
+            head.pop()
+        elif ordinary:
+            tail.remove(ordinary[-1])
+        else:
+            tail.pop()
+
+    text = _render(lines, set(tail) | set(head))
+    # Headers and markers cost tokens too: give up lines until the whole text fits.
+    while (tail or head) and (excess := count_text(text) - budget) > 0:
+        while excess > 0 and (tail or head):
+            before = set(tail) | set(head)
+            drop_one()
+            excess -= sum(cost[i] for i in before - (set(tail) | set(head)))
+        text = _render(lines, set(tail) | set(head))
+    kept = set(tail) | set(head)
+    if not kept:
+        return "", len(content)
+    return text, len(content) - len(kept)
+
+
+# -- the prompt -----------------------------------------------------------------------------------------------------
+
+def _context(task: ObserverTask) -> ExtractionContext:
+    first = task.messages[0] if task.messages else None
+    return ExtractionContext(source="observation", thread_id=first.thread_id if first else None,
+                             resource_id=first.resource_id if first else None)
+
+
+def _hints(task: ObserverTask) -> list[str]:
+    wanted = ["current-task", "suggested-response"] if task.want_hints else []
+    return [*wanted, "thread-title"] if task.want_thread_title else wanted
+
+
+def observer_system_prompt(task: ObserverTask) -> str:
+    multi = bool(task.threads)
+    parts = [_ROLE, OBSERVATION_RULES, OUTPUT_FORMAT,
+             extractor_sections(_hints(task), task.inline_extractors, _context(task), hints_in_threads=multi),
+             GUIDELINES, _MULTI_THREAD if multi else _SINGLE_THREAD,
+             _CLOSING_WITH_HINTS if task.want_hints else _CLOSING]
+    if task.instruction and task.instruction.strip():
+        parts.append(f"ADDITIONAL INSTRUCTIONS FROM THE APPLICATION\n{task.instruction.strip()}")
+    return "\n\n".join(p for p in parts if p)
+
+
+def _metadata(current_task: str | None, suggested: str | None, title: str | None, want_title: bool) -> list[str]:
+    lines = []
+    if current_task:
+        lines.append(f"<current-task>{current_task}</current-task>")
+    if suggested:
+        lines.append(f"<suggested-response>{suggested}</suggested-response>")
+    if want_title and title:
+        lines.append(f"<thread-title>{title}</thread-title>")
+    return lines
+
+
+def _task_message(task: ObserverTask, previous: str, dropped: int) -> str:
+    sections = []
+    if previous.strip():
+        sections.append(f"## Previous observations\n\n{previous.strip()}\n\nThese are already recorded. Do not "
+                        "repeat them: your new observations will be appended after them.")
+    else:
+        sections.append("## Previous observations\n\n(none yet)")
+    if dropped:
+        sections.append(f"Note: {dropped} older observation lines were left out above to save space; "
+                        "\"[N observations truncated here]\" marks where. They are still recorded.")
+    if task.buffered_observations.strip():
+        sections.append("## Buffered observations (already written from earlier messages, not yet active)\n\n"
+                        f"{task.buffered_observations.strip()}\n\nDo not repeat these either.")
+    metadata = _metadata(task.prior_current_task, task.prior_suggested_response, task.prior_thread_title,
+                         task.want_thread_title)
+    for batch in task.threads:
+        inner = _metadata(batch.prior_current_task, batch.prior_suggested_response, batch.prior_thread_title,
+                          task.want_thread_title)
+        if inner:
+            metadata.append(f'<thread id="{batch.thread_id}">\n' + "\n".join(inner) + "\n</thread>")
+    extracted = prior_values(task.prior_extracted, task.inline_extractors)
+    if extracted:
+        metadata.append(extracted)
+    if metadata:
+        sections.append("## Prior thread metadata\n\n" + "\n".join(metadata) + "\n\nKeep these values unless the "
+                        "new messages change them.")
+    ask = ("## Your task\n\nWrite new observations about the message history in the next message. Do not repeat "
+           "anything already recorded above. Follow the output format of your instructions exactly.")
+    if not task.want_hints:
+        ask += " Always output an <observations> block."
+    sections.append(ask)
+    return "\n\n".join(sections)
+
+
+def build_observer_messages(task: ObserverTask, count_text: CountText, *, attachments_policy: AttachmentPolicy = True,
+                            previous_budget: int | None = None) -> tuple[ChatMessage, ...]:
+    """System prompt, task message (previous observations, metadata, the task), history message (the transcript
+    with its forwarded attachments). ``previous_budget`` applies ``previousObserverTokens``."""
+    previous, dropped = truncate_previous(task.previous_observations, previous_budget, count_text)
+    if task.threads:
+        transcript = render_threads(task.threads, count_text, attachments_policy=attachments_policy,
+                                    timezone=task.timezone)
+    else:
+        transcript = render_messages(task.messages, count_text, attachments_policy=attachments_policy,
+                                     timezone=task.timezone)
+    history = f"## New message history to observe\n\n{transcript.text or '(no new messages)'}"
+    return (ChatMessage(role="system", content=observer_system_prompt(task)),
+            ChatMessage(role="user", content=_task_message(task, previous, dropped + task.previous_truncated)),
+            ChatMessage(role="user", content=history, attachments=transcript.attachments))

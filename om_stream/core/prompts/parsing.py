@@ -1,0 +1,282 @@
+"""Reading what the Observer and Reflector answered.
+
+The accepted format (what ``observer.py``/``reflector.py`` ask for, and what the offline model writes)::
+
+    <observations>
+    Date: Jun 6, 2026
+    * 🔴 (09:14) User stated ...
+      * -> detail
+    </observations>
+    <current-task>…</current-task>            (optional; likewise suggested-response, thread-title)
+    <my-extractor>…</my-extractor>            (optional, one per inline extractor; JSON is decoded)
+    <extracted-values>{"my-extractor": …}</extracted-values>   (optional alternative)
+
+Rules, in order: a degenerate answer (``degenerate.py``) is rejected whole; extractor values are taken (the last
+occurrence of a slug wins, unknown slugs are ignored); ``<observations>`` blocks whose tags start a line are
+concatenated; without them the list-item lines are kept (the Reflector falls back to the whole text); an answer
+cut off mid-block keeps what it has; lines over 10,000 characters are cut. In multi-thread mode the block is
+split into ``<thread id="…">`` sections, each with its own hint tags.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from om_stream.core.extractors import BUILT_IN_SLUGS, Extractor
+from om_stream.core.prompts.degenerate import is_degenerate
+
+__all__ = ["MAX_LINE_CHARS", "ParsedOutput", "parse_observer_output", "parse_reflector_output"]
+
+MAX_LINE_CHARS = 10_000
+_HINTS = ("current-task", "suggested-response", "thread-title")
+_VALUES_TAG = "extracted-values"
+_OBS_OPEN = re.compile(r"^[ \t]*<observations>", re.MULTILINE)
+_OBS_CLOSE = re.compile(r"^[ \t]*</observations>|</observations>[ \t]*$", re.MULTILINE)
+_THREAD_OPEN = re.compile(r"<thread\s+id\s*=\s*[\"']?([^\"'>]*?)[\"']?\s*>")
+_THREAD_CLOSE = "</thread>"
+_STRAY_THREAD = re.compile(r"</?thread\b[^>]*>")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S")
+_DATE_LINE = re.compile(r"^\s*Date:\s*\S")
+_FENCE = re.compile(r"^\s*```[\w-]*\s*$")
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    observations: str
+    current_task: str | None = None
+    suggested_response: str | None = None
+    thread_title: str | None = None
+    extracted: dict[str, Any] = field(default_factory=dict)
+    extraction_failures: tuple[tuple[str, str], ...] = ()
+    per_thread: dict[str, ParsedOutput] | None = None
+    degenerate: bool = False
+    empty: bool = False
+
+
+@dataclass(frozen=True)
+class _Span:
+    name: str
+    start: int
+    end: int
+    content: str
+
+
+# -- tagged sections ------------------------------------------------------------------------------------------------
+
+def _any_open(names: Iterable[str]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(n) for n in (*names, "observations"))
+    return re.compile(rf"^[ \t]*<(?:{alternatives})>|<thread\s", re.MULTILINE)
+
+
+def _spans(text: str, name: str, *, anchored: bool, next_open: re.Pattern[str]) -> list[_Span]:
+    """Every ``<name>…</name>`` section; an unclosed one ends where the next section opens, or at the end."""
+    opener = re.compile((r"^[ \t]*" if anchored else "") + f"<{re.escape(name)}>", re.MULTILINE if anchored else 0)
+    closer = f"</{name}>"
+    found: list[_Span] = []
+    position = 0
+    while match := opener.search(text, position):
+        begin = match.end()
+        close = text.find(closer, begin)
+        if close >= 0:
+            content, end = text[begin:close], close + len(closer)
+        else:
+            following = next_open.search(text, begin)
+            end = following.start() if following else len(text)
+            content = text[begin:end]
+        found.append(_Span(name, match.start(), end, content.strip()))
+        position = max(end, begin)
+    return found
+
+
+def _take(text: str, names: dict[str, bool]) -> tuple[list[_Span], str]:
+    """The sections named (name → open tag must start a line), in order, and the text without them."""
+    next_open = _any_open(names)
+    candidates = sorted((s for n, anchored in names.items() for s in _spans(text, n, anchored=anchored,
+                                                                               next_open=next_open)),
+                        key=lambda s: s.start)
+    kept: list[_Span] = []
+    pieces: list[str] = []
+    cursor = 0
+    for span in candidates:
+        if span.start < cursor:  # inside a section already taken
+            continue
+        kept.append(span)
+        pieces.append(text[cursor:span.start])
+        cursor = span.end
+    pieces.append(text[cursor:])
+    return kept, "".join(pieces)
+
+
+def _decode_value(raw: str) -> Any:
+    if raw[:1] in ("{", "[") or (len(raw) > 1 and raw[0] == raw[-1] == '"'):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _extracted(spans: Sequence[_Span], slugs: set[str]) -> tuple[dict[str, Any], dict[str, str], str | None]:
+    """Values by slug (last wins, JSON block and tags alike), hint values found in a JSON block, JSON error."""
+    values: dict[str, Any] = {}
+    hints: dict[str, str] = {}
+    error: str | None = None
+    for span in spans:
+        if span.name == _VALUES_TAG:
+            try:
+                decoded = json.loads(span.content or "{}")
+            except ValueError as exc:
+                error = f"the <extracted-values> block is not valid JSON ({exc})"
+                continue
+            if not isinstance(decoded, dict):
+                error = "the <extracted-values> block is not a JSON object"
+                continue
+            for key, value in decoded.items():
+                if key in slugs and value is not None:
+                    values[key] = value
+                elif key in _HINTS and isinstance(value, str) and value.strip():
+                    hints[key] = value.strip()
+        elif span.name in slugs and span.content:
+            values[span.name] = _decode_value(span.content)
+    return values, hints, error
+
+
+# -- observation text -----------------------------------------------------------------------------------------------
+
+def _blocks(text: str) -> tuple[str | None, str]:
+    """The concatenated ``<observations>`` blocks (None when there is none) and the text outside them."""
+    contents: list[str] = []
+    outside: list[str] = []
+    position = 0
+    while opened := _OBS_OPEN.search(text, position):
+        outside.append(text[position:opened.start()])
+        closed = _OBS_CLOSE.search(text, opened.end())
+        if closed is None:  # the answer was cut off: keep what arrived
+            contents.append(text[opened.end():])
+            position = len(text)
+            break
+        contents.append(text[opened.end():closed.start()])
+        position = closed.end()
+    outside.append(text[position:])
+    return ("\n".join(c.strip("\n") for c in contents) if contents else None), "".join(outside)
+
+
+def _cut_line(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    cut = MAX_LINE_CHARS - 1 if "\ud800" <= line[MAX_LINE_CHARS - 1] <= "\udbff" else MAX_LINE_CHARS
+    return f"{line[:cut]} [truncated]"
+
+
+def _clean(text: str, *, strip_threads: bool) -> str:
+    lines = []
+    for raw in text.splitlines():
+        if _FENCE.match(raw) or (strip_threads and _STRAY_THREAD.fullmatch(raw.strip())):
+            continue
+        line = _STRAY_THREAD.sub("", raw) if strip_threads else raw
+        lines.append(_cut_line(line.rstrip()))
+    return "\n".join(lines).strip("\n")
+
+
+def _list_items(text: str) -> str:
+    """Fallback for an answer without tags: its list items, with the ``Date:`` lines that head them."""
+    kept: list[str] = []
+    for line in text.splitlines():
+        if _DATE_LINE.match(line):
+            if kept and _DATE_LINE.match(kept[-1]):
+                kept.pop()
+            kept.append(line)
+        elif _LIST_ITEM.match(line):
+            kept.append(line)
+    if kept and _DATE_LINE.match(kept[-1]):
+        kept.pop()
+    return "\n".join(kept)
+
+
+def _hint_values(spans: Iterable[_Span], base: dict[str, str] | None = None) -> dict[str, str]:
+    values = dict(base or {})
+    for span in spans:
+        if span.name in _HINTS and span.content:
+            values[span.name] = span.content
+    return values
+
+
+def _per_thread(block: str) -> dict[str, ParsedOutput]:
+    sections: dict[str, list[str]] = {}
+    hints: dict[str, dict[str, str]] = {}
+    position = 0
+    while opened := _THREAD_OPEN.search(block, position):
+        close = block.find(_THREAD_CLOSE, opened.end())
+        following = _THREAD_OPEN.search(block, opened.end())
+        end = close if close >= 0 else len(block)
+        if following and following.start() < end:  # an unclosed thread ends where the next one starts
+            end = following.start()
+            position = end
+        else:
+            position = end + len(_THREAD_CLOSE) if close >= 0 else len(block)
+        thread_id = opened.group(1).strip()
+        spans, rest = _take(block[opened.end():end], dict.fromkeys(_HINTS, True))
+        hints[thread_id] = _hint_values(spans, hints.get(thread_id))
+        sections.setdefault(thread_id, []).append(_clean(rest, strip_threads=True))
+    result = {}
+    for thread_id, texts in sections.items():
+        text = "\n".join(t for t in texts if t)
+        found = hints[thread_id]
+        result[thread_id] = ParsedOutput(observations=text, current_task=found.get("current-task"),
+                                         suggested_response=found.get("suggested-response"),
+                                         thread_title=found.get("thread-title"), empty=not text.strip())
+    return result
+
+
+# -- entry points ---------------------------------------------------------------------------------------------------
+
+def _parse(text: str, extractors: Sequence[Extractor], *, reflector: bool, multi_thread: bool) -> ParsedOutput:
+    if is_degenerate(text):
+        return ParsedOutput(observations="", degenerate=True, empty=True)
+    slugs = {e.slug for e in extractors if e.slug not in BUILT_IN_SLUGS}
+    tags = {_VALUES_TAG: False, **dict.fromkeys(sorted(slugs), False)}
+    if not multi_thread:
+        tags.update({"current-task": True, "suggested-response": True, "thread-title": True})
+    spans, body = _take(text, tags)
+    extracted, json_hints, json_error = _extracted(spans, slugs)
+    failures = tuple((slug, json_error) for slug in sorted(slugs) if json_error and slug not in extracted)
+    per_thread: dict[str, ParsedOutput] | None = None
+    block, outside = _blocks(body)
+    if multi_thread:
+        outside_spans, outside = _take(outside, dict.fromkeys(_HINTS, True))
+        hints = _hint_values(outside_spans, json_hints)
+        if block is None:
+            block = outside if _THREAD_OPEN.search(outside) else _list_items(outside)
+        per_thread = _per_thread(block)
+        if per_thread:
+            observations = "\n".join(f'<thread id="{tid}">\n{part.observations}\n</thread>'
+                                     for tid, part in per_thread.items())
+        else:
+            observations = _clean(block, strip_threads=True)
+        empty = all(p.empty for p in per_thread.values()) if per_thread else not observations.strip()
+    else:
+        hints = _hint_values(spans, json_hints)
+        if block is None:
+            block = _list_items(body)
+            if reflector and not block.strip():
+                block = body
+        observations = _clean(block, strip_threads=not reflector)
+        empty = not observations.strip()
+    return ParsedOutput(observations=observations, current_task=hints.get("current-task"),
+                        suggested_response=hints.get("suggested-response"), thread_title=hints.get("thread-title"),
+                        extracted=extracted, extraction_failures=failures, per_thread=per_thread, empty=empty)
+
+
+def parse_observer_output(text: str, *, extractors: Sequence[Extractor] = (),
+                          multi_thread: bool = False) -> ParsedOutput:
+    """The Observer's answer as values. ``per_thread`` is set (possibly empty) only in multi-thread mode."""
+    return _parse(text, extractors, reflector=False, multi_thread=multi_thread)
+
+
+def parse_reflector_output(text: str, *, extractors: Sequence[Extractor] = ()) -> ParsedOutput:
+    """The Reflector's answer as values. ``<thread>`` sections are kept: in resource scope they are the log's."""
+    return _parse(text, extractors, reflector=True, multi_thread=False)
