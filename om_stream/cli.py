@@ -3,28 +3,141 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 from om_stream import __version__
+from om_stream.errors import OMError
+
+__all__ = ["build_parser", "main"]
+
+
+def _number_or_false(value: str) -> float | bool:
+    if value.lower() == "false":
+        return False
+    return float(value)
+
+
+def _threshold_options(args: argparse.Namespace) -> dict[str, Any]:
+    base: dict[str, Any] = {}
+    if args.config:
+        loaded: dict[str, Any] = yaml.safe_load(Path(args.config).read_text()) or {}
+        base = dict(loaded.get("observationalMemory") or loaded)
+    observation = dict(base.get("observation", {}))
+    reflection = dict(base.get("reflection", {}))
+    for flag, group, key in (("message_tokens", observation, "messageTokens"),
+                             ("buffer_tokens", observation, "bufferTokens"),
+                             ("buffer_activation", observation, "bufferActivation"),
+                             ("block_after", observation, "blockAfter"),
+                             ("observation_tokens", reflection, "observationTokens"),
+                             ("reflection_buffer_activation", reflection, "bufferActivation"),
+                             ("reflection_block_after", reflection, "blockAfter")):
+        value = getattr(args, flag)
+        if value is not None:
+            group[key] = value
+    return {**base, "observation": observation, "reflection": reflection}
+
+
+def _add_threshold_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML file with the observationalMemory options")
+    parser.add_argument("--message-tokens", type=int, help="observation.messageTokens")
+    parser.add_argument("--buffer-tokens", type=_number_or_false, help="observation.bufferTokens (number or false)")
+    parser.add_argument("--buffer-activation", type=float, help="observation.bufferActivation")
+    parser.add_argument("--block-after", type=float, help="observation.blockAfter")
+    parser.add_argument("--observation-tokens", type=int, help="reflection.observationTokens")
+    parser.add_argument("--reflection-buffer-activation", type=float, help="reflection.bufferActivation")
+    parser.add_argument("--reflection-block-after", type=float, help="reflection.blockAfter")
+    parser.add_argument("--model", default="offline", help="'offline' (default) or any litellm model, "
+                                                          "e.g. openai/gpt-5-mini")
+    parser.add_argument("--api-base", help="API base URL for --model (also read from the provider's env vars)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="om-stream",
                                      description="Observational Memory for AI agents, as a Kafka sidecar")
     parser.add_argument("--version", action="version", version=f"om-stream {__version__}")
+    parser.add_argument("--log-level", default="warning")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("version", help="print the version")
+    demo = sub.add_parser("demo", help="replay a sample conversation through OM (no broker, no key needed)")
+    demo.add_argument("--model", default=None, help="a litellm model to use instead of the offline model")
+    demo.add_argument("--api-base", help="API base URL for --model")
+    rep = sub.add_parser("replay", help="replay a conversation file (JSONL) through OM and write a report")
+    rep.add_argument("file", type=Path)
+    rep.add_argument("--report", type=Path, required=True, help="where to write the JSON report")
+    rep.add_argument("--no-drain", action="store_true",
+                     help="do not wait for background cycles between messages (as a fast agent would)")
+    _add_threshold_flags(rep)
+    gen = sub.add_parser("synth", help="write a synthetic conversation file for benchmarks")
+    gen.add_argument("file", type=Path)
+    gen.add_argument("--turns", type=int, default=2000)
+    gen.add_argument("--seed", type=int, default=42)
     return parser
+
+
+def _model(name: str | None, api_base: str | None) -> tuple[Any, str]:
+    """The chat model for a CLI run: the offline model, or litellm for any other name."""
+    if not name or name == "offline":
+        return None, "offline"
+    from om_stream.adapters.gateway import gateway_for_cli
+
+    return gateway_for_cli(name, api_base), name
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from om_stream.core.config import OMConfig
+    from om_stream.replay.conversation import load_turns
+    from om_stream.replay.runner import replay
+
+    options = OMConfig.parse(_threshold_options(args))
+    turns = load_turns(args.file)
+    model, _label = _model(args.model, args.api_base)
+    result = asyncio.run(replay(turns, options, model=model, drain=not args.no_drain))
+    report = result.report()
+    args.report.write_text(json.dumps(report, indent=2))
+    timing = report["timing"]["overhead_ms"]
+    totals = report["totals"]
+    print(f"{len(turns)} turns replayed; engine overhead per turn mean {timing['mean']:.3f} ms "
+          f"(p50 {timing['p50']:.3f}, p90 {timing['p90']:.3f}); tokens sent to models "
+          f"{totals['tokens_sent_to_models']:,}; report: {args.report}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from om_stream.replay.demo import run_demo
+
+    model, label = _model(args.model, args.api_base)
+    asyncio.run(run_demo(sys.stdout, model=model, model_label=label))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "version":
-        print(__version__)
-        return 0
-    parser.print_help()
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        if args.command == "version":
+            print(__version__)
+        elif args.command == "demo":
+            return _demo(args)
+        elif args.command == "replay":
+            return _replay(args)
+        elif args.command == "synth":
+            from om_stream.replay.synthetic import write_jsonl
+
+            print(f"{write_jsonl(args.file, args.turns, seed=args.seed)} lines written to {args.file}")
+        else:
+            parser.print_help()
+    except OMError as exc:
+        print(f"om-stream: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -51,7 +51,15 @@ class WireDecodeError(OMError, ValueError):
 
 
 class ModelError(OMError):
-    """A model call failed."""
+    """A model call failed. ``kind`` classifies it (``rate_limited``, ``timeout``, ``server_error``, ...);
+    ``retry_after`` is the provider's Retry-After in seconds when it sent one."""
+
+    def __init__(self, message: str, *, kind: str | None = None, status_code: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class ModelUnavailable(ModelError):

@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.messages import Message
+from om_stream.core.prompts.chat import Attachment, ChatMessage
 from om_stream.core.prompts.tasks import ObserverTask, ReflectorTask
 
 __all__ = [
@@ -19,8 +22,10 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "Clock",
+    "ContentStore",
     "Embedder",
     "TextTokenCounter",
+    "ThreadMetadata",
     "Usage",
 ]
 
@@ -57,24 +62,6 @@ class Embedder(Protocol):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector per text, in order."""
         ...
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """An image or file forwarded to the model next to its ``[Image #n: name]`` placeholder."""
-
-    kind: Literal["image", "file"]
-    mime_type: str
-    url: str | None = None
-    data: str | None = None  # base64
-    filename: str | None = None
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    role: Literal["system", "user", "assistant"]
-    content: str
-    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,3 +111,45 @@ class ChatModel(Protocol):
     """Reaches a chat model. Raises ``om_stream.errors.ModelError`` (or a subclass) when it cannot answer."""
 
     async def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+
+@dataclass(frozen=True)
+class ThreadMetadata:
+    thread_id: str
+    resource_id: str | None = None
+    title: str | None = None
+    current_task: str | None = None
+    suggested_response: str | None = None
+    extracted: dict[str, Any] = field(default_factory=dict)
+    last_observed_message_id: str | None = None
+
+
+@runtime_checkable
+class ContentStore(Protocol):
+    """Message bodies and observation texts, by id. Every write is idempotent (ids are deterministic).
+
+    Structure (which segments form a generation's log, which chunks are buffered) is mirrored here for audit and
+    recall; the record's control state (table) is the source of truth for decisions.
+    """
+
+    async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None: ...
+
+    async def get_messages(self, message_ids: Sequence[str]) -> list[Message]:
+        """The messages in the order asked; ids not found are left out."""
+        ...
+
+    async def put_segment(self, segment: PersistSegment) -> None: ...
+
+    async def get_segment_texts(self, segment_ids: Sequence[str]) -> dict[str, str]: ...
+
+    async def activate_chunks(self, command: ActivateChunks) -> None: ...
+
+    async def commit_generation(self, command: CommitGeneration) -> None: ...
+
+    async def put_thread_metadata(self, command: PersistThreadMetadata) -> None: ...
+
+    async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata: ...
+
+    async def clear(self, record_key: str, epoch: int) -> None: ...
+
+    async def close(self) -> None: ...

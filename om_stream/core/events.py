@@ -106,19 +106,22 @@ class StatusEvent(OMEvent):
               chunks: int, chunk_message_tokens: int, projected_removal: int, chunk_observation_tokens: int,
               buffering: Literal["idle", "running", "complete"], reflection_input_tokens: int,
               reflection_tokens: int, reflection: Literal["idle", "running", "complete"]) -> StatusEvent:
-        return cls(
+        # Built with model_construct: the engine emits one status per context, and every value here comes from
+        # its own state (already typed), so validation would only cost time.
+        return cls.model_construct(
             record_id=record_id, thread_id=thread_id, step_number=step_number, generation_count=generation_count,
-            windows=_Windows(
-                active=_ActiveWindows(messages=_Window(tokens=message_tokens, threshold=message_threshold),
-                                      observations=_Window(tokens=observation_tokens,
-                                                           threshold=observation_threshold)),
-                buffered=_BufferedWindows(
-                    observations=_BufferedObservations(chunks=chunks, message_tokens=chunk_message_tokens,
-                                                       projected_message_removal=projected_removal,
-                                                       observation_tokens=chunk_observation_tokens,
-                                                       status=buffering),
-                    reflection=_BufferedReflection(input_observation_tokens=reflection_input_tokens,
-                                                   observation_tokens=reflection_tokens, status=reflection))))
+            windows=_Windows.model_construct(
+                active=_ActiveWindows.model_construct(
+                    messages=_Window.model_construct(tokens=message_tokens, threshold=message_threshold),
+                    observations=_Window.model_construct(tokens=observation_tokens, threshold=observation_threshold)),
+                buffered=_BufferedWindows.model_construct(
+                    observations=_BufferedObservations.model_construct(
+                        chunks=chunks, message_tokens=chunk_message_tokens,
+                        projected_message_removal=projected_removal, observation_tokens=chunk_observation_tokens,
+                        status=buffering),
+                    reflection=_BufferedReflection.model_construct(
+                        input_observation_tokens=reflection_input_tokens, observation_tokens=reflection_tokens,
+                        status=reflection))))
 
 
 class ObservationStartEvent(OMEvent):

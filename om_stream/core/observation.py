@@ -38,6 +38,7 @@ from om_stream.core.events import (
     ThreadUpdateEvent,
 )
 from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.labels import thread_label
 from om_stream.core.messages import Message, TextPart
 from om_stream.core.model_spec import model_name
 from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, SegmentRef, Trigger
@@ -414,24 +415,18 @@ def _covered(step: Step, cycle: Cycle) -> list[MessageRef]:
 def _observation_text(step: Step, result: ModelResultArrived, cycle: Cycle) -> str:
     if step.state.scope != "resource":
         return result.observations.strip()
-    sections = result.per_thread or {cycle.thread_ids[0]: result.observations} if len(cycle.thread_ids) == 1 \
-        else result.per_thread or {}
+    sections = result.per_thread or {}
+    if not sections and len(cycle.thread_ids) == 1:
+        sections = {cycle.thread_ids[0]: result.observations}
     if not sections:
         return result.observations.strip()
     blocks = []
     for thread_id in cycle.thread_ids:
         text = (sections.get(thread_id) or "").strip()
         if text:
-            blocks.append(f'<thread id="{thread_label(step, thread_id)}">\n{text}\n</thread>')
+            label = thread_label(thread_id, step.config.obscure_thread_ids)
+            blocks.append(f'<thread id="{label}">\n{text}\n</thread>')
     return "\n".join(blocks)
-
-
-def thread_label(step: Step, thread_id: str) -> str:
-    if not step.config.obscure_thread_ids:
-        return thread_id
-    import hashlib
-
-    return hashlib.sha1(thread_id.encode()).hexdigest()[:8]
 
 
 def _failures(result: ModelResultArrived) -> list[ExtractionFailure] | None:

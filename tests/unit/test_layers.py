@@ -47,7 +47,7 @@ def test_core_and_wire_import_only_stdlib_pydantic_and_each_other() -> None:
 
 def test_core_does_not_import_outer_layers() -> None:
     outer = ("om_stream.adapters", "om_stream.runtime", "om_stream.cli", "om_stream.observability",
-             "om_stream.devservices", "om_stream.settings")
+             "om_stream.devservices", "om_stream.settings", "om_stream.ports", "om_stream.replay")
     bad = []
     for path in _modules("core", "wire"):
         tree = ast.parse(path.read_text())

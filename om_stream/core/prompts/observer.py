@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from om_stream.core.extractors import BUILT_IN_SLUGS, ExtractionContext, Extractor
+from om_stream.core.prompts.chat import ChatMessage
 from om_stream.core.prompts.tasks import ObserverTask
 from om_stream.core.prompts.transcript import AttachmentPolicy, render_messages, render_threads
-from om_stream.ports import ChatMessage
 
 __all__ = [
     "OBSERVATION_RULES",
@@ -200,8 +201,26 @@ def prior_values(values: Mapping[str, Any], extractors: Iterable[Extractor]) -> 
 
 # -- previousObserverTokens -----------------------------------------------------------------------------------------
 
+_PLAIN, _HIGH = 1, 2
+
+
+@lru_cache(maxsize=65_536)
+def _line_kind(line: str) -> int:
+    """0 for headers, tags and blank lines; ``_HIGH`` for 🔴/✅ observations; ``_PLAIN`` for the others.
+    Memoised: the same log lines are examined on every Observer call."""
+    if not _content(line):
+        return 0
+    return _HIGH if line.strip().lstrip("*-• ").startswith(_PRIORITY) else _PLAIN
+
+
 def _content(line: str) -> bool:
-    return bool(line.strip()) and not (_DATE.match(line) or _THREAD_OPEN.match(line) or _OTHER_TAG.match(line))
+    stripped = line.lstrip()
+    if not stripped:
+        return False
+    # the patterns only match lines starting with "Date:" or "<": skip the regexes for every other line
+    if not stripped.startswith(("Date:", "<")):
+        return True
+    return not (_DATE.match(line) or _THREAD_OPEN.match(line) or _OTHER_TAG.match(line))
 
 
 def _render(lines: list[str], kept: set[int]) -> str:
@@ -218,7 +237,27 @@ def _render(lines: list[str], kept: set[int]) -> str:
             out.append(_GAP_MARKER.format(count))
 
     for index, line in enumerate(lines):
-        if _THREAD_OPEN.match(line):
+        if index in kept:
+            plain = True
+        else:
+            stripped = line.lstrip()
+            plain = bool(stripped) and not stripped.startswith(("Date:", "<"))
+        if plain:
+            # an observation line (the common case): no pattern can match it
+            if index in kept:
+                if thread and not thread_shown:
+                    gap(before_thread)
+                    out.append(thread)
+                    thread_shown, before_thread = True, 0
+                gap(dropped)
+                dropped = 0
+                if day and not day_shown:
+                    out.append(day)
+                    day_shown = True
+                out.append(line)
+            else:
+                dropped += 1
+        elif _THREAD_OPEN.match(line):
             thread, thread_shown, day = line, False, None
             before_thread, dropped = dropped, 0
         elif _THREAD_CLOSE.match(line):
@@ -251,49 +290,72 @@ def _render(lines: list[str], kept: set[int]) -> str:
     return "\n".join(out)
 
 
+@lru_cache(maxsize=64)
 def truncate_previous(observations: str, budget: int | None, count_text: CountText) -> tuple[str, int]:
     """Previous observations cut to ``budget`` tokens, and the number of observation lines left out.
 
     ``None`` keeps everything; ``0`` keeps nothing. Otherwise the newest lines that fit are kept; then 🔴 and ✅
     lines from the older part, newest first, may replace the oldest ordinary kept lines, as long as they stay at
     most half of the kept lines. Date headers (and ``<thread>`` tags) of kept lines stay, and each run of left-out
-    lines becomes one ``[N observations truncated here]`` marker.
+    lines becomes one ``[N observations truncated here]`` marker. Memoised: background cycles between two
+    activations see the same previous observations.
     """
     if budget is None:
         return observations, 0
     lines = observations.split("\n")
-    content = [i for i, line in enumerate(lines) if _content(line)]
+    kinds = [_line_kind(line) for line in lines]
+    content = [i for i, kind in enumerate(kinds) if kind]
     if budget <= 0:
         return "", len(content)
-    if count_text(observations) <= budget:
-        return observations, 0
-    cost = {i: count_text(lines[i]) + 1 for i in content}
+    counted: dict[int, int] = {}
+
+    def cost(i: int) -> int:
+        # lazily: most of a long log is left out, and only what may be kept needs counting
+        value = counted.get(i)
+        if value is None:
+            value = counted[i] = count_text(lines[i]) + 1
+        return value
+
+    def size(text: str) -> int:
+        # line by line: observation lines are short and their counts are cached, unlike the whole log's
+        return sum(count_text(line) + 1 for line in text.split("\n"))
+
+    spent_newest = 0
+    for i in reversed(content):
+        spent_newest += cost(i)
+        if spent_newest > budget:
+            break
+    else:
+        if size(observations) <= budget:
+            return observations, 0
+
+    high = {i for i, kind in enumerate(kinds) if kind == _HIGH}
 
     def priority(i: int) -> bool:
-        return lines[i].strip().lstrip("*-• ").startswith(_PRIORITY)
+        return i in high
 
     tail: list[int] = []  # newest first
     spent = 0
     for i in reversed(content):
-        if spent + cost[i] > budget:
+        if spent + cost(i) > budget:
             break
         tail.append(i)
-        spent += cost[i]
+        spent += cost(i)
     oldest_tail = tail[-1] if tail else len(lines)
     head: list[int] = []  # newest first
+    ordinary = [t for t in tail if not priority(t)]  # newest first: pop() gives up the oldest one
     for i in reversed(content):
         if i >= oldest_tail or not priority(i):
             continue
         if len(head) + 1 > len(tail):
             break
-        ordinary = [t for t in tail if not priority(t)]
-        while spent + cost[i] > budget and ordinary and len(head) + 1 <= len(tail) - 1:
+        while spent + cost(i) > budget and ordinary and len(head) + 1 <= len(tail) - 1:
             victim = ordinary.pop()
             tail.remove(victim)
-            spent -= cost[victim]
-        if spent + cost[i] <= budget and len(head) + 1 <= len(tail):
+            spent -= cost(victim)
+        if spent + cost(i) <= budget and len(head) + 1 <= len(tail):
             head.append(i)
-            spent += cost[i]
+            spent += cost(i)
 
     def drop_one() -> None:
         """Give up the least valuable kept line: the oldest ordinary recent line, unless priority lines would
@@ -308,11 +370,11 @@ def truncate_previous(observations: str, budget: int | None, count_text: CountTe
 
     text = _render(lines, set(tail) | set(head))
     # Headers and markers cost tokens too: give up lines until the whole text fits.
-    while (tail or head) and (excess := count_text(text) - budget) > 0:
+    while (tail or head) and (excess := size(text) - budget) > 0:
         while excess > 0 and (tail or head):
             before = set(tail) | set(head)
             drop_one()
-            excess -= sum(cost[i] for i in before - (set(tail) | set(head)))
+            excess -= sum(cost(i) for i in before - (set(tail) | set(head)))
         text = _render(lines, set(tail) | set(head))
     kept = set(tail) | set(head)
     if not kept:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from om_stream.core.extractors import ExtractionContext
+from om_stream.core.prompts.chat import ChatMessage
 from om_stream.core.prompts.observer import (
     GUIDELINES,
     OBSERVATION_RULES,
@@ -20,7 +21,6 @@ from om_stream.core.prompts.observer import (
     prior_values,
 )
 from om_stream.core.prompts.tasks import ReflectorTask
-from om_stream.ports import ChatMessage
 
 __all__ = ["build_reflector_messages", "compression_guidance", "reflector_system_prompt"]
 

@@ -31,8 +31,8 @@ from om_stream.core.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from om_stream.core.prompts.chat import Attachment
 from om_stream.core.prompts.tasks import ThreadBatch
-from om_stream.ports import Attachment
 
 __all__ = [
     "ARGS_TOKEN_LIMIT",

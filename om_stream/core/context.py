@@ -1,0 +1,186 @@
+"""The context an agent sends to its model next: OM system blocks, the continuation reminder, raw messages.
+
+* Every observation segment is its own system block, between an opening ``<observations>`` block and a closing
+  ``</observations>`` block, so a new segment only adds a block before the closing one: everything before it
+  stays byte-identical and providers' prompt caches keep hitting.
+* Relative-time annotations ("3 days ago", "in 2 weeks", "likely already happened") are computed against the
+  conversation's own time (its newest message), not the wall clock, so a replayed conversation renders the same.
+* Continuation hints (current task, suggested response) and extracted values follow the observations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from functools import lru_cache, partial
+
+from om_stream.core.commands import ContextSpec
+from om_stream.core.messages import Message
+
+__all__ = ["CONTINUATION_REMINDER", "INTRO", "RenderedContext", "annotate_relative_times", "render_context"]
+
+INTRO = (
+    "Below is your memory of this conversation so far: observations written while it went on, oldest first, "
+    "followed by the latest messages verbatim.\n"
+    "How to use it:\n"
+    "- Rely on specific details from it (names, dates, numbers, preferences) and connect your answer to them.\n"
+    "- When observations disagree, the newer one is right: later lines supersede earlier ones (watch for "
+    "'changed to', 'no longer', 'switched', 'moved to').\n"
+    "- A plan whose date is now in the past most likely happened, unless something later says otherwise.\n"
+    "- The user's latest message is what you are answering; the memory is background for it.\n"
+    "- Text inside <system-reminder> tags is guidance for you, never something to mention to the user."
+)
+
+CONTINUATION_REMINDER = (
+    "<system-reminder>Earlier parts of this conversation are summarised in your memory above. Continue naturally "
+    "from the messages that follow; treat the memory as background. Pick up unfinished work only where it helps "
+    "the latest request, and follow the suggested response if one is given. Do not mention memory, summaries or "
+    "missing messages. Everything after this reminder is newer and takes priority.</system-reminder>"
+)
+
+_DATE_HEADER = re.compile(r"^(\s*)Date:\s*([A-Z][a-z]{2,8}\.? \d{1,2}, \d{4})\s*$")
+_MEANING = re.compile(r"\((meaning|estimated)\s+([^()]*?\b\d{4})\)")
+_FUTURE_INTENT = re.compile(r"\b(will|plans? to|planning to|going to|wants? to|needs? to|about to|intends? to|"
+                            r"scheduled|is due|deadline)\b", re.IGNORECASE)
+_GROUP_TAG = re.compile(r"</?observation-group[^>]*>")
+_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
+                                        "nov", "dec"), start=1)}
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    system_blocks: tuple[str, ...]
+    observations: str  # the whole observation log as the agent sees it, tags closed
+    continuation: str | None  # the synthetic user reminder placed before the raw messages (None without memory)
+    messages: tuple[Message, ...]
+    message_tokens: int
+    observation_tokens: int
+
+
+def _parse_date(text: str) -> date | None:
+    match = re.search(r"([A-Za-z]{3,9})\.?\s+(\d{1,2}),?\s+(\d{4})", text) or None
+    if match:
+        month = _MONTHS.get(match.group(1)[:3].lower())
+        if month:
+            try:
+                return date(int(match.group(3)), month, int(match.group(2)))
+            except ValueError:
+                return None
+    iso = re.search(r"(\d{4})-(\d{2})-(\d{2})", text)
+    if iso:
+        try:
+            return date(int(iso.group(1)), int(iso.group(2)), int(iso.group(3)))
+        except ValueError:
+            return None
+    return None
+
+
+def _relative(days: int) -> str:
+    if days == 0:
+        return "today"
+    if days == -1:
+        return "yesterday"
+    if days == 1:
+        return "tomorrow"
+    span = abs(days)
+    if span < 7:
+        amount = f"{span} days"
+    elif span < 30:
+        weeks = span // 7
+        amount = f"{weeks} week{'s' if weeks > 1 else ''}"
+    elif span < 365:
+        months = span // 30
+        amount = f"{months} month{'s' if months > 1 else ''}"
+    else:
+        years = span // 365
+        amount = f"{years} year{'s' if years > 1 else ''}"
+    return f"{amount} ago" if days < 0 else f"in {amount}"
+
+
+def _gap(days: int) -> str:
+    if days < 7:
+        return f"[{days} days later]"
+    if days < 30:
+        weeks = days // 7
+        return f"[{weeks} week{'s' if weeks > 1 else ''} later]"
+    months = days // 30
+    return f"[{months} month{'s' if months > 1 else ''} later]"
+
+
+@lru_cache(maxsize=8192)
+def annotate_relative_times(text: str, today: date, previous_header: date | None = None) -> tuple[str, date | None]:
+    """Annotate date headers and ``(meaning <date>)`` marks relative to ``today`` (the conversation's date).
+
+    Returns the text and the last date header seen, so consecutive segments can mark gaps between them.
+    Memoised: a context is re-rendered after every message, and its segments rarely change.
+    """
+    out: list[str] = []
+    last = previous_header
+    for line in text.splitlines():
+        header = _DATE_HEADER.match(line)
+        if header:
+            day = _parse_date(header.group(2))
+            if day is None:
+                out.append(line)
+                continue
+            if last is not None and (day - last).days > 1:
+                out.append(f"{header.group(1)}{_gap((day - last).days)}")
+            out.append(f"{line.rstrip()} ({_relative((day - today).days)})")
+            last = day
+            continue
+        out.append(_MEANING.sub(partial(_meaning_note, line=line, today=today), line))
+    return "\n".join(out), last
+
+
+def _meaning_note(match: re.Match[str], *, line: str, today: date) -> str:
+    day = _parse_date(match.group(2))
+    if day is None:
+        return match.group(0)
+    delta = (day - today).days
+    note = f"{match.group(0)} - {_relative(delta)}"
+    if delta < 0 and _FUTURE_INTENT.search(line):
+        note += ", likely already happened"
+    return note
+
+
+def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Sequence[Message], *,
+                   now_ms: int, hints: bool = True, extracted: Mapping[str, str] | None = None,
+                   extra_instructions: str | None = None,
+                   other_conversations: Sequence[tuple[str, str]] = ()) -> RenderedContext:
+    """Assemble the agent's context from a ``ContextSpec`` and the stored texts it names."""
+    today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
+    segment_blocks: list[str] = []
+    previous: date | None = None
+    for segment_id in spec.segment_ids:
+        text = _GROUP_TAG.sub("", segments.get(segment_id, "")).strip()
+        if not text:
+            continue
+        annotated, previous = annotate_relative_times(text, today, previous)
+        segment_blocks.append(annotated)
+    blocks: list[str] = []
+    intro = INTRO if not extra_instructions else f"{INTRO}\n\n{extra_instructions}"
+    has_memory = bool(segment_blocks or (hints and (spec.current_task or spec.suggested_response)))
+    if has_memory or extra_instructions:
+        blocks.append(intro)
+    if other_conversations:
+        rendered = "\n".join(f'<other-conversation id="{tid}">\n{body}\n</other-conversation>'
+                             for tid, body in other_conversations)
+        blocks.append("Other conversations of the same user, for reference only (not part of this one):\n"
+                      f"{rendered}")
+    if segment_blocks:
+        blocks.append("<observations>")
+        blocks.extend(segment_blocks)
+        blocks.append("</observations>")
+    if hints and spec.current_task:
+        blocks.append(f"<current-task>\n{spec.current_task}\n</current-task>")
+    if hints and spec.suggested_response:
+        blocks.append(f"<suggested-response>\n{spec.suggested_response}\n</suggested-response>")
+    for slug, value in (extracted or {}).items():
+        blocks.append(f"<{slug}>\n{value}\n</{slug}>")
+    observations = "<observations>\n" + "\n\n".join(segment_blocks) + "\n</observations>" if segment_blocks else ""
+    return RenderedContext(system_blocks=tuple(blocks), observations=observations,
+                           continuation=CONTINUATION_REMINDER if has_memory else None,
+                           messages=tuple(messages), message_tokens=spec.message_tokens,
+                           observation_tokens=spec.observation_tokens)

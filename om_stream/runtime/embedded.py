@@ -1,0 +1,363 @@
+"""The embedded runner: Observational Memory in-process, for Python agents that need no Kafka.
+
+Same core, same commit order as the Kafka sidecar, driven by asyncio::
+
+    async with Memory({"observation": {"messageTokens": 20_000}}) as om:
+        context = await om.add_message(message)       # the context to send to the model next
+        ...
+
+Each record (thread, or resource in resource scope) is changed by one ``decide`` at a time; Observer and
+Reflector calls run as background tasks whose results come back as inputs; timers are kept in a heap, fired by a
+background task on the real clock or by ``advance_to`` on a manual clock (replays).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from om_stream.adapters.memory_store import InMemoryContentStore
+from om_stream.adapters.offline_model import OfflineModel
+from om_stream.adapters.tiktoken_counter import TiktokenCounter
+from om_stream.core.commands import (
+    ActivateChunks,
+    ClearStored,
+    Command,
+    CommitGeneration,
+    EmitEvent,
+    IndexForRecall,
+    PersistMessage,
+    PersistSegment,
+    PersistThreadMetadata,
+    PublishContext,
+    RejectInput,
+    RequestObservation,
+    RequestReflection,
+    ScheduleTimer,
+)
+from om_stream.core.config import OMConfig
+from om_stream.core.context import render_context
+from om_stream.core.engine import decide, new_record, record_key
+from om_stream.core.events import OMEvent
+from om_stream.core.inputs import (
+    ClearRecord,
+    Input,
+    MessageAppended,
+    ModelResultArrived,
+    ObserveNow,
+    OverrideThresholds,
+    ReflectNow,
+    TimerFired,
+)
+from om_stream.core.messages import Message
+from om_stream.core.state import RecordState
+from om_stream.core.step import EngineLimits
+from om_stream.core.tokens import TokenAccountant
+from om_stream.errors import OMError
+from om_stream.ports import ChatModel, Clock, ContentStore
+from om_stream.runtime.cycles import CycleRunner, CycleStats
+from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
+
+__all__ = ["ManualClock", "Memory", "SystemClock"]
+
+log = logging.getLogger(__name__)
+EventListener = Callable[[OMEvent, str], Awaitable[None] | None]
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+@dataclass
+class ManualClock:
+    """A clock the caller moves (replays run on the conversation's own time)."""
+
+    now: int = 0
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+@dataclass
+class _Waiter:
+    seq: int
+    future: asyncio.Future[ContextRecord]
+
+
+@dataclass
+class _Thread:
+    published_seq: int = -1
+    context: ContextRecord | None = None
+    waiters: list[_Waiter] = field(default_factory=list)
+
+
+class Memory:
+    """Observational Memory for one process. Use as an async context manager."""
+
+    def __init__(self, config: OMConfig | Mapping[str, Any] | bool | None = None, *,
+                 store: ContentStore | None = None, model: ChatModel | None = None,
+                 offline: ChatModel | None = None, clock: Clock | None = None,
+                 limits: EngineLimits | None = None, on_event: EventListener | None = None) -> None:
+        self.options = OMConfig.parse(config)
+        self.config = self.options.resolve()
+        self.counter = TiktokenCounter(self.config.token_encoding)
+        self.accountant = TokenAccountant(self.counter.count)
+        self.store: ContentStore = store or InMemoryContentStore()
+        self.offline: ChatModel = offline or OfflineModel(self.counter.count)
+        self.model: ChatModel = model or self.offline
+        self.clock: Clock = clock or SystemClock()
+        self.limits = limits or EngineLimits()
+        self.stats = CycleStats()
+        self.runner = CycleRunner(store=self.store, model=self.model, offline=self.offline, config=self.config,
+                                  count_text=self.counter.count, stats=self.stats)
+        self.listeners: list[EventListener] = [on_event] if on_event else []
+        self.events_by_type: dict[str, int] = {}
+        self.rejections: list[RejectInput] = []
+        self.engine_seconds = 0.0  # time spent in decide() and executing its commands (model calls excluded)
+        self._states: dict[str, RecordState] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._threads: dict[str, _Thread] = {}
+        self._seqs: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: list[tuple[int, int, str, str]] = []  # (due, order, record key, timer)
+        self._timer_order = 0
+        self._timer_wakeup = asyncio.Event()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._closed = False
+        self._cycle_retries = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Memory:
+        if isinstance(self.clock, SystemClock):
+            self._timer_task = asyncio.create_task(self._timer_loop(), name="om-timers")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._timer_task:
+            self._timer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer_task
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.store.close()
+
+    # -- the public API ------------------------------------------------------------------------------------------
+
+    async def add_message(self, message: Message | Mapping[str, Any], *, wait: bool = True,
+                          timeout: float | None = None) -> ContextRecord | None:
+        """Record a message; returns the context that includes it (after any blocking observation)."""
+        msg = message if isinstance(message, Message) else Message.model_validate(message)
+        key = record_key(self.config.scope, msg.thread_id, msg.resource_id)
+        thread = self._threads.setdefault(msg.thread_id, _Thread())
+        future: asyncio.Future[ContextRecord] = asyncio.get_running_loop().create_future()
+        await self._apply(key, msg.resource_id, MessageAppended(msg))
+        seq = self._seqs.get(msg.message_id, -1)
+        if not wait:
+            return thread.context
+        if thread.published_seq >= seq and thread.context is not None:
+            return thread.context
+        thread.waiters.append(_Waiter(seq, future))
+        return await asyncio.wait_for(future, timeout)
+
+    async def context(self, thread_id: str) -> ContextRecord | None:
+        thread = self._threads.get(thread_id)
+        return thread.context if thread else None
+
+    async def observe(self, thread_id: str, resource_id: str | None = None) -> None:
+        await self._command(thread_id, resource_id, ObserveNow(thread_id))
+
+    async def reflect(self, thread_id: str, resource_id: str | None = None, guidance: str | None = None) -> None:
+        await self._command(thread_id, resource_id, ReflectNow(guidance, thread_id))
+
+    async def clear(self, thread_id: str, resource_id: str | None = None) -> None:
+        await self._command(thread_id, resource_id, ClearRecord(thread_id))
+
+    async def override(self, thread_id: str, *, message_tokens: int | None = None,
+                       observation_tokens: int | None = None, resource_id: str | None = None) -> None:
+        await self._command(thread_id, resource_id, OverrideThresholds(message_tokens, observation_tokens, thread_id))
+
+    def state(self, thread_id: str, resource_id: str | None = None) -> RecordState | None:
+        return self._states.get(record_key(self.config.scope, thread_id, resource_id or thread_id))
+
+    @property
+    def retries(self) -> int:
+        """Model calls asked again: after a missed deadline here, plus the gateway's own retries."""
+        return self._cycle_retries + int(getattr(self.model, "retry_count", 0))
+
+    async def observation_lines(self, thread_id: str, resource_id: str | None = None) -> int:
+        """Lines in the active observation log of a thread's record."""
+        state = self.state(thread_id, resource_id)
+        if state is None:
+            return 0
+        texts = await self.store.get_segment_texts([s.id for s in state.log])
+        return sum(1 for text in texts.values() for line in text.splitlines() if line.strip())
+
+    async def settle(self) -> None:
+        """Wait until no Observer/Reflector call is running (their results applied)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def advance_to(self, now_ms: int) -> None:
+        """Manual clock: move time forward, firing every timer that comes due on the way."""
+        if isinstance(self.clock, ManualClock):
+            while self._timers and self._timers[0][0] <= now_ms:
+                due, _, key, timer = heapq.heappop(self._timers)
+                self.clock.now = max(self.clock.now, due)
+                await self._fire(key, timer, due)
+                await self.settle()
+            self.clock.now = max(self.clock.now, now_ms)
+
+    # -- applying inputs -----------------------------------------------------------------------------------------
+
+    async def _command(self, thread_id: str, resource_id: str | None, event: Input) -> None:
+        resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
+                                       thread_id)
+        await self._apply(record_key(self.config.scope, thread_id, resource), resource, event)
+
+    async def _apply(self, key: str, resource_id: str, event: Input) -> None:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            began = time.perf_counter()
+            state = self._states.get(key) or new_record(key, self.config.scope, resource_id)
+            decision = decide(state, event, self.clock.now_ms(), self.config, self.accountant, self.limits)
+            await self._execute(key, resource_id, decision.state, decision.commands)
+            self.engine_seconds += time.perf_counter() - began
+
+    async def _execute(self, key: str, resource_id: str, new_state: RecordState, commands: list[Command]) -> None:
+        """Commit order: 1. content-store writes, 2. publications, 3. the new state."""
+        for command in commands:
+            if isinstance(command, PersistMessage):
+                self._seqs[command.message.message_id] = command.seq
+                await self.store.put_message(command.record_key, command.message, command.seq, command.tokens)
+            elif isinstance(command, PersistSegment):
+                await self.store.put_segment(command)
+            elif isinstance(command, ActivateChunks):
+                await self.store.activate_chunks(command)
+            elif isinstance(command, CommitGeneration):
+                await self.store.commit_generation(command)
+            elif isinstance(command, PersistThreadMetadata):
+                await self.store.put_thread_metadata(command)
+            elif isinstance(command, ClearStored):
+                await self.store.clear(command.record_key, command.epoch)
+        for command in commands:
+            if isinstance(command, EmitEvent):
+                await self._emit(command)
+            elif isinstance(command, PublishContext):
+                await self._publish(command)
+            elif isinstance(command, RequestObservation | RequestReflection):
+                self._cycle_retries += command.attempt > 1
+                self._spawn(key, resource_id, command)
+            elif isinstance(command, ScheduleTimer):
+                self._schedule(key, command.timer, command.due_at)
+            elif isinstance(command, RejectInput):
+                self.rejections.append(command)
+                log.warning("input refused for %s: %s (%s)", key, command.reason, command.detail)
+            elif isinstance(command, IndexForRecall):
+                pass  # semantic recall is wired with a recall index (persistence issue)
+        self._states[key] = new_state
+
+    async def _emit(self, command: EmitEvent) -> None:
+        event = command.event
+        if command.observations_from:
+            texts = await self.store.get_segment_texts(command.observations_from)
+            joined = "\n\n".join(texts[i] for i in command.observations_from if i in texts)
+            event = event.model_copy(update={"observations": joined})
+        self.events_by_type[event.event_type] = self.events_by_type.get(event.event_type, 0) + 1
+        for listener in self.listeners:
+            try:
+                outcome = listener(event, command.event_id)
+                if outcome is not None:
+                    await outcome
+            except Exception:  # a listener's failure must never break the memory
+                log.exception("event listener failed on %s", event.event_type)
+
+    async def _publish(self, command: PublishContext) -> None:
+        spec = command.spec
+        messages = await self.store.get_messages(spec.message_ids)
+        texts = await self.store.get_segment_texts(spec.segment_ids)
+        now = self.clock.now_ms()
+        if spec.through_message_id:
+            newest = await self.store.get_messages([spec.through_message_id])
+            if newest:
+                now = newest[0].created_at_ms
+        extracted = {}
+        custom = [e for e in self.config.observation_extractors if e.include_previous_extraction and e.inline]
+        if custom:
+            metadata = await self.store.get_thread_metadata(spec.thread_id)
+            extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
+        rendered = render_context(spec, texts, messages, now_ms=now, hints=self.config.observation_hints,
+                                  extracted=extracted)
+        record = ContextRecord(
+            thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
+            through_message_id=spec.through_message_id, observations=rendered.observations,
+            hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
+            messages=list(rendered.messages), system_blocks=list(rendered.system_blocks),
+            continuation=rendered.continuation,
+            tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
+            generation=spec.generation, thread_title=spec.thread_title)
+        thread = self._threads.setdefault(spec.thread_id, _Thread())
+        thread.context = record
+        thread.published_seq = max(thread.published_seq, self._seqs.get(spec.through_message_id or "", -1))
+        ready = [w for w in thread.waiters if w.seq <= thread.published_seq]
+        thread.waiters = [w for w in thread.waiters if w.seq > thread.published_seq]
+        for waiter in ready:
+            if not waiter.future.done():
+                waiter.future.set_result(record)
+
+    # -- background work -----------------------------------------------------------------------------------------
+
+    def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
+        if self._closed:
+            return
+        task = asyncio.create_task(self._run_cycle(key, resource_id, request), name=f"om-{request.request_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_cycle(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
+        try:
+            result = await self.runner.run(request)
+        except Exception as exc:  # a bug in a cycle must not leave an agent waiting: it becomes a failure
+            log.exception("cycle %s crashed", request.request_id)
+            result = ModelResultArrived(
+                cycle_id=request.cycle_id, attempt=request.attempt, ok=False, error_kind="internal",
+                operation="observation" if isinstance(request, RequestObservation) else "reflection",
+                error=f"internal error: {type(exc).__name__}: {exc}"[:2000])
+        try:
+            await self._apply(key, resource_id, result)
+        except OMError:
+            log.exception("applying the result of %s failed", request.request_id)
+
+    def _schedule(self, key: str, timer: str, due_at: int) -> None:
+        self._timer_order += 1
+        heapq.heappush(self._timers, (due_at, self._timer_order, key, timer))
+        self._timer_wakeup.set()
+
+    async def _fire(self, key: str, timer: str, due: int) -> None:
+        """Fire a timer the record still wants at this time (a rescheduled timer has a later heap entry)."""
+        state = self._states.get(key)
+        if state is not None and state.timers.get(timer) == due:
+            await self._apply(key, state.resource_id, TimerFired(timer))
+
+    async def _timer_loop(self) -> None:
+        while not self._closed:
+            self._timer_wakeup.clear()
+            now = self.clock.now_ms()
+            while self._timers and self._timers[0][0] <= now:
+                due, _, key, timer = heapq.heappop(self._timers)
+                await self._fire(key, timer, due)
+            delay = (self._timers[0][0] - now) / 1000 if self._timers else 3600.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._timer_wakeup.wait(), timeout=max(0.01, delay))

@@ -1,0 +1,29 @@
+"""``om.message/v1``: the record agents publish to the messages topic (key = thread id)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from om_stream.core.messages import Message
+
+__all__ = ["MESSAGE_SCHEMA", "MessageRecord"]
+
+MESSAGE_SCHEMA: Literal["om.message/v1"] = "om.message/v1"
+
+
+class MessageRecord(Message):
+    """A chat message with its schema tag. Unknown fields are refused (closed content model)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", title="om.message/v1", populate_by_name=True,
+                              serialize_by_alias=True)
+
+    schema_: Literal["om.message/v1"] = Field(MESSAGE_SCHEMA, alias="schema")
+
+    def to_message(self) -> Message:
+        return Message.model_validate(self.model_dump(exclude={"schema_"}))
+
+    @classmethod
+    def from_message(cls, message: Message) -> MessageRecord:
+        return cls.model_validate(message.model_dump())
