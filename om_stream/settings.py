@@ -1,8 +1,9 @@
 """The one settings object of the om-stream process: frozen, read from ``OM_*`` environment variables.
 
 Groups map to the first word after the prefix: ``OM_KAFKA_BOOTSTRAP`` → ``settings.kafka.bootstrap``,
-``OM_CASSANDRA_HOSTS`` → ``settings.cassandra.hosts``, ``OM_MEMORY_STORE`` → ``settings.memory.store``. Settings are translated once into Faust / driver arguments
-by the runtime and adapters; nothing else reads the environment.
+``OM_CASSANDRA_HOSTS`` → ``settings.cassandra.hosts``, ``OM_MEMORY_STORE`` → ``settings.memory.store``.
+Settings are translated once into Faust / driver arguments by the runtime and adapters; nothing else reads the
+environment.
 """
 
 from __future__ import annotations
