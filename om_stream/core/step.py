@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
-from om_stream.core.commands import Command, ContextSpec, EmitEvent, PublishContext, ScheduleTimer
+from om_stream.core.commands import Command, EmitEvent, PublishContext, ScheduleTimer
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.events import MarkerConfig, OMEvent, StatusEvent
 from om_stream.core.messages import iso
 from om_stream.core.state import Cycle, RecordState, ThreadState
-from om_stream.core.thresholds import select_chunks
 from om_stream.core.tokens import TokenAccountant
+from om_stream.core.views import context_spec, pending_tokens, status_event
 
 __all__ = ["EngineLimits", "Step"]
 
@@ -93,8 +92,7 @@ class Step:
 
     def pending(self) -> int:
         """Unobserved message tokens as the agent's model will count them (conversation overhead included)."""
-        tokens = self.state.unobserved_tokens
-        return tokens + self.accountant.conversation_overhead if tokens else 0
+        return pending_tokens(self.state, self.accountant.conversation_overhead)
 
     def message_threshold(self) -> int:
         return self.config.message_threshold(self.state.log_tokens)
@@ -146,53 +144,9 @@ class Step:
         self.owed.clear()
 
     def _publish(self, thread_id: str) -> None:
-        state = self.state
-        thread = state.threads[thread_id]
-        state.context_version += 1
-        raw = [m for m in state.unobserved if m.thread_id == thread_id]
-        pinned = thread.turn_message
-        ids = [m.id for m in raw]
-        tokens = sum(m.tokens for m in raw)
-        if pinned is not None and pinned.id not in ids:
-            ids.insert(0, pinned.id)
-            tokens += pinned.tokens
-        others: tuple[tuple[str, tuple[str, ...]], ...] = ()
-        if state.scope == "resource":
-            grouped: dict[str, list[str]] = {}
-            for m in state.unobserved:
-                if m.thread_id != thread_id:
-                    grouped.setdefault(m.thread_id, []).append(m.id)
-            others = tuple((tid, tuple(mids)) for tid, mids in grouped.items())
-        spec = ContextSpec(
-            record_key=state.key, thread_id=thread_id, resource_id=state.resource_id,
-            version=state.context_version, through_message_id=thread.last_message_id,
-            generation=state.generation, segment_ids=tuple(s.id for s in state.log),
-            segment_boundaries=tuple(s.boundary_at for s in state.log), message_ids=tuple(ids),
-            message_tokens=tokens, observation_tokens=state.log_tokens, current_task=thread.current_task,
-            suggested_response=thread.suggested_response, thread_title=thread.title, other_threads=others,
-            obscure_thread_ids=self.config.obscure_thread_ids)
-        self.add(PublishContext(spec))
+        self.state.context_version += 1
+        self.add(PublishContext(context_spec(self.state, thread_id, self.config, self.state.context_version)))
         self.emit(self.status(thread_id))
 
     def status(self, thread_id: str) -> StatusEvent:
-        state = self.state
-        chunk_tokens = [c.message_tokens for c in state.buffered]
-        pending = self.pending()
-        projected = (select_chunks(chunk_tokens, pending, self.config.retention_floor, None).tokens
-                     if chunk_tokens else 0)
-        buffering: Literal["idle", "running", "complete"] = (
-            "running" if state.in_flight("observation", "buffer") else "complete" if state.buffered else "idle")
-        reflection: Literal["idle", "running", "complete"] = (
-            "running" if state.in_flight("reflection", "buffer") else
-            "complete" if state.buffered_reflection else "idle")
-        observation_threshold = self.config.observation_tokens if not self.config.share_token_budget else max(
-            self.config.message_tokens + self.config.observation_tokens - self.message_threshold(), 1000)
-        br = state.buffered_reflection
-        return StatusEvent.build(
-            record_id=self.record_id, thread_id=thread_id, step_number=self.thread(thread_id).step_number,
-            generation_count=state.generation, message_tokens=pending, message_threshold=self.message_threshold(),
-            observation_tokens=state.log_tokens, observation_threshold=observation_threshold,
-            chunks=len(state.buffered), chunk_message_tokens=min(sum(chunk_tokens), pending),
-            projected_removal=projected, chunk_observation_tokens=sum(c.tokens for c in state.buffered),
-            buffering=buffering, reflection_input_tokens=br.input_tokens if br else 0,
-            reflection_tokens=br.tokens if br else 0, reflection=reflection)
+        return status_event(self.state, thread_id, self.config, self.accountant.conversation_overhead)

@@ -26,15 +26,9 @@ from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
-    ActivateChunks,
-    ClearStored,
     Command,
-    CommitGeneration,
     EmitEvent,
-    IndexForRecall,
     PersistMessage,
-    PersistSegment,
-    PersistThreadMetadata,
     PublishContext,
     RejectInput,
     RequestObservation,
@@ -42,7 +36,6 @@ from om_stream.core.commands import (
     ScheduleTimer,
 )
 from om_stream.core.config import OMConfig
-from om_stream.core.context import render_context
 from om_stream.core.engine import decide, new_record, record_key
 from om_stream.core.events import OMEvent
 from om_stream.core.inputs import (
@@ -62,7 +55,8 @@ from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import OMError
 from om_stream.ports import ChatModel, Clock, ContentStore
 from om_stream.runtime.cycles import CycleRunner, CycleStats
-from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
+from om_stream.runtime.effects import Effects
+from om_stream.wire.context import ContextRecord
 
 __all__ = ["ManualClock", "Memory", "SystemClock"]
 
@@ -115,6 +109,7 @@ class Memory:
         self.clock: Clock = clock or SystemClock()
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
+        self.effects = Effects(self.store, self.config)
         self.runner = CycleRunner(store=self.store, model=self.model, offline=self.offline, config=self.config,
                                   count_text=self.counter.count, stats=self.stats)
         self.listeners: list[EventListener] = [on_event] if on_event else []
@@ -241,17 +236,7 @@ class Memory:
         for command in commands:
             if isinstance(command, PersistMessage):
                 self._seqs[command.message.message_id] = command.seq
-                await self.store.put_message(command.record_key, command.message, command.seq, command.tokens)
-            elif isinstance(command, PersistSegment):
-                await self.store.put_segment(command)
-            elif isinstance(command, ActivateChunks):
-                await self.store.activate_chunks(command)
-            elif isinstance(command, CommitGeneration):
-                await self.store.commit_generation(command)
-            elif isinstance(command, PersistThreadMetadata):
-                await self.store.put_thread_metadata(command)
-            elif isinstance(command, ClearStored):
-                await self.store.clear(command.record_key, command.epoch)
+        await self.effects.write(commands)
         for command in commands:
             if isinstance(command, EmitEvent):
                 await self._emit(command)
@@ -265,16 +250,10 @@ class Memory:
             elif isinstance(command, RejectInput):
                 self.rejections.append(command)
                 log.warning("input refused for %s: %s (%s)", key, command.reason, command.detail)
-            elif isinstance(command, IndexForRecall):
-                pass  # semantic recall is wired with a recall index (persistence issue)
         self._states[key] = new_state
 
     async def _emit(self, command: EmitEvent) -> None:
-        event = command.event
-        if command.observations_from:
-            texts = await self.store.get_segment_texts(command.observations_from)
-            joined = "\n\n".join(texts[i] for i in command.observations_from if i in texts)
-            event = event.model_copy(update={"observations": joined})
+        event = await self.effects.event(command)
         self.events_by_type[event.event_type] = self.events_by_type.get(event.event_type, 0) + 1
         for listener in self.listeners:
             try:
@@ -286,28 +265,7 @@ class Memory:
 
     async def _publish(self, command: PublishContext) -> None:
         spec = command.spec
-        messages = await self.store.get_messages(spec.message_ids)
-        texts = await self.store.get_segment_texts(spec.segment_ids)
-        now = self.clock.now_ms()
-        if spec.through_message_id:
-            newest = await self.store.get_messages([spec.through_message_id])
-            if newest:
-                now = newest[0].created_at_ms
-        extracted = {}
-        custom = [e for e in self.config.observation_extractors if e.include_previous_extraction and e.inline]
-        if custom:
-            metadata = await self.store.get_thread_metadata(spec.thread_id)
-            extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
-        rendered = render_context(spec, texts, messages, now_ms=now, hints=self.config.observation_hints,
-                                  extracted=extracted)
-        record = ContextRecord(
-            thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
-            through_message_id=spec.through_message_id, observations=rendered.observations,
-            hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
-            messages=list(rendered.messages), system_blocks=list(rendered.system_blocks),
-            continuation=rendered.continuation,
-            tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
-            generation=spec.generation, thread_title=spec.thread_title)
+        record = await self.effects.context(spec, now_ms=self.clock.now_ms())
         thread = self._threads.setdefault(spec.thread_id, _Thread())
         thread.context = record
         thread.published_seq = max(thread.published_seq, self._seqs.get(spec.through_message_id or "", -1))

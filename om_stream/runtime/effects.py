@@ -1,0 +1,148 @@
+"""Executing the store side of ``decide``'s commands and turning its references into payloads.
+
+Shared by the embedded runner and the Kafka worker:
+* ``write``: phase 1 of the commit order (content-store writes, in order, idempotent);
+* ``event``: an event with its ``observations`` filled from stored chunk texts where the engine gave ids;
+* ``context``: a ``ContextSpec`` rendered into the ``om.context/v1`` record an agent consumes.
+
+Texts just written are kept in a bounded in-process cache, so rendering a context after every message does not
+read back from Cassandra what this process wrote a moment ago.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+
+from om_stream.core.commands import (
+    ActivateChunks,
+    ClearStored,
+    Command,
+    CommitGeneration,
+    ContextSpec,
+    EmitEvent,
+    PersistMessage,
+    PersistSegment,
+    PersistThreadMetadata,
+)
+from om_stream.core.config import ResolvedConfig
+from om_stream.core.context import render_context
+from om_stream.core.events import OMEvent
+from om_stream.core.messages import Message
+from om_stream.ports import ContentStore
+from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
+
+__all__ = ["ContentCache", "Effects"]
+
+
+class ContentCache:
+    """Messages and segment texts by id, least recently used first out, bounded by an estimate of their size."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, tuple[Message | str, int]] = OrderedDict()
+        self._bytes = 0
+
+    def put(self, key: str, value: Message | str, size: int) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old[1]
+        self._items[key] = (value, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes and self._items:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self._bytes -= dropped
+
+    def get(self, key: str) -> Message | str | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+
+class Effects:
+    def __init__(self, store: ContentStore, config: ResolvedConfig, *, cache_bytes: int = 64 * 1024 * 1024) -> None:
+        self.store = store
+        self.config = config
+        self.cache = ContentCache(cache_bytes)
+
+    async def write(self, commands: Iterable[Command]) -> None:
+        """Phase 1 of the commit order: every content-store write, in the order the engine gave them."""
+        for command in commands:
+            if isinstance(command, PersistMessage):
+                await self.store.put_message(command.record_key, command.message, command.seq, command.tokens)
+                self.cache.put(f"m:{command.message.message_id}", command.message, command.tokens * 4 + 256)
+            elif isinstance(command, PersistSegment):
+                await self.store.put_segment(command)
+                self.cache.put(f"s:{command.segment_id}", command.text, len(command.text) + 64)
+            elif isinstance(command, ActivateChunks):
+                await self.store.activate_chunks(command)
+            elif isinstance(command, CommitGeneration):
+                await self.store.commit_generation(command)
+            elif isinstance(command, PersistThreadMetadata):
+                await self.store.put_thread_metadata(command)
+            elif isinstance(command, ClearStored):
+                await self.store.clear(command.record_key, command.epoch)
+
+    async def messages(self, ids: Sequence[str]) -> list[Message]:
+        found: dict[str, Message] = {}
+        missing = []
+        for message_id in ids:
+            cached = self.cache.get(f"m:{message_id}")
+            if isinstance(cached, Message):
+                found[message_id] = cached
+            else:
+                missing.append(message_id)
+        if missing:
+            for message in await self.store.get_messages(missing):
+                found[message.message_id] = message
+                self.cache.put(f"m:{message.message_id}", message, len(message.text) + 256)
+        return [found[i] for i in ids if i in found]
+
+    async def texts(self, ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        missing = []
+        for segment_id in ids:
+            cached = self.cache.get(f"s:{segment_id}")
+            if isinstance(cached, str):
+                found[segment_id] = cached
+            else:
+                missing.append(segment_id)
+        if missing:
+            for segment_id, text in (await self.store.get_segment_texts(missing)).items():
+                found[segment_id] = text
+                self.cache.put(f"s:{segment_id}", text, len(text) + 64)
+        return found
+
+    async def event(self, command: EmitEvent) -> OMEvent:
+        event = command.event
+        if command.observations_from:
+            texts = await self.texts(command.observations_from)
+            joined = "\n\n".join(texts[i] for i in command.observations_from if i in texts)
+            event = event.model_copy(update={"observations": joined})
+        return event
+
+    async def context(self, spec: ContextSpec, *, now_ms: int) -> ContextRecord:
+        """Render the agent's context. Relative dates use the thread's newest message time when it is known."""
+        messages = await self.messages(spec.message_ids)
+        texts = await self.texts(spec.segment_ids)
+        if spec.through_message_id:
+            newest = await self.messages([spec.through_message_id])
+            if newest:
+                now_ms = newest[0].created_at_ms
+        extracted: dict[str, str] = {}
+        custom = [e for e in self.config.observation_extractors if e.include_previous_extraction and e.inline]
+        if custom:
+            metadata = await self.store.get_thread_metadata(spec.thread_id)
+            extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
+        rendered = render_context(spec, texts, messages, now_ms=now_ms, hints=self.config.observation_hints,
+                                  extracted=extracted)
+        return ContextRecord(
+            thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
+            through_message_id=spec.through_message_id, observations=rendered.observations,
+            hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
+            messages=list(rendered.messages), system_blocks=list(rendered.system_blocks),
+            continuation=rendered.continuation,
+            tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
+            generation=spec.generation, thread_title=spec.thread_title)
