@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from om_stream.devservices.jvm import (
     DevServiceError,
@@ -14,10 +16,12 @@ from om_stream.devservices.jvm import (
     infra_dir,
     java_binary,
     launch,
+    pid_alive,
     tail,
 )
 
 READY_TIMEOUT_S = 240.0
+CommitlogSync = Literal["periodic", "group", "batch"]
 _DIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "tmp")
 
 
@@ -33,19 +37,47 @@ class CassandraNode:
         return f"{self.host}:{self.port}"
 
 
-def start(run_dir: Path, *, detached: bool = False) -> CassandraNode:
-    """Write cassandra.yaml for fresh ports and launch CassandraDaemon; call :func:`wait_ready` next."""
-    lib = class_path("cassandra")
-    home = infra_dir() / "cassandra"
+def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSync = "periodic") -> CassandraNode:
+    """Write cassandra.yaml for fresh ports and launch CassandraDaemon; call :func:`wait_ready` next.
+
+    ``commitlog_sync="periodic"`` (the test default) acknowledges writes before the commit log reaches the disk, so
+    a node killed with SIGKILL may forget the last ~10 s of acknowledged writes; ``"group"`` syncs before it
+    acknowledges (durable, a little slower): what a single node that must survive ``kill -9`` needs.
+    """
     cql_port, storage_port = free_port(), free_port()
     for name in _DIRS:
         (run_dir / name).mkdir(parents=True, exist_ok=True)
-    yaml = (home / "cassandra.yaml.in").read_text()
+    yaml = (infra_dir() / "cassandra" / "cassandra.yaml.in").read_text()
     for key, value in {"@RUN_DIR@": str(run_dir), "@CQL_PORT@": str(cql_port),
                        "@STORAGE_PORT@": str(storage_port)}.items():
         yaml = yaml.replace(key, value)
+    if commitlog_sync != "periodic":
+        yaml = re.sub(r"^commitlog_sync: periodic\n(commitlog_sync_period: .*\n)?",
+                      f"commitlog_sync: {commitlog_sync}\n"
+                      + ("commitlog_sync_group_window: 10ms\n" if commitlog_sync == "group" else ""),
+                      yaml, flags=re.MULTILINE)
+    (run_dir / "cassandra.yaml").write_text(yaml)
+    return _launch(run_dir, cql_port, detached=detached)
+
+
+def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
+    """Launch Cassandra again on ``node``'s run dir, data and ports (after it stopped or was killed).
+
+    The previous logs are kept with a ``.previous`` suffix, so :func:`wait_ready` waits for this start."""
+    if pid_alive(node.process.pid):
+        raise DevServiceError(f"cassandra (pid {node.process.pid}) is still running: stop it before a restart")
+    logs = node.run_dir / "logs"
+    for name in ("system.log", "stdout.log"):
+        current = logs / name
+        if current.exists():
+            current.replace(logs / f"{name}.previous")
+    return _launch(node.run_dir, node.port, detached=detached)
+
+
+def _launch(run_dir: Path, cql_port: int, *, detached: bool) -> CassandraNode:
+    lib = class_path("cassandra")
+    home = infra_dir() / "cassandra"
     config = run_dir / "cassandra.yaml"
-    config.write_text(yaml)
     jamm = next(lib.glob("*jamm-*.jar"), None)
     agent = [f"-javaagent:{jamm}"] if jamm else []
     argv = [
