@@ -14,6 +14,17 @@ from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSeg
 from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import Attachment, ChatMessage
 from om_stream.core.prompts.tasks import ObserverTask, ReflectorTask
+from om_stream.core.recall.records import (
+    GenerationRecord,
+    MessagePage,
+    MessagePosition,
+    MessageRange,
+    ObservationGroup,
+    RecallHit,
+    StoredMessage,
+    ThreadPage,
+    ThreadSummary,
+)
 
 __all__ = [
     "Attachment",
@@ -24,8 +35,23 @@ __all__ = [
     "Clock",
     "ContentStore",
     "Embedder",
+    "GenerationRecord",
+    "GroupQueries",
+    "MessagePage",
+    "MessagePosition",
+    "MessageQueries",
+    "MessageRange",
+    "ObservationGroup",
+    "RecallHit",
+    "RecallIndex",
+    "RecallPoint",
+    "RecallStore",
+    "StoredMessage",
     "TextTokenCounter",
     "ThreadMetadata",
+    "ThreadPage",
+    "ThreadQueries",
+    "ThreadSummary",
     "Usage",
 ]
 
@@ -151,5 +177,89 @@ class ContentStore(Protocol):
     async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata: ...
 
     async def clear(self, record_key: str, epoch: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+# -- recall: reading back what the content store holds ---------------------------------------------------------------
+#
+# Every recall read names the tenant (``resource_id``): a store answers only with rows of that resource, so access
+# control does not depend on the caller filtering correctly.
+
+
+@runtime_checkable
+class MessageQueries(Protocol):
+    async def get_message(self, resource_id: str, message_id: str) -> StoredMessage | None: ...
+
+    async def list_thread_messages(self, resource_id: str, thread_id: str, *, limit: int,
+                                   after: MessagePosition | None = None, before: MessagePosition | None = None,
+                                   newest_first: bool = False) -> MessagePage:
+        """Up to ``limit`` messages of a thread strictly between ``after`` and ``before``, from the oldest (or
+        newest) end of that window."""
+        ...
+
+    async def count_thread_messages(self, resource_id: str, thread_id: str) -> int: ...
+
+
+@runtime_checkable
+class ThreadQueries(Protocol):
+    async def get_thread(self, resource_id: str, thread_id: str) -> ThreadSummary | None:
+        """The thread if it holds messages of ``resource_id``; None otherwise (absent or another tenant's)."""
+        ...
+
+    async def list_threads(self, resource_id: str, *, offset: int = 0, limit: int = 20,
+                           created_after: int | None = None, created_before: int | None = None) -> ThreadPage:
+        """Threads of a resource, most recently updated first, optionally by creation time (exclusive bounds)."""
+        ...
+
+
+@runtime_checkable
+class GroupQueries(Protocol):
+    async def get_groups(self, resource_id: str, group_ids: Sequence[str]) -> dict[str, ObservationGroup]:
+        """The groups of ``resource_id`` among ``group_ids`` (others, and forgotten ones, are left out)."""
+        ...
+
+    async def list_groups(self, record_key: str) -> list[ObservationGroup]:
+        """Every stored group of a record, oldest first."""
+        ...
+
+    async def get_generation(self, record_key: str, generation: int) -> GenerationRecord | None: ...
+
+
+@runtime_checkable
+class RecallStore(ContentStore, MessageQueries, ThreadQueries, GroupQueries, Protocol):
+    """A content store the recall tool can browse (the SQLite and Cassandra stores)."""
+
+
+@dataclass(frozen=True)
+class RecallPoint:
+    """One vector of the recall index: a chunk of a message's or an observation group's text."""
+
+    resource_id: str  # the tenant: every query is filtered by it
+    record_key: str
+    thread_id: str
+    kind: Literal["message", "group"]
+    source_id: str  # message id or group id
+    chunk: int
+    text: str
+    observed_at: int  # epoch ms
+    vector: tuple[float, ...]
+    range: str | None = None  # a group's message ranges (``first:last``, comma separated)
+    cursor: str | None = None  # a message id to start browsing from
+
+
+@runtime_checkable
+class RecallIndex(Protocol):
+    """Vectors for semantic recall, for one embedding model. Point ids are derived from the point's identity, so
+    upserting the same point twice stores it once."""
+
+    async def upsert(self, points: Sequence[RecallPoint]) -> None: ...
+
+    async def query(self, vector: Sequence[float], *, resource_id: str, limit: int, thread_id: str | None = None,
+                    observed_after: int | None = None, observed_before: int | None = None) -> list[RecallHit]:
+        """The ``limit`` nearest points of ``resource_id`` (never another tenant's), best first."""
+        ...
+
+    async def delete_record(self, resource_id: str, record_key: str) -> None: ...
 
     async def close(self) -> None: ...
