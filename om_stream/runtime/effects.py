@@ -66,6 +66,15 @@ class Effects:
         self.store = store
         self.config = config
         self.cache = ContentCache(cache_bytes)
+        self._started = False
+
+    async def start(self) -> None:
+        """Connect the store (once, on the running loop); a Cassandra store refuses an unmigrated keyspace here."""
+        if not self._started:
+            start = getattr(self.store, "start", None)
+            if start is not None:
+                await start()
+            self._started = True
 
     async def write(self, commands: Iterable[Command]) -> None:
         """Phase 1 of the commit order: every content-store write, in the order the engine gave them."""

@@ -1,0 +1,140 @@
+"""Every metric om-stream exports, declared once on an injected registry.
+
+Conventions: base units (seconds), ``_total`` counters, no thread or resource ids as labels. Model-call metrics
+use the OpenTelemetry GenAI semantic conventions translated to Prometheus names
+(``gen_ai.client.operation.duration`` → ``gen_ai_client_operation_duration_seconds``), plus ``om_role``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics", "metric_names"]
+
+_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_RECORD_TOKEN_BUCKETS = (100, 500, 1000, 2500, 5000, 10000, 20000, 30000, 40000, 50000, 75000, 100000, 200000)
+_GENAI = ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "om_role"]
+
+
+@dataclass
+class Metrics:
+    """The typed metrics object. Create one per process on the registry ``/metrics`` serves."""
+
+    registry: CollectorRegistry
+    # -- model calls (gateway) ----------------------------------------------------------------------------------
+    model_duration: Histogram
+    model_tokens: Histogram
+    model_calls: Counter
+    model_cost: Counter
+    model_cost_unknown: Counter
+    model_retries: Counter
+    model_circuit_state: Gauge
+    model_budget_rejections: Counter
+    model_offline_fallbacks: Counter
+    model_cached_token_share: Gauge
+    # -- OM lifecycle ----------------------------------------------------------------------------------------------
+    observations: Counter
+    reflections: Counter
+    activations: Counter
+    buffered_chunks: Histogram
+    unobserved_tokens: Histogram
+    observation_tokens: Histogram
+    compression_ratio: Histogram
+    buffer_to_activation: Histogram
+    message_to_context: Histogram
+    generations: Counter
+    threads_near_block_after: Gauge
+    # -- pipeline ----------------------------------------------------------------------------------------------
+    messages_in: Counter
+    dlq_records: Counter
+    contexts_published: Counter
+    events_published: Counter
+    decide_seconds: Histogram
+    consumer_lag: Gauge
+    rebalances: Counter
+    table_recovery_seconds: Gauge
+    store_errors: Counter
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
+        reg = registry if registry is not None else CollectorRegistry()
+        return cls(
+            registry=reg,
+            model_duration=Histogram("gen_ai_client_operation_duration_seconds",
+                                     "Duration of Observer/Reflector/extractor/embedder model calls",
+                                     [*_GENAI, "error_type"], buckets=_DURATION_BUCKETS, registry=reg),
+            model_tokens=Histogram("gen_ai_client_token_usage", "Tokens per model call, by token type",
+                                   [*_GENAI, "gen_ai_token_type"], buckets=_TOKEN_BUCKETS, registry=reg),
+            model_calls=Counter("om_model_calls_total", "Model calls by outcome (ok, error, budget, open_circuit)",
+                                ["gen_ai_request_model", "om_role", "outcome"], registry=reg),
+            model_cost=Counter("om_model_cost_usd_total", "Model spend in US dollars",
+                               ["gen_ai_request_model", "om_role"], registry=reg),
+            model_cost_unknown=Counter("om_model_cost_unknown_calls_total",
+                                       "Model calls whose price is unknown (not counted as zero)",
+                                       ["gen_ai_request_model", "om_role"], registry=reg),
+            model_retries=Counter("om_model_retries_total", "Model calls retried after a transient error",
+                                  ["gen_ai_request_model", "om_role"], registry=reg),
+            model_circuit_state=Gauge("om_model_circuit_state", "Circuit breaker: 0 closed, 1 half-open, 2 open",
+                                      ["gen_ai_request_model"], registry=reg),
+            model_budget_rejections=Counter("om_model_budget_rejections_total",
+                                            "Calls refused by a tenant token budget", ["om_role"], registry=reg),
+            model_offline_fallbacks=Counter("om_model_offline_fallback_total",
+                                            "Cycles served by the offline model because every model failed",
+                                            ["om_role"], registry=reg),
+            model_cached_token_share=Gauge("om_model_cached_input_token_ratio",
+                                           "Share of input tokens served from the provider's prompt cache (0-1)",
+                                           ["gen_ai_request_model", "om_role"], registry=reg),
+            observations=Counter("om_observations_total", "Observation cycles by kind and outcome",
+                                 ["kind", "outcome"], registry=reg),
+            reflections=Counter("om_reflections_total", "Reflection cycles by kind and outcome",
+                                ["kind", "outcome"], registry=reg),
+            activations=Counter("om_activations_total", "Activations of buffered content",
+                                ["operation", "triggered_by"], registry=reg),
+            buffered_chunks=Histogram("om_record_buffered_chunks", "Buffered chunks waiting per record, at publish",
+                                      buckets=(0, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20), registry=reg),
+            unobserved_tokens=Histogram("om_record_unobserved_message_tokens",
+                                        "Unobserved message tokens per record, at publish",
+                                        buckets=_RECORD_TOKEN_BUCKETS, registry=reg),
+            observation_tokens=Histogram("om_record_observation_tokens", "Observation log tokens per record",
+                                         buckets=_RECORD_TOKEN_BUCKETS, registry=reg),
+            compression_ratio=Histogram("om_compression_ratio",
+                                        "Message tokens observed per observation token produced",
+                                        buckets=(0.5, 1, 2, 3, 5, 8, 13, 20, 40, 80), registry=reg),
+            buffer_to_activation=Histogram("om_buffer_to_activation_seconds",
+                                           "Time from a chunk being buffered to its activation",
+                                           buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 86400),
+                                           registry=reg),
+            message_to_context=Histogram("om_message_to_context_seconds",
+                                         "Time from a message entering the worker to its context being published",
+                                         buckets=_LATENCY_BUCKETS, registry=reg),
+            generations=Counter("om_generations_total", "Reflection generations committed", registry=reg),
+            threads_near_block_after=Gauge("om_threads_near_block_after",
+                                           "Records whose unobserved tokens are at 90% of blockAfter or more",
+                                           registry=reg),
+            messages_in=Counter("om_messages_in_total", "Input records received", ["topic"], registry=reg),
+            dlq_records=Counter("om_dlq_records_total", "Records sent to the dead-letter topic", ["reason"],
+                                registry=reg),
+            contexts_published=Counter("om_contexts_published_total", "Contexts published", registry=reg),
+            events_published=Counter("om_events_published_total", "data-om-* events published", ["type"],
+                                     registry=reg),
+            decide_seconds=Histogram("om_decide_seconds", "Time in the state machine per input",
+                                     buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+                                     registry=reg),
+            consumer_lag=Gauge("om_consumer_lag_records", "Records not yet consumed, by topic and partition",
+                               ["topic", "partition"], registry=reg),
+            rebalances=Counter("om_rebalances_total", "Consumer group rebalances seen by this worker", registry=reg),
+            table_recovery_seconds=Gauge("om_table_recovery_seconds", "Duration of the last state table recovery",
+                                         registry=reg),
+            store_errors=Counter("om_store_errors_total", "Content store operations that failed and were retried",
+                                 ["operation"], registry=reg),
+        )
+
+
+def metric_names() -> list[str]:
+    """The names of every metric (for contract tests and dashboards)."""
+    metrics = Metrics.create()
+    return sorted(getattr(metrics, f.name)._name for f in fields(Metrics) if f.name != "registry")

@@ -1,0 +1,80 @@
+"""Everything a worker needs, built once from ``Settings``: options, token counting, store, models, metrics."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+from om_stream.adapters.offline_model import OfflineModel
+from om_stream.adapters.tiktoken_counter import TiktokenCounter
+from om_stream.core.config import OMConfig, ResolvedConfig
+from om_stream.core.tokens import TokenAccountant
+from om_stream.errors import ConfigError
+from om_stream.observability.metrics import Metrics
+from om_stream.ports import ChatModel, ContentStore
+from om_stream.settings import KafkaSettings, Settings, load_om_options
+
+__all__ = ["WorkerDeps", "build_deps", "kafka_client_options"]
+
+
+@dataclass
+class WorkerDeps:
+    settings: Settings
+    config: ResolvedConfig
+    counter: TiktokenCounter
+    accountant: TokenAccountant
+    store: ContentStore
+    model: ChatModel
+    offline: ChatModel
+    metrics: Metrics
+
+
+def kafka_client_options(kafka: KafkaSettings) -> dict[str, Any]:
+    """Security options for aiokafka clients (admin, producers, consumers outside Faust)."""
+    options: dict[str, Any] = {"security_protocol": kafka.security_protocol}
+    if kafka.sasl_mechanism:
+        options.update(sasl_mechanism=kafka.sasl_mechanism, sasl_plain_username=kafka.sasl_username,
+                       sasl_plain_password=kafka.sasl_password.get_secret_value() if kafka.sasl_password else None)
+    if kafka.security_protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = ssl.create_default_context(cafile=kafka.ssl_cafile)
+    return options
+
+
+def _store(settings: Settings) -> ContentStore:
+    kind = settings.memory.store
+    if kind == "memory":
+        from om_stream.adapters.memory_store import InMemoryContentStore
+
+        return InMemoryContentStore()
+    if kind == "sqlite":
+        from om_stream.adapters.sqlite_store import SqliteContentStore
+
+        return SqliteContentStore(settings.memory.sqlite_path)
+    if kind == "cassandra":
+        from om_stream.adapters.cassandra_store import CassandraContentStore
+
+        return CassandraContentStore(settings.cassandra)
+    raise ConfigError("OM_MEMORY_STORE", f"unknown content store {kind!r}; use cassandra, sqlite or memory")
+
+
+def _model(settings: Settings, config: ResolvedConfig, offline: ChatModel) -> ChatModel:
+    if settings.memory.model == "offline":
+        return offline
+    from om_stream.adapters.gateway import build_gateway
+
+    return build_gateway(config, settings.memory)
+
+
+def build_deps(settings: Settings) -> WorkerDeps:
+    options = OMConfig.parse(load_om_options(settings.memory))
+    if settings.memory.model and settings.memory.model != "offline":
+        options = options.model_copy(update={"model": settings.memory.model,
+                                             "observation": options.observation.model_copy(update={"model": None}),
+                                             "reflection": options.reflection.model_copy(update={"model": None})})
+    config = options.resolve()
+    counter = TiktokenCounter(config.token_encoding)
+    offline = OfflineModel(counter.count)
+    return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
+                      store=_store(settings), model=_model(settings, config, offline), offline=offline,
+                      metrics=Metrics.create())

@@ -1,0 +1,297 @@
+"""The memory agent's work on a batch of input records, independent of Faust (so it is testable on its own).
+
+Commit order for each batch (ARCHITECTURE §4):
+  1. content-store writes of every input, in order (idempotent: deterministic ids);
+  2. publications: events, contexts (one per thread per batch: the newest), model requests, dead letters —
+     all sent, then all acknowledged by the broker;
+  3. the new states written to the table (its changelog);
+  4. the input offsets committed by Faust once the batch is acknowledged.
+A crash anywhere replays the batch from the last committed offsets. Replayed inputs meet either the old state
+(every command is produced again with the same ids: consumers dedupe) or the new one (duplicates are recognised:
+a message id already seen, a cycle already resolved, and the context is published again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from om_stream.core.commands import (
+    Command,
+    EmitEvent,
+    PublishContext,
+    RejectInput,
+    RequestObservation,
+    RequestReflection,
+)
+from om_stream.core.config import ResolvedConfig
+from om_stream.core.engine import decide, new_record, record_key
+from om_stream.core.inputs import (
+    ClearRecord,
+    Input,
+    MessageAppended,
+    ObserveNow,
+    OverrideThresholds,
+    ReflectNow,
+)
+from om_stream.core.state import RecordState
+from om_stream.core.step import EngineLimits
+from om_stream.core.tokens import TokenAccountant
+from om_stream.errors import OMError, StorageError, WireDecodeError
+from om_stream.observability.metrics import Metrics
+from om_stream.ports import Clock
+from om_stream.runtime.effects import Effects
+from om_stream.runtime.internal_codec import decode_internal, encode_internal
+from om_stream.runtime.worker.timers import TimerWheel
+from om_stream.settings import KafkaSettings
+from om_stream.wire.codec import decode_command, decode_message, encode
+from om_stream.wire.commands import CommandRecord
+from om_stream.wire.context import ContextRecord
+from om_stream.wire.dlq import DeadLetterRecord
+
+__all__ = ["MemoryProcessor", "Publisher", "SourceRecord", "StateTable"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    received_at: float = 0.0  # monotonic seconds, for message-to-context latency
+
+
+class Publisher(Protocol):
+    def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> Awaitable[object]:
+        """Queue a record; the returned awaitable resolves when the broker acknowledges it."""
+        ...
+
+
+class StateTable(Protocol):
+    def get(self, key: str) -> bytes | None: ...
+
+    def set(self, key: str, value: bytes) -> None: ...
+
+
+def event_headers(event_type: str, event_id: str, thread_id: str, source: str, at_ms: int) -> list[tuple[str, bytes]]:
+    """CloudEvents binary mode headers (``ce_*``) and the content type."""
+    return [("ce_specversion", b"1.0"), ("ce_type", event_type.encode()), ("ce_id", event_id.encode()),
+            ("ce_source", source.encode()), ("ce_subject", thread_id.encode()),
+            ("ce_time", datetime.fromtimestamp(at_ms / 1000, UTC).isoformat().replace("+00:00", "Z").encode()),
+            ("content-type", b"application/json")]
+
+
+class MemoryProcessor:
+    def __init__(self, *, kafka: KafkaSettings, config: ResolvedConfig, accountant: TokenAccountant,
+                 effects: Effects, publisher: Publisher, table: StateTable, clock: Clock, metrics: Metrics,
+                 timers: TimerWheel, limits: EngineLimits | None = None, source: str = "om-stream",
+                 on_context: Callable[[ContextRecord], None] | None = None) -> None:
+        self.kafka = kafka
+        self.config = config
+        self.accountant = accountant
+        self.effects = effects
+        self.publisher = publisher
+        self.table = table
+        self.clock = clock
+        self.metrics = metrics
+        self.timers = timers
+        self.limits = limits or EngineLimits()
+        self.source = source
+        self.on_context = on_context
+        self.near_limit: set[str] = set()
+
+    # -- decoding ----------------------------------------------------------------------------------------------------
+
+    def _decode(self, record: SourceRecord) -> tuple[str, str, Input]:
+        """(record key, resource id, input) for a record of any input topic; raises WireDecodeError."""
+        topic = self.kafka
+        origin = record.topic
+        thread_key = record.key
+        if record.topic == topic.topic_records:  # resource scope: validated and re-keyed by the ingest agent
+            origin = dict(record.headers).get("om_source_topic", topic.topic_messages.encode()).decode()
+            thread_key = _thread_key(record.value)
+        if origin == topic.topic_messages:
+            message = decode_message(thread_key, record.value, max_bytes=self.kafka.max_message_bytes).to_message()
+            key = record_key(self.config.scope, message.thread_id, message.resource_id)
+            return key, message.resource_id, MessageAppended(message)
+        if origin == topic.topic_commands:
+            command = decode_command(thread_key, record.value, max_bytes=self.kafka.max_message_bytes)
+            resource = command.resource_id or command.thread_id
+            return record_key(self.config.scope, command.thread_id, resource), resource, _command_input(command)
+        if record.topic == topic.topic_model_results:
+            if record.key is None or record.value is None:
+                raise WireDecodeError("missing_key", "internal records carry the record key")
+            internal = decode_internal(record.value)
+            if isinstance(internal, RequestObservation | RequestReflection):
+                raise WireDecodeError("invalid_fields", "a model request on the results topic")
+            return record.key.decode(), "", internal
+        raise WireDecodeError("unknown_schema", f"records from {record.topic!r} are not inputs")
+
+    # -- the batch -----------------------------------------------------------------------------------------------
+
+    async def process(self, records: Sequence[SourceRecord]) -> None:
+        await self.effects.start()
+        states: dict[str, RecordState] = {}
+        publications: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
+        contexts: dict[str, tuple[PublishContext, float]] = {}
+        for record in records:
+            self.metrics.messages_in.labels(record.topic).inc()
+            try:
+                key, resource, event = self._decode(record)
+            except WireDecodeError as exc:
+                publications.append(self._dead_letter(record, exc.reason, exc.detail))
+                continue
+            state = states.get(key) or self._load(key, resource)
+            if state is None:  # a result or timer for a record this worker no longer has
+                continue
+            began = time.perf_counter()
+            try:
+                decision = decide(state, event, self.clock.now_ms(), self.config, self.accountant, self.limits)
+            except OMError as exc:
+                publications.append(self._dead_letter(record, "processing_error", str(exc)))
+                continue
+            self.metrics.decide_seconds.observe(time.perf_counter() - began)
+            await self._write(decision.commands)
+            states[key] = decision.state
+            for command in decision.commands:
+                if isinstance(command, PublishContext):
+                    contexts[command.spec.thread_id] = (command, record.received_at)
+                else:
+                    publication = await self._publication(command, record)
+                    if publication is not None:
+                        publications.append(publication)
+        for thread_id, (command, received_at) in contexts.items():
+            publications.append(await self._context_publication(command, received_at))
+            del thread_id
+        await self._publish(publications)
+        for key, state in states.items():
+            self.table.set(key, json.dumps(state.to_dict(), separators=(",", ":")).encode())
+            self.timers.track(key, state.timers)
+            self._observe_record(key, state)
+
+    def _load(self, key: str, resource: str) -> RecordState | None:
+        raw = self.table.get(key)
+        if raw is not None:
+            return RecordState.from_dict(json.loads(raw))
+        if not resource:
+            return None
+        return new_record(key, self.config.scope, resource)
+
+    async def _write(self, commands: list[Command]) -> None:
+        """Phase 1, retried until the store takes it: dropping a write would lose conversation content."""
+        delay = 0.2
+        while True:
+            try:
+                await self.effects.write(commands)
+                return
+            except StorageError as exc:
+                self.metrics.store_errors.labels("write").inc()
+                log.warning("content store write failed, retrying in %.1fs: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _publication(self, command: Command,
+                           record: SourceRecord) -> tuple[str, bytes, bytes, list[tuple[str, bytes]]] | None:
+        topics = self.kafka
+        if isinstance(command, EmitEvent):
+            event = await self.effects.event(command)
+            self.metrics.events_published.labels(event.event_type).inc()
+            self._count_lifecycle(event.event_type, event)
+            body = event.model_dump_json(by_alias=True, exclude_none=True).encode()
+            return (topics.topic_events, event.thread_id.encode(), body,
+                    event_headers(event.event_type, command.event_id, event.thread_id, self.source,
+                                  self.clock.now_ms()))
+        if isinstance(command, RequestObservation | RequestReflection):
+            return (topics.topic_model_requests, command.record_key.encode(), encode_internal(command),
+                    [("om_request_id", command.request_id.encode())])
+        if isinstance(command, RejectInput):
+            return self._dead_letter(record, "rejected_command", f"{command.reason}: {command.detail}")
+        return None  # timers live in the state (TimerWheel); IndexForRecall is served by the recall indexer
+
+    async def _context_publication(self, command: PublishContext,
+                                   received_at: float) -> tuple[str, bytes, bytes, list[tuple[str, bytes]]]:
+        context = await self.effects.context(command.spec, now_ms=self.clock.now_ms())
+        self.metrics.contexts_published.inc()
+        if received_at:
+            self.metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
+        if self.on_context is not None:
+            self.on_context(context)
+        return (self.kafka.topic_context, context.thread_id.encode(), encode(context),
+                [("om_version", str(context.version).encode()),
+                 ("om_through_message_id", (context.through_message_id or "").encode())])
+
+    def _dead_letter(self, record: SourceRecord, reason: str,
+                     detail: str) -> tuple[str, bytes, bytes, list[tuple[str, bytes]]]:
+        self.metrics.dlq_records.labels(reason).inc()
+        log.warning("dead letter from %s[%d]@%d: %s (%s)", record.topic, record.partition, record.offset, reason,
+                    detail[:200])
+        letter = DeadLetterRecord.build(
+            reason=reason, detail=detail, topic=record.topic, partition=record.partition, offset=record.offset,
+            key=record.key, value=record.value or b"", headers=record.headers,
+            failed_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"))
+        return self.kafka.topic_dlq, record.key or b"", encode(letter), [("om_dlq_reason", reason.encode())]
+
+    async def _publish(self, publications: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]]) -> None:
+        """Phase 2: send everything, then wait for every acknowledgement."""
+        pending = [self.publisher.send(topic, key, value, headers) for topic, key, value, headers in publications]
+        if pending:
+            await asyncio.gather(*pending)
+
+    def _count_lifecycle(self, event_type: str, event: object) -> None:
+        operation = getattr(event, "operation_type", "")
+        if event_type == "data-om-activation":
+            self.metrics.activations.labels(operation, getattr(event, "triggered_by", "")).inc()
+            if operation == "reflection":
+                self.metrics.generations.inc()
+        elif event_type in ("data-om-observation-end", "data-om-buffering-end", "data-om-observation-failed",
+                            "data-om-buffering-failed"):
+            outcome = "failed" if event_type.endswith("failed") else "ok"
+            kind = "buffer" if "buffering" in event_type else "sync"
+            (self.metrics.observations if operation == "observation" else self.metrics.reflections).labels(
+                kind, outcome).inc()
+            if event_type == "data-om-observation-end" and operation == "reflection":
+                self.metrics.generations.inc()
+            tokens_in = getattr(event, "tokens_observed", None) or getattr(event, "tokens_buffered", None)
+            tokens_out = getattr(event, "observation_tokens", None) or getattr(event, "buffered_tokens", None)
+            if operation == "observation" and tokens_in and tokens_out:
+                self.metrics.compression_ratio.observe(tokens_in / tokens_out)
+
+    def _observe_record(self, key: str, state: RecordState) -> None:
+        self.metrics.unobserved_tokens.observe(state.unobserved_tokens)
+        self.metrics.observation_tokens.observe(state.log_tokens)
+        self.metrics.buffered_chunks.observe(len(state.buffered))
+        if state.unobserved_tokens >= 0.9 * self.config.message_limit:
+            self.near_limit.add(key)
+        else:
+            self.near_limit.discard(key)
+        self.metrics.threads_near_block_after.set(len(self.near_limit))
+
+
+def _thread_key(value: bytes | None) -> bytes | None:
+    """Re-keyed (resource scope) records carry the thread id inside the value; check it against itself."""
+    if not value:
+        return None
+    try:
+        return str(json.loads(value).get("thread_id", "")).encode()
+    except (ValueError, AttributeError):
+        return None
+
+
+def _command_input(command: CommandRecord) -> Input:
+    if command.command == "observe":
+        return ObserveNow(command.thread_id)
+    if command.command == "reflect":
+        return ReflectNow(command.guidance, command.thread_id)
+    if command.command == "override":
+        return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id)
+    return ClearRecord(command.thread_id)

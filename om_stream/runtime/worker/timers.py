@@ -1,0 +1,54 @@
+"""Timers per worker, driven by table state: idle activation, retries, and deadlines of model calls.
+
+Each record's state lists its due timers. The wheel keeps them in a heap as states are written and after table
+recovery; a periodic task takes what is due and sends a ``TimerFired`` input through the internal topic, so it
+is processed in order with the record's other inputs by the partition's owner. A timer is sent once per due time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+
+__all__ = ["TimerWheel"]
+
+
+class TimerWheel:
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, str, str]] = []
+        self._wanted: dict[str, dict[str, int]] = {}  # record key -> timer -> due
+        self._sent: set[tuple[str, str, int]] = set()
+
+    def track(self, key: str, timers: Mapping[str, int]) -> None:
+        """The record's timers after a state write: remember new or moved ones, forget the others."""
+        known = self._wanted.get(key, {})
+        for timer, due in timers.items():
+            if known.get(timer) != due:
+                heapq.heappush(self._heap, (due, key, timer))
+        if timers:
+            self._wanted[key] = dict(timers)
+        else:
+            self._wanted.pop(key, None)
+
+    def rebuild(self, states: Iterable[tuple[str, Mapping[str, int]]]) -> None:
+        """After a rebalance or recovery: exactly the timers of the states this worker now holds."""
+        self._heap.clear()
+        self._wanted.clear()
+        for key, timers in states:
+            self.track(key, timers)
+
+    def due(self, now_ms: int) -> list[tuple[str, str]]:
+        """(record key, timer) pairs due now, each at most once per due time."""
+        ready = []
+        while self._heap and self._heap[0][0] <= now_ms:
+            due, key, timer = heapq.heappop(self._heap)
+            if self._wanted.get(key, {}).get(timer) != due or (key, timer, due) in self._sent:
+                continue
+            self._sent.add((key, timer, due))
+            ready.append((key, timer))
+        if len(self._sent) > 100_000:
+            self._sent = {e for e in self._sent if self._wanted.get(e[0], {}).get(e[1]) == e[2]}
+        return ready
+
+    def __len__(self) -> int:
+        return sum(len(timers) for timers in self._wanted.values())

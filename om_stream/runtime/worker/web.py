@@ -1,0 +1,101 @@
+"""The worker's HTTP API (Faust's web server, bound to ``worker.web_host``; never 0.0.0.0 unless configured).
+
+GET  /v1/threads/{id}/context   the latest context of a thread owned by this worker
+GET  /v1/threads/{id}/status    its ``data-om-status`` payload
+POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``); body: {"resource_id"?}
+POST /v1/threads/{id}/reflect   queue a manual reflection; body: {"guidance"?, "resource_id"?}
+GET  /healthz                   200 once the state table is recovered and the worker is not rebalancing
+GET  /metrics                   Prometheus text format
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from faust import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
+
+from om_stream.core.engine import record_key
+from om_stream.core.views import context_spec, status_event
+from om_stream.wire.codec import encode
+from om_stream.wire.commands import CommandRecord
+
+if TYPE_CHECKING:
+    from om_stream.runtime.worker.app import Worker
+
+__all__ = ["register_views"]
+
+
+def register_views(worker: Worker) -> None:
+    app = worker.app
+    config = worker.deps.config
+    kafka = worker.deps.settings.kafka
+
+    def not_owned(view: web.View, thread_id: str) -> web.Response:
+        return view.json({"error": "not_found", "detail": f"thread {thread_id!r} is not held by this worker; "
+                                                          f"its context is also on the {kafka.topic_context} topic"},
+                         status=404)
+
+    @app.page("/v1/threads/{thread_id}/context")
+    class ContextView(web.View):
+        async def get(self, request: web.Request, thread_id: str) -> web.Response:
+            context = worker.contexts.get(thread_id)
+            if context is None:
+                state = worker.state(record_key(config.scope, thread_id, request.query.get("resource_id", thread_id)))
+                if state is None or thread_id not in state.threads:
+                    return not_owned(self, thread_id)
+                spec = context_spec(state, thread_id, config, state.context_version)
+                context = await worker.effects.context(spec, now_ms=worker.clock.now_ms())
+                worker.contexts[thread_id] = context
+            return self.bytes(encode(context), content_type="application/json")
+
+    @app.page("/v1/threads/{thread_id}/status")
+    class StatusView(web.View):
+        async def get(self, request: web.Request, thread_id: str) -> web.Response:
+            state = worker.state(record_key(config.scope, thread_id, request.query.get("resource_id", thread_id)))
+            if state is None or thread_id not in state.threads:
+                return not_owned(self, thread_id)
+            status = status_event(state, thread_id, config, worker.deps.accountant.conversation_overhead)
+            return self.bytes(status.model_dump_json(by_alias=True).encode(), content_type="application/json")
+
+    async def command(view: web.View, request: web.Request, thread_id: str, kind: str) -> web.Response:
+        try:
+            body: dict[str, Any] = json.loads(await request.text() or "{}")
+        except ValueError:
+            return view.json({"error": "invalid_json"}, status=400)
+        try:
+            record = CommandRecord.model_validate({"command_id": str(uuid.uuid4()), "thread_id": thread_id,
+                                                   "command": kind, "resource_id": body.get("resource_id"),
+                                                   "guidance": body.get("guidance")})
+        except ValidationError as exc:
+            return view.json({"error": "invalid_fields", "detail": exc.errors(include_url=False)}, status=400)
+        await app.topic(kafka.topic_commands, key_type=bytes, value_type=bytes, key_serializer="raw",
+                        value_serializer="raw").send(key=thread_id.encode(), value=encode(record))
+        return view.json({"accepted": True, "command_id": record.command_id}, status=202)
+
+    @app.page("/v1/threads/{thread_id}/observe")
+    class ObserveView(web.View):
+        async def post(self, request: web.Request, thread_id: str) -> web.Response:
+            return await command(self, request, thread_id, "observe")
+
+    @app.page("/v1/threads/{thread_id}/reflect")
+    class ReflectView(web.View):
+        async def post(self, request: web.Request, thread_id: str) -> web.Response:
+            return await command(self, request, thread_id, "reflect")
+
+    @app.page("/healthz")
+    class HealthView(web.View):
+        async def get(self, request: web.Request) -> web.Response:
+            if worker.ready:
+                return self.json({"status": "ready"})
+            return self.json({"status": "starting", "in_recovery": bool(app.in_recovery)}, status=503)
+
+    @app.page("/metrics")
+    class MetricsView(web.View):
+        async def get(self, request: web.Request) -> web.Response:
+            # the exposition content type carries parameters, which aiohttp accepts only as a plain header
+            return self.bytes(generate_latest(worker.deps.metrics.registry),
+                              headers={"Content-Type": CONTENT_TYPE_LATEST})
