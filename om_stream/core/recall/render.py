@@ -49,6 +49,7 @@ __all__ = [
     "fit_budget",
     "format_timestamp",
     "high_detail_hint",
+    "indent_part",
     "message_header",
     "part_kind",
     "part_text",
@@ -154,6 +155,11 @@ def visible_parts(message: Message, part_type: PartType | None = None,
     return shown
 
 
+def indent_part(text: str) -> str:
+    """A part's later lines are indented under its ``[pN]`` tag, so a multi-line part reads as one block."""
+    return text.replace("\n", "\n    ")
+
+
 def message_header(message: Message) -> str:
     return f"**{message.role} ({format_timestamp(message.created_at_ms)})** [{message.message_id}]:"
 
@@ -220,7 +226,7 @@ def _layout(views: Sequence[PartView]) -> str:
             if lines:
                 lines.append("")
             lines.append(message_header(view.message))
-        lines.append(f"  [p{view.index}] {view.shown}")
+        lines.append(f"  [p{view.index}] {indent_part(view.shown)}")
     return "\n".join(lines)
 
 

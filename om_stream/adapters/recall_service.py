@@ -1,0 +1,497 @@
+"""The recall tool's I/O half: runs a recall call against a content store, a recall index and an embedder.
+
+Access control lives here and in the stores' signatures: every read names the tenant (``scope.resource_id``), so a
+store only ever answers with that resource's rows; ids a caller passes (cursor, threadId) are looked up *within*
+the tenant, and an id of another tenant reads exactly like an id that does not exist. Search hits are re-checked
+against the store before they are shown (the index may hold points of forgotten observations).
+
+The rules and the rendering are pure (``om_stream.core.recall``); this module only fetches what they need. Also
+here: indexing an observation group and the messages it covers (``IndexForRecall``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from om_stream.core.commands import IndexForRecall
+from om_stream.core.config import RetrievalConfig
+from om_stream.core.recall.indexing import embedding_chunks, message_search_text
+from om_stream.core.recall.instructions import recall_instructions
+from om_stream.core.recall.listing import SEARCH_UNAVAILABLE, SearchItem, render_search, render_threads
+from om_stream.core.recall.paging import (
+    PagePlan,
+    looks_like_range,
+    page_flags,
+    plan_page,
+    range_candidates,
+    range_hint,
+    slice_page,
+)
+from om_stream.core.recall.params import CURRENT_THREAD, PartType, RecallArguments, RecallScope, parse_arguments
+from om_stream.core.recall.render import (
+    RESULT_BUDGET_TOKENS,
+    TokenCount,
+    indent_part,
+    message_header,
+    part_text,
+    render_parts,
+    truncate_tokens,
+    visible_parts,
+)
+from om_stream.core.recall.results import MessagesResult, RecallResult, SearchResult, ThreadsResult
+from om_stream.errors import ModelError, RecallError, StorageError
+from om_stream.ports import (
+    Embedder,
+    MessagePosition,
+    MessageRange,
+    RecallHit,
+    RecallIndex,
+    RecallPoint,
+    RecallStore,
+    StoredMessage,
+    ThreadSummary,
+)
+from om_stream.wire.recall import RecallFailure, RecallRequest, RecallResponse
+
+__all__ = ["RecallService"]
+
+log = logging.getLogger(__name__)
+
+MAX_SCAN = 5_000  # messages read to fill one page when filters skip most of them
+_BATCH = 100
+_SEARCH_OVERFETCH = 3
+
+
+@dataclass
+class _Window:
+    messages: list[StoredMessage]  # visible messages in reading order
+    exhausted: bool  # the thread has nothing more in this direction (False: stopped at MAX_SCAN)
+
+
+class RecallService:
+    """Answers recall calls for one memory deployment.
+
+    ``count_tokens`` is the deployment's tokenizer (the 2,000-token budget is measured with it). Without ``index``
+    and ``embedder``, ``mode="search"`` answers that search is not configured (never an error).
+    """
+
+    def __init__(self, store: RecallStore, count_tokens: TokenCount, *, index: RecallIndex | None = None,
+                 embedder: Embedder | None = None, budget_tokens: int = RESULT_BUDGET_TOKENS) -> None:
+        self.store = store
+        self.count = count_tokens
+        self.index = index
+        self.embedder = embedder
+        self.budget = budget_tokens
+
+    @property
+    def search_available(self) -> bool:
+        return self.index is not None and self.embedder is not None
+
+    def instructions(self, retrieval: RetrievalConfig | None) -> str:
+        """The usage instructions for an agent's prompt (they only offer search when it works)."""
+        return recall_instructions(retrieval, search_available=self.search_available)
+
+    async def recall(self, scope: RecallScope, arguments: RecallArguments | Mapping[str, Any]) -> RecallResult:
+        """Run one recall call. Raises :class:`RecallError` for a call that cannot be answered as asked,
+        :class:`~om_stream.errors.StorageError` when the store fails."""
+        args = parse_arguments(dict(arguments) if isinstance(arguments, Mapping) else arguments)
+        if args.mode == "threads":
+            return await self._threads(scope, args)
+        if args.mode == "search":
+            return await self._search(scope, args)
+        return await self._messages(scope, args)
+
+    async def handle(self, request: RecallRequest) -> RecallResponse:
+        """A wire request in, a wire response out (the HTTP handler and the request/reply topic use this)."""
+        try:
+            result = await self.recall(request.scope(), request.arguments)
+        except RecallError as exc:
+            return RecallResponse(correlation_id=request.correlation_id,
+                                  error=RecallFailure(code="invalid_request", message=str(exc)))
+        except (StorageError, ModelError) as exc:
+            log.warning("recall %s failed: %s", request.correlation_id, type(exc).__name__)
+            return RecallResponse(correlation_id=request.correlation_id,
+                                  error=RecallFailure(code="unavailable", message=f"recall is unavailable: {exc}"))
+        return RecallResponse(correlation_id=request.correlation_id, result=result)
+
+    # -- threads -------------------------------------------------------------------------------------------------
+
+    def _current(self, scope: RecallScope) -> str:
+        if not scope.current_thread_id:
+            raise RecallError('there is no current thread in this call: pass a threadId (see mode="threads")')
+        return scope.current_thread_id
+
+    async def _owned_thread(self, scope: RecallScope, thread_id: str) -> ThreadSummary:
+        thread = await self.store.get_thread(scope.resource_id, thread_id)
+        if thread is None:
+            raise RecallError(f'no thread "{thread_id}" was found for this user; mode="threads" lists them')
+        return thread
+
+    def _target_thread(self, scope: RecallScope, args: RecallArguments) -> str | None:
+        """The thread a call names (``"current"`` resolved), checked against the scope; None if it names none."""
+        named = args.thread_id
+        if named == CURRENT_THREAD:
+            return self._current(scope)
+        if scope.thread_only:
+            current = self._current(scope)
+            if named is not None and named != current:
+                raise RecallError("recall is limited to the current thread in this memory (retrieval scope "
+                                  '"thread"); omit threadId')
+            return current if named is not None else None
+        return named
+
+    async def _threads(self, scope: RecallScope, args: RecallArguments) -> ThreadsResult:
+        page, limit = args.effective_page(), args.effective_limit()
+        after, before = args.after_ms, args.before_ms
+        named = self._target_thread(scope, args)
+        if scope.thread_only or named is not None:
+            thread_id = named or self._current(scope)
+            thread = await self.store.get_thread(scope.resource_id, thread_id)
+            keep = (thread is not None and page == 0 and (after is None or thread.created_at > after)
+                    and (before is None or thread.created_at < before))
+            threads: Sequence[ThreadSummary] = [thread] if keep and thread is not None else []
+            has_more = False
+        else:
+            listing = await self.store.list_threads(scope.resource_id, offset=page * limit, limit=limit,
+                                                    created_after=after, created_before=before)
+            threads, has_more = listing.threads, listing.has_more
+        rendered = render_threads(threads, scope.current_thread_id, self.count, self.budget)
+        return ThreadsResult(threads=rendered.text, count=len(threads), page=page, has_more=has_more,
+                             truncated=True if rendered.truncated else None,
+                             token_offset=rendered.token_offset if rendered.truncated else None)
+
+    # -- messages ------------------------------------------------------------------------------------------------
+
+    async def _messages(self, scope: RecallScope, args: RecallArguments) -> MessagesResult:
+        limit = args.effective_limit()
+        page = args.effective_page()
+        target = self._target_thread(scope, args)
+        if target is not None and not scope.thread_only:
+            await self._owned_thread(scope, target)
+        if args.cursor is None:
+            if args.part_index is not None:
+                raise RecallError("partIndex needs a cursor: the id of the message whose part you want")
+            notes = []
+            if target is None:
+                target = self._current(scope)
+                side = "start" if args.anchor == "start" else "end"
+                notes.append(f"No cursor or threadId was given: reading the current thread from its {side}.")
+            plan = plan_page(page, limit, from_cursor=False, anchor=args.anchor)
+            if args.anchor == "end":
+                notes.append("Pages count back from the newest message: page 2 holds the messages before these.")
+            return await self._page(scope, args, target, plan, None, notes)
+        cursor = await self._resolve_cursor(scope, args.cursor)
+        if isinstance(cursor, str):  # a hint instead of a message
+            return MessagesResult(messages=cursor, count=0, cursor=args.cursor, page=page, limit=limit,
+                                  detail=args.detail, has_next_page=False, has_prev_page=False)
+        cursor_thread = cursor.message.thread_id
+        if target is not None and cursor_thread != target:
+            text = (f'The cursor "{args.cursor}" belongs to thread "{cursor_thread}", not to "{target}". Pass '
+                    f'threadId="{cursor_thread}" to browse that thread, or leave threadId out.')
+            return MessagesResult(messages=text, count=0, cursor=args.cursor, page=page, limit=limit,
+                                  detail=args.detail, has_next_page=False, has_prev_page=False)
+        if args.part_index is not None:
+            return await self._part(scope, args, cursor, args.part_index)
+        return await self._page(scope, args, cursor_thread, plan_page(page, limit, from_cursor=True), cursor, [])
+
+    async def _resolve_cursor(self, scope: RecallScope, cursor: str) -> StoredMessage | str:
+        """The cursor's message (of this tenant, and of the current thread in thread scope), or a hint."""
+        value = cursor.strip()
+        found = await self.store.get_message(scope.resource_id, value)
+        if found is not None and scope.thread_only and found.message.thread_id != self._current(scope):
+            found = None
+        if found is not None:
+            return found
+        if looks_like_range(value):
+            candidates = range_candidates(value)
+            start = await self._first_existing(scope, candidates.starts)
+            end = await self._first_existing(scope, candidates.ends)
+            return range_hint(cursor, start, end)
+        raise RecallError(f'no message "{cursor}" was found. Use a message id from an observation group\'s range, '
+                          'or browse with threadId and no cursor')
+
+    async def _first_existing(self, scope: RecallScope, ids: Sequence[str]) -> str:
+        for message_id in ids:
+            if await self.store.get_message(scope.resource_id, message_id) is not None:
+                return message_id
+        return ids[0] if ids else ""
+
+    async def _window(self, resource_id: str, thread_id: str, *, forward: bool, start: MessagePosition | None,
+                      need: int, part_type: PartType | None, tool_name: str | None) -> _Window:
+        """Up to ``need`` visible messages from ``start`` (exclusive) in reading order."""
+        found: list[StoredMessage] = []
+        scanned = 0
+        position = start
+        while len(found) < need:
+            if scanned >= MAX_SCAN:
+                return _Window(found, exhausted=False)
+            batch = min(max(need - len(found), 1) * 2 if (part_type or tool_name) else need - len(found), _BATCH)
+            batch = max(batch, 1)
+            page = await self.store.list_thread_messages(
+                resource_id, thread_id, limit=batch, after=position if forward else None,
+                before=None if forward else position, newest_first=not forward)
+            scanned += len(page.messages)
+            for stored in page.messages:
+                if visible_parts(stored.message, part_type, tool_name):
+                    found.append(stored)
+            if not page.messages or not page.has_more:
+                return _Window(found, exhausted=True)
+            position = page.messages[-1].position
+        return _Window(found[:need], exhausted=False)
+
+    async def _page(self, scope: RecallScope, args: RecallArguments, thread_id: str, plan: PagePlan,
+                    cursor: StoredMessage | None, notes: list[str]) -> MessagesResult:
+        part_type, tool_name = args.part_type, args.tool_name
+        window: list[StoredMessage] = []
+        if cursor is not None and visible_parts(cursor.message, args.part_type, args.tool_name):
+            window.append(cursor)  # the cursor opens both page 1 and page -1
+        found = await self._window(scope.resource_id, thread_id, forward=plan.forward,
+                                   start=cursor.position if cursor else None, need=plan.need - len(window),
+                                   part_type=part_type, tool_name=tool_name)
+        window += found.messages
+        sliced = slice_page(plan, window)
+        beyond = False
+        if cursor is not None:
+            probe = await self._window(scope.resource_id, thread_id, forward=not plan.forward,
+                                       start=cursor.position, need=1, part_type=part_type, tool_name=tool_name)
+            beyond = bool(probe.messages)
+        has_next, has_prev = page_flags(plan, sliced, beyond_anchor=beyond)
+        items = sliced.items
+        first_id = cursor.message.message_id if cursor else (items[0].message.message_id if items else "")
+        note = " ".join(notes) or None
+        if not items:
+            empty = "(no messages on this page)" if window or cursor else "(no messages in this thread)"
+            return MessagesResult(messages=self._with_note(note, empty), count=0, cursor=first_id,
+                                  page=plan.page, limit=plan.limit, detail=args.detail, has_next_page=has_next,
+                                  has_prev_page=has_prev, thread_id=thread_id, note=note)
+        if args.detail == "high":
+            return self._high_detail(args, items, plan, thread_id, first_id, has_next, has_prev, note)
+        rendered = render_parts([s.message for s in items], self.count, detail="low", budget=self.budget,
+                                part_type=part_type, tool_name=tool_name)
+        return MessagesResult(messages=self._with_note(note, rendered.text), count=len(items), cursor=first_id,
+                              page=plan.page, limit=plan.limit, detail="low", has_next_page=has_next,
+                              has_prev_page=has_prev, truncated=True if rendered.truncated else None,
+                              token_offset=rendered.token_offset if rendered.truncated else None,
+                              thread_id=thread_id, note=note)
+
+    @staticmethod
+    def _with_note(note: str | None, text: str) -> str:
+        return f"Note: {note}\n\n{text}" if note else text
+
+    def _chunk(self, header: str, index: int, full: str, offset: int) -> tuple[str, int | None]:
+        """``header`` and part ``index`` from character ``offset``, within the budget; and where it stops."""
+        room = self.budget - self.count(header) - 8
+        piece = truncate_tokens(full[offset:], room, self.count)
+        end = offset + len(piece)
+        lead = f"(from character {offset}) " if offset else ""
+        return f"{header}\n  [p{index}] {lead}{indent_part(piece)}", (end if end < len(full) else None)
+
+    def _high_detail(self, args: RecallArguments, items: list[StoredMessage], plan: PagePlan, thread_id: str,
+                     cursor_id: str, has_next: bool, has_prev: bool, note: str | None) -> MessagesResult:
+        first = items[0].message
+        parts = visible_parts(first, args.part_type, args.tool_name)
+        index, part = parts[0]
+        text, next_offset = self._chunk(message_header(first), index, part_text(part), 0)
+        hints: list[str] = []
+        if next_offset is not None:
+            hints.append(f'the rest of this part: partIndex={index} charOffset={next_offset} on '
+                         f'cursor="{first.message_id}"')
+        if len(parts) > 1:
+            hints.append(f'next part: partIndex={parts[1][0]} on cursor="{first.message_id}"')
+        if len(items) > 1:
+            following = items[1].message
+            following_index = visible_parts(following, args.part_type, args.tool_name)[0][0]
+            hints.append(f'next message: partIndex={following_index} on cursor="{following.message_id}"')
+        elif has_next and plan.forward:
+            hints.append(f"more messages on page {plan.page + 1}")
+        if hints:
+            text += "\n\nHigh detail shows one part per call. To continue: " + ", or ".join(hints) + "."
+        truncated = next_offset is not None
+        return MessagesResult(
+            messages=self._with_note(note, text), count=1, cursor=cursor_id, page=plan.page, limit=plan.limit,
+            detail="high", has_next_page=len(items) > 1 or has_next, has_prev_page=has_prev,
+            truncated=True if truncated else None,
+            token_offset=self.count(part_text(part)[next_offset:]) if next_offset is not None else None,
+            thread_id=thread_id, part_index=index, next_char_offset=next_offset, note=note)
+
+    async def _part(self, scope: RecallScope, args: RecallArguments, cursor: StoredMessage,
+                    part_index: int) -> MessagesResult:
+        message = cursor.message
+        parts = visible_parts(message)
+        chosen = next(((i, p) for i, p in parts if i == part_index), None)
+        prefix = ""
+        thread_id = message.thread_id
+        if chosen is None:
+            if parts and part_index <= parts[-1][0]:
+                available = ", ".join(f"p{i}" for i, _ in parts)
+                raise RecallError(f"message {message.message_id} has no part {part_index} to show; its parts are "
+                                  f"{available}")
+            following = await self._window(scope.resource_id, thread_id, forward=True, start=cursor.position,
+                                           need=1, part_type=None, tool_name=None)
+            if not following.messages:
+                raise RecallError(f"message {message.message_id} has no part {part_index}, and it is the last "
+                                  "message of its thread")
+            nxt = following.messages[0]
+            prefix = (f"Message {message.message_id} has no part {part_index}; showing the first part of the next "
+                      f"message, {nxt.message.message_id}.\n\n")
+            cursor, message = nxt, nxt.message
+            chosen = visible_parts(message)[0]
+        index, part = chosen
+        full = part_text(part)
+        offset = args.char_offset or 0
+        if offset and offset >= len(full):
+            raise RecallError(f"charOffset {offset} is past the end of part p{index} of {message.message_id} "
+                              f"({len(full)} characters)")
+        text, next_offset = self._chunk(message_header(message), index, full, offset)
+        note = None
+        if next_offset is not None:
+            note = (f'This part continues: recall cursor="{message.message_id}" partIndex={index} '
+                    f"charOffset={next_offset}")
+            text += f"\n\n{note}"
+        later_parts = any(i > index for i, _ in visible_parts(message))
+        earlier_parts = any(i < index for i, _ in visible_parts(message))
+        after = later_parts or bool((await self._window(scope.resource_id, thread_id, forward=True,
+                                                        start=cursor.position, need=1, part_type=None,
+                                                        tool_name=None)).messages)
+        before = earlier_parts or bool((await self._window(scope.resource_id, thread_id, forward=False,
+                                                           start=cursor.position, need=1, part_type=None,
+                                                           tool_name=None)).messages)
+        return MessagesResult(
+            messages=prefix + text, count=1, cursor=message.message_id, page=1, limit=args.effective_limit(),
+            detail="high", has_next_page=after, has_prev_page=before,
+            truncated=True if next_offset is not None else None,
+            token_offset=self.count(full[next_offset:]) if next_offset is not None else None,
+            thread_id=thread_id, part_index=index, next_char_offset=next_offset, note=note)
+
+    # -- search --------------------------------------------------------------------------------------------------
+
+    async def _search(self, scope: RecallScope, args: RecallArguments) -> SearchResult:
+        if not scope.retrieval.vector or self.index is None or self.embedder is None:
+            return SearchResult(results=SEARCH_UNAVAILABLE, count=0)
+        query = (args.query or "").strip()
+        thread_id = self._target_thread(scope, args)
+        if scope.thread_only:
+            thread_id = self._current(scope)
+        elif thread_id is not None:
+            await self._owned_thread(scope, thread_id)
+        limit = args.effective_limit()
+        try:
+            vector = (await self.embedder.embed([query]))[0]
+        except ModelError as exc:
+            raise RecallError(f"search is unavailable right now: {exc}") from exc
+        hits = await self.index.query(vector, resource_id=scope.resource_id, limit=limit * _SEARCH_OVERFETCH + 10,
+                                      thread_id=thread_id, observed_after=args.after_ms,
+                                      observed_before=args.before_ms)
+        items = await self._verified(scope, hits, thread_id)
+        items = items[:limit]
+        rendered = render_search(query, items, scope.current_thread_id, self.count, self.budget)
+        return SearchResult(results=rendered.text, count=len(items),
+                            truncated=True if rendered.truncated else None,
+                            token_offset=rendered.token_offset if rendered.truncated else None)
+
+    async def _verified(self, scope: RecallScope, hits: Sequence[RecallHit],
+                        thread_id: str | None) -> list[SearchItem]:
+        """The best hit per message / group, kept only if the store still holds it for this tenant."""
+        best: dict[tuple[str, str, str], RecallHit] = {}
+        for hit in hits:
+            if hit.resource_id != scope.resource_id or (thread_id is not None and hit.thread_id != thread_id):
+                continue
+            key = (hit.kind, hit.source_id, hit.thread_id if hit.kind == "group" else "")
+            if key not in best or hit.score > best[key].score:
+                best[key] = hit
+        group_ids = [h.source_id for h in best.values() if h.kind == "group"]
+        groups = await self.store.get_groups(scope.resource_id, group_ids) if group_ids else {}
+        threads: dict[str, ThreadSummary | None] = {}
+        items: list[SearchItem] = []
+        seen_groups: set[str] = set()
+        for hit in sorted(best.values(), key=lambda h: -h.score):
+            role: str | None = None
+            at: int | None = None
+            if hit.kind == "message":
+                stored = await self.store.get_message(scope.resource_id, hit.source_id)
+                if stored is None or stored.message.thread_id != hit.thread_id:
+                    continue
+                role, at = stored.message.role, stored.message.created_at_ms
+            else:
+                group = groups.get(hit.source_id)
+                if group is None or hit.source_id in seen_groups or hit.thread_id not in group.thread_ids:
+                    continue
+                seen_groups.add(hit.source_id)
+            if hit.thread_id not in threads:
+                threads[hit.thread_id] = await self.store.get_thread(scope.resource_id, hit.thread_id)
+            if threads[hit.thread_id] is None:
+                continue
+            items.append(SearchItem(hit, threads[hit.thread_id], role, at))
+        return items
+
+    # -- indexing ------------------------------------------------------------------------------------------------
+
+    async def index_segment(self, command: IndexForRecall) -> int:
+        """Embed and index an observation group and the messages it covers; returns the points written.
+
+        Idempotent: point ids derive from (tenant, record, kind, source, thread, chunk), so indexing again
+        overwrites the same points."""
+        if self.index is None or self.embedder is None:
+            return 0
+        group = (await self.store.get_groups(command.resource_id, [command.segment_id])).get(command.segment_id)
+        if group is None:
+            return 0  # forgotten (clear) or not this tenant's: nothing to index
+        pending: list[tuple[RecallPoint, str]] = []
+        for chunk_index, chunk in enumerate(embedding_chunks(group.text, self.count)):
+            for item in group.ranges:
+                pending.append((RecallPoint(
+                    resource_id=group.resource_id, record_key=group.record_key, thread_id=item.thread_id,
+                    kind="group", source_id=group.group_id, chunk=chunk_index, text=chunk,
+                    observed_at=group.observed_at, vector=(), range=group.range_text,
+                    cursor=item.first_message_id), chunk))
+        for item in group.ranges:
+            for stored in await self._messages_in(group.resource_id, item):
+                text = message_search_text(stored.message)
+                for chunk_index, chunk in enumerate(embedding_chunks(text, self.count)):
+                    pending.append((RecallPoint(
+                        resource_id=group.resource_id, record_key=group.record_key, thread_id=item.thread_id,
+                        kind="message", source_id=stored.message.message_id, chunk=chunk_index, text=chunk,
+                        observed_at=stored.message.created_at_ms, vector=(),
+                        cursor=stored.message.message_id), chunk))
+        if not pending:
+            return 0
+        try:
+            vectors = await self.embedder.embed([text for _, text in pending])
+        except ModelError:
+            log.warning("embedding for recall failed for segment %s", command.segment_id)
+            raise
+        points = [_with_vector(point, vector) for (point, _), vector in zip(pending, vectors, strict=True)]
+        await self.index.upsert(points)
+        return len(points)
+
+    async def _messages_in(self, resource_id: str, item: MessageRange, cap: int = 2_000) -> list[StoredMessage]:
+        first = await self.store.get_message(resource_id, item.first_message_id)
+        last = await self.store.get_message(resource_id, item.last_message_id)
+        if first is None:
+            return []
+        if last is None or last.message.message_id == first.message.message_id:
+            return [first]
+        inner: list[StoredMessage] = []
+        position = first.position
+        while len(inner) < cap:
+            page = await self.store.list_thread_messages(resource_id, item.thread_id, limit=_BATCH, after=position,
+                                                         before=last.position)
+            inner += page.messages
+            if not page.has_more or not page.messages:
+                break
+            position = page.messages[-1].position
+        return [first, *inner[:cap], last]
+
+    async def forget(self, resource_id: str, record_key: str) -> None:
+        """Drop a record's points from the index (after ``clear``)."""
+        if self.index is not None:
+            await self.index.delete_record(resource_id, record_key)
+
+
+def _with_vector(point: RecallPoint, vector: Sequence[float]) -> RecallPoint:
+    return RecallPoint(resource_id=point.resource_id, record_key=point.record_key, thread_id=point.thread_id,
+                       kind=point.kind, source_id=point.source_id, chunk=point.chunk, text=point.text,
+                       observed_at=point.observed_at, vector=tuple(vector), range=point.range, cursor=point.cursor)

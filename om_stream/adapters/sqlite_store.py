@@ -1,0 +1,508 @@
+"""The embedded content store: SQLite (stdlib), one file or ``:memory:``, the same behaviour as the Cassandra store.
+
+Used by ``om-stream demo``, ``replay`` and the library. One connection, owned by one dedicated thread: every query
+runs there (the event loop never blocks on SQLite), writes are serialised, and each store operation is one
+transaction. File databases use WAL, so readers in other processes see committed data while the store writes.
+
+The schema is created and upgraded on first use (``PRAGMA user_version`` counts the applied migrations): an
+embedded database belongs to the process that opens it, so there is no separate migrate step.
+
+Semantics shared with the other stores (``adapters/memory_store.py`` is the reference twin):
+
+* every write is idempotent (ids are deterministic); a segment is written once (first writer wins), and so is a
+  generation's log (``commit_generation``);
+* ``clear`` forgets a record's observations (segments, groups, generations) and keeps its messages;
+* a reflection's group keeps the ranges of every group it replaced (``core.recall.groups``);
+* every recall read is keyed by the tenant (``resource_id``).
+
+``sqlite3`` exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.messages import Message
+from om_stream.core.recall.groups import observation_ranges, reflection_ranges
+from om_stream.errors import StorageError
+from om_stream.ports import (
+    GenerationRecord,
+    MessagePage,
+    MessagePosition,
+    MessageRange,
+    ObservationGroup,
+    StoredMessage,
+    ThreadMetadata,
+    ThreadPage,
+    ThreadSummary,
+)
+
+__all__ = ["SqliteContentStore"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Each entry is one schema version; a database at user_version N gets entries N.. applied, in one transaction each.
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE messages (
+        resource_id TEXT NOT NULL, message_id TEXT NOT NULL, thread_id TEXT NOT NULL, record_key TEXT NOT NULL,
+        created_at INTEGER NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, tokens INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (resource_id, message_id));
+    CREATE INDEX messages_by_thread ON messages (resource_id, thread_id, created_at, seq, message_id);
+    CREATE INDEX messages_by_id ON messages (message_id);
+    CREATE TABLE resource_threads (
+        resource_id TEXT NOT NULL, thread_id TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+        PRIMARY KEY (resource_id, thread_id));
+    CREATE INDEX resource_threads_by_update ON resource_threads (resource_id, updated_at DESC, thread_id);
+    CREATE TABLE threads (
+        thread_id TEXT PRIMARY KEY, resource_id TEXT, title TEXT, current_task TEXT, suggested_response TEXT,
+        extracted TEXT NOT NULL DEFAULT '{}', last_observed_message_id TEXT);
+    CREATE TABLE records (record_key TEXT PRIMARY KEY, resource_id TEXT NOT NULL, epoch INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE segments (
+        segment_id TEXT PRIMARY KEY, record_key TEXT NOT NULL, resource_id TEXT NOT NULL, kind TEXT NOT NULL,
+        status TEXT NOT NULL, generation INTEGER NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL,
+        cycle_id TEXT NOT NULL, thread_ids TEXT NOT NULL, first_message_id TEXT NOT NULL,
+        last_message_id TEXT NOT NULL, message_ids TEXT NOT NULL, message_tokens INTEGER NOT NULL,
+        boundary_at INTEGER NOT NULL, created_at INTEGER NOT NULL, generations TEXT NOT NULL,
+        ranges TEXT NOT NULL, replaced TEXT NOT NULL);
+    CREATE INDEX segments_by_record ON segments (record_key, created_at, segment_id);
+    CREATE TABLE generations (
+        record_key TEXT NOT NULL, generation INTEGER NOT NULL, segment_ids TEXT NOT NULL, reflection_id TEXT NOT NULL,
+        replaced_segment_ids TEXT NOT NULL, observation_tokens INTEGER NOT NULL,
+        PRIMARY KEY (record_key, generation));
+    """,
+)
+_MAX_VARIABLES = 500  # stay well under SQLite's bound parameter limit in IN (...) lists
+
+
+def _ranges_json(ranges: Sequence[MessageRange]) -> str:
+    return json.dumps([[r.thread_id, r.first_message_id, r.last_message_id] for r in ranges])
+
+
+def _ranges(text: str) -> tuple[MessageRange, ...]:
+    return tuple(MessageRange(t, a, b) for t, a, b in json.loads(text))
+
+
+def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
+    return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
+
+
+class SqliteContentStore:
+    """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
+
+    def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0) -> None:
+        self._path = str(path)
+        self._timeout = timeout_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="om-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._open_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SqliteContentStore({self._path!r})"
+
+    # -- plumbing ------------------------------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        with self._open_lock:
+            if self._conn is None:
+                if self._path != ":memory:":
+                    Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
+                conn.execute("PRAGMA foreign_keys = OFF")
+                if self._path != ":memory:":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                self._migrate(conn)
+                self._conn = conn
+        return self._conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(_MIGRATIONS):
+            raise StorageError(f"the database has schema version {version}, newer than this om-stream knows "
+                               f"({len(_MIGRATIONS)}): upgrade om-stream")
+        for number in range(version, len(_MIGRATIONS)):
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number + 1}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def _in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
+        if self._closed:
+            raise StorageError("the SQLite content store is closed")
+        call = partial(self._in_transaction, fn) if write else partial(self._read, fn)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite ({self._path}): {type(exc).__name__}: {exc}") from exc
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return fn(self._connection())
+
+    async def open(self) -> None:
+        """Create or upgrade the schema now (otherwise the first operation does)."""
+        await self._run(lambda conn: None)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+
+        def shut() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, shut)
+        self._executor.shutdown(wait=True)
+
+    # -- ContentStore --------------------------------------------------------------------------------------------
+
+    async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None:
+        body = message.model_dump_json()
+        created = message.created_at_ms
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO messages (resource_id, message_id, thread_id, record_key, created_at, seq, role, tokens,"
+                " body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resource_id, message_id) DO UPDATE SET"
+                " thread_id = excluded.thread_id, record_key = excluded.record_key, created_at = excluded.created_at,"
+                " seq = excluded.seq, role = excluded.role, tokens = excluded.tokens, body = excluded.body",
+                (message.resource_id, message.message_id, message.thread_id, record_key, created, seq,
+                 message.role, tokens, body))
+            conn.execute(
+                "INSERT INTO resource_threads (resource_id, thread_id, created_at, updated_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (resource_id, thread_id) DO UPDATE SET"
+                " created_at = min(created_at, excluded.created_at), updated_at = max(updated_at, excluded.updated_at)",
+                (message.resource_id, message.thread_id, created, created))
+            conn.execute(
+                "INSERT INTO records (record_key, resource_id) VALUES (?, ?) ON CONFLICT (record_key) DO UPDATE SET"
+                " resource_id = CASE WHEN records.resource_id = '' THEN excluded.resource_id"
+                " ELSE records.resource_id END", (record_key, message.resource_id))
+
+        await self._run(write, write=True)
+
+    async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
+        """The messages in the order asked; ids not found are left out. ``resource_id`` restricts to a tenant."""
+        ids = list(dict.fromkeys(message_ids))
+
+        def read(conn: sqlite3.Connection) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT message_id, body FROM messages WHERE message_id IN ({marks})"
+                params: list[str] = list(chunk)
+                if resource_id is not None:
+                    sql += " AND resource_id = ?"
+                    params.append(resource_id)
+                for message_id, body in conn.execute(sql + " ORDER BY resource_id", params):
+                    found.setdefault(message_id, body)
+            return found
+
+        bodies = await self._run(read)
+        return [Message.model_validate_json(bodies[i]) for i in message_ids if i in bodies]
+
+    async def put_segment(self, segment: PersistSegment) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM segments WHERE segment_id = ?", (segment.segment_id,)).fetchone():
+                return  # first writer wins: a replay never rewrites a segment
+            resource_id = self._resource_of(conn, segment.record_key, segment.first_message_id)
+            ranges: tuple[MessageRange, ...] = ()
+            if segment.kind == "observation":
+                ranges = self._observation_ranges(conn, resource_id, segment)
+            generations = [segment.generation] if segment.status == "active" else []
+            conn.execute(
+                "INSERT INTO segments (segment_id, record_key, resource_id, kind, status, generation, text, tokens,"
+                " cycle_id, thread_ids, first_message_id, last_message_id, message_ids, message_tokens,"
+                " boundary_at, created_at, generations, ranges, replaced)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (segment.segment_id, segment.record_key, resource_id, segment.kind, segment.status,
+                 segment.generation, segment.text, segment.tokens, segment.cycle_id, json.dumps(segment.thread_ids),
+                 segment.first_message_id, segment.last_message_id, json.dumps(segment.message_ids),
+                 segment.message_tokens, segment.boundary_at, segment.created_at, json.dumps(generations),
+                 _ranges_json(ranges), "[]"))
+
+        await self._run(write, write=True)
+
+    @staticmethod
+    def _resource_of(conn: sqlite3.Connection, record_key: str, message_id: str) -> str:
+        row = conn.execute("SELECT resource_id FROM records WHERE record_key = ?", (record_key,)).fetchone()
+        if row and row[0]:
+            return str(row[0])
+        row = conn.execute("SELECT resource_id FROM messages WHERE message_id = ? ORDER BY resource_id",
+                           (message_id,)).fetchone()
+        return str(row[0]) if row else ""
+
+    @staticmethod
+    def _observation_ranges(conn: sqlite3.Connection, resource_id: str,
+                            segment: PersistSegment) -> tuple[MessageRange, ...]:
+        if len(segment.thread_ids) <= 1 or not segment.message_ids:
+            thread = segment.thread_ids[0] if segment.thread_ids else ""
+            return (MessageRange(thread, segment.first_message_id, segment.last_message_id),)
+        threads: dict[str, str] = {}
+        for chunk in _chunks(segment.message_ids):
+            marks = ",".join("?" * len(chunk))
+            threads.update(conn.execute(
+                f"SELECT message_id, thread_id FROM messages WHERE resource_id = ? AND message_id IN ({marks})",
+                [resource_id, *chunk]).fetchall())
+        return observation_ranges([(m, threads[m]) for m in segment.message_ids if m in threads])
+
+    async def get_segment_texts(self, segment_ids: Sequence[str]) -> dict[str, str]:
+        ids = list(dict.fromkeys(segment_ids))
+
+        def read(conn: sqlite3.Connection) -> dict[str, str]:
+            texts: dict[str, str] = {}
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                texts.update(conn.execute(
+                    f"SELECT segment_id, text FROM segments WHERE segment_id IN ({marks})", list(chunk)).fetchall())
+            return texts
+
+        return await self._run(read)
+
+    @staticmethod
+    def _activate(conn: sqlite3.Connection, segment_id: str, generation: int) -> None:
+        row = conn.execute("SELECT generations FROM segments WHERE segment_id = ?", (segment_id,)).fetchone()
+        if row is None:
+            return
+        generations = sorted(set(json.loads(row[0])) | {generation})
+        conn.execute("UPDATE segments SET status = 'active', generations = ? WHERE segment_id = ?",
+                     (json.dumps(generations), segment_id))
+
+    async def activate_chunks(self, command: ActivateChunks) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            for chunk_id in command.chunk_ids:
+                self._activate(conn, chunk_id, command.generation)
+
+        await self._run(write, write=True)
+
+    async def commit_generation(self, command: CommitGeneration) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            inserted = conn.execute(
+                "INSERT INTO generations (record_key, generation, segment_ids, reflection_id, replaced_segment_ids,"
+                " observation_tokens) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (record_key, generation) DO NOTHING",
+                (command.record_key, command.generation, json.dumps(command.segment_ids), command.reflection_id,
+                 json.dumps(command.replaced_segment_ids), command.observation_tokens)).rowcount
+            if not inserted:
+                row = conn.execute("SELECT reflection_id FROM generations WHERE record_key = ? AND generation = ?",
+                                   (command.record_key, command.generation)).fetchone()
+                if row is None or row[0] != command.reflection_id:
+                    log.warning("generation %d of %s was already committed by another reflection; %s is ignored",
+                                command.generation, command.record_key, command.reflection_id)
+                    return
+            replaced = dict.fromkeys(command.replaced_segment_ids)
+            stored = {r[0]: _ranges(r[1]) for r in conn.execute(
+                f"SELECT segment_id, ranges FROM segments WHERE segment_id IN ({','.join('?' * len(replaced))})",
+                list(replaced))} if replaced else {}
+            ranges = reflection_ranges(stored[s] for s in replaced if s in stored)
+            conn.execute("UPDATE segments SET ranges = ?, replaced = ? WHERE segment_id = ?",
+                         (_ranges_json(ranges), json.dumps(list(replaced)), command.reflection_id))
+            for segment_id in command.segment_ids:
+                self._activate(conn, segment_id, command.generation)
+
+        await self._run(write, write=True)
+
+    async def put_thread_metadata(self, command: PersistThreadMetadata) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT extracted FROM threads WHERE thread_id = ?", (command.thread_id,)).fetchone()
+            extracted = {**(json.loads(row[0]) if row else {}), **command.extracted_values}
+            conn.execute(
+                "INSERT INTO threads (thread_id, resource_id, title, current_task, suggested_response, extracted,"
+                " last_observed_message_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET"
+                " resource_id = excluded.resource_id, title = coalesce(excluded.title, threads.title),"
+                " current_task = coalesce(excluded.current_task, threads.current_task),"
+                " suggested_response = coalesce(excluded.suggested_response, threads.suggested_response),"
+                " extracted = excluded.extracted, last_observed_message_id = coalesce("
+                " excluded.last_observed_message_id, threads.last_observed_message_id)",
+                (command.thread_id, command.resource_id, command.title or None, command.current_task or None,
+                 command.suggested_response or None, json.dumps(extracted, default=str),
+                 command.last_observed_message_id or None))
+
+        await self._run(write, write=True)
+
+    async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata:
+        def read(conn: sqlite3.Connection) -> ThreadMetadata:
+            row = conn.execute("SELECT resource_id, title, current_task, suggested_response, extracted,"
+                               " last_observed_message_id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+            if row is None:
+                return ThreadMetadata(thread_id)
+            return ThreadMetadata(thread_id, row[0], row[1], row[2], row[3], json.loads(row[4]), row[5])
+
+        return await self._run(read)
+
+    async def clear(self, record_key: str, epoch: int) -> None:
+        """Forget the record's observations (segments, groups, generations); the conversation's messages stay."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT epoch FROM records WHERE record_key = ?", (record_key,)).fetchone()
+            if row is not None and epoch <= row[0]:
+                return
+            conn.execute("DELETE FROM segments WHERE record_key = ?", (record_key,))
+            conn.execute("DELETE FROM generations WHERE record_key = ?", (record_key,))
+            conn.execute("INSERT INTO records (record_key, resource_id, epoch) VALUES (?, '', ?)"
+                         " ON CONFLICT (record_key) DO UPDATE SET epoch = excluded.epoch", (record_key, epoch))
+
+        await self._run(write, write=True)
+
+    # -- MessageQueries ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _stored(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
+        record_key, seq, tokens, body = row
+        return StoredMessage(Message.model_validate_json(body), record_key, seq, tokens)
+
+    async def get_message(self, resource_id: str, message_id: str) -> StoredMessage | None:
+        def read(conn: sqlite3.Connection) -> StoredMessage | None:
+            row = conn.execute("SELECT record_key, seq, tokens, body FROM messages WHERE resource_id = ? AND"
+                               " message_id = ?", (resource_id, message_id)).fetchone()
+            return self._stored(row) if row else None
+
+        return await self._run(read)
+
+    async def list_thread_messages(self, resource_id: str, thread_id: str, *, limit: int,
+                                   after: MessagePosition | None = None, before: MessagePosition | None = None,
+                                   newest_first: bool = False) -> MessagePage:
+        sql = ["SELECT record_key, seq, tokens, body FROM messages WHERE resource_id = ? AND thread_id = ?"]
+        params: list[Any] = [resource_id, thread_id]
+        if after is not None:
+            sql.append("AND (created_at, seq, message_id) > (?, ?, ?)")
+            params += [after.created_at, after.seq, after.message_id]
+        if before is not None:
+            sql.append("AND (created_at, seq, message_id) < (?, ?, ?)")
+            params += [before.created_at, before.seq, before.message_id]
+        order = "DESC" if newest_first else "ASC"
+        sql.append(f"ORDER BY created_at {order}, seq {order}, message_id {order} LIMIT ?")
+        params.append(limit + 1)
+        query = " ".join(sql)
+
+        def read(conn: sqlite3.Connection) -> MessagePage:
+            rows = conn.execute(query, params).fetchall()
+            return MessagePage(tuple(self._stored(r) for r in rows[:limit]), len(rows) > limit)
+
+        return await self._run(read)
+
+    async def count_thread_messages(self, resource_id: str, thread_id: str) -> int:
+        def read(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT count(*) FROM messages WHERE resource_id = ? AND thread_id = ?",
+                               (resource_id, thread_id)).fetchone()
+            return int(row[0])
+
+        return await self._run(read)
+
+    # -- ThreadQueries -------------------------------------------------------------------------------------------
+
+    _THREAD_SELECT = ("SELECT rt.thread_id, rt.resource_id, t.title, rt.created_at, rt.updated_at"
+                      " FROM resource_threads rt LEFT JOIN threads t"
+                      " ON t.thread_id = rt.thread_id AND t.resource_id = rt.resource_id")
+
+    async def get_thread(self, resource_id: str, thread_id: str) -> ThreadSummary | None:
+        def read(conn: sqlite3.Connection) -> ThreadSummary | None:
+            row = conn.execute(f"{self._THREAD_SELECT} WHERE rt.resource_id = ? AND rt.thread_id = ?",
+                               (resource_id, thread_id)).fetchone()
+            return ThreadSummary(*row) if row else None
+
+        return await self._run(read)
+
+    async def list_threads(self, resource_id: str, *, offset: int = 0, limit: int = 20,
+                           created_after: int | None = None, created_before: int | None = None) -> ThreadPage:
+        sql = [f"{self._THREAD_SELECT} WHERE rt.resource_id = ?"]
+        params: list[Any] = [resource_id]
+        if created_after is not None:
+            sql.append("AND rt.created_at > ?")
+            params.append(created_after)
+        if created_before is not None:
+            sql.append("AND rt.created_at < ?")
+            params.append(created_before)
+        sql.append("ORDER BY rt.updated_at DESC, rt.thread_id LIMIT ? OFFSET ?")
+        params += [limit + 1, offset]
+        query = " ".join(sql)
+
+        def read(conn: sqlite3.Connection) -> ThreadPage:
+            rows = conn.execute(query, params).fetchall()
+            return ThreadPage(tuple(ThreadSummary(*r) for r in rows[:limit]), len(rows) > limit)
+
+        return await self._run(read)
+
+    # -- GroupQueries --------------------------------------------------------------------------------------------
+
+    _GROUP_SELECT = ("SELECT segment_id, record_key, resource_id, kind, status, generation, text, tokens, thread_ids,"
+                     " ranges, boundary_at, created_at, replaced FROM segments")
+
+    @staticmethod
+    def _group(row: tuple[Any, ...]) -> ObservationGroup:
+        (segment_id, record_key, resource_id, kind, status, generation, text, tokens, thread_ids, ranges,
+         boundary_at, created_at, replaced) = row
+        return ObservationGroup(
+            group_id=segment_id, record_key=record_key, resource_id=resource_id,
+            kind=cast(Literal["observation", "reflection"], kind),
+            status=cast(Literal["buffered", "active"], status), generation=generation, text=text, tokens=tokens,
+            thread_ids=tuple(json.loads(thread_ids)), ranges=_ranges(ranges), observed_at=boundary_at,
+            created_at=created_at, replaced_group_ids=tuple(json.loads(replaced)))
+
+    async def get_groups(self, resource_id: str, group_ids: Sequence[str]) -> dict[str, ObservationGroup]:
+        ids = list(dict.fromkeys(group_ids))
+
+        def read(conn: sqlite3.Connection) -> dict[str, ObservationGroup]:
+            groups: dict[str, ObservationGroup] = {}
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"{self._GROUP_SELECT} WHERE resource_id = ? AND segment_id IN ({marks})",
+                                        [resource_id, *chunk]):
+                    group = self._group(row)
+                    groups[group.group_id] = group
+            return groups
+
+        return await self._run(read)
+
+    async def list_groups(self, record_key: str) -> list[ObservationGroup]:
+        def read(conn: sqlite3.Connection) -> list[ObservationGroup]:
+            rows = conn.execute(f"{self._GROUP_SELECT} WHERE record_key = ? ORDER BY created_at, segment_id",
+                                (record_key,)).fetchall()
+            return [self._group(r) for r in rows]
+
+        return await self._run(read)
+
+    async def get_generation(self, record_key: str, generation: int) -> GenerationRecord | None:
+        def read(conn: sqlite3.Connection) -> GenerationRecord | None:
+            row = conn.execute("SELECT segment_ids, reflection_id, replaced_segment_ids, observation_tokens"
+                               " FROM generations WHERE record_key = ? AND generation = ?",
+                               (record_key, generation)).fetchone()
+            if row is None:
+                return None
+            return GenerationRecord(record_key, generation, tuple(json.loads(row[0])), row[1],
+                                    tuple(json.loads(row[2])), row[3])
+
+        return await self._run(read)
