@@ -1,0 +1,194 @@
+"""The recall index on Qdrant: a Qdrant server (``url``) or qdrant-client's local mode (``path`` or ``:memory:``).
+
+* One collection per embedding model and dimension (``om_recall_<model>_<dim>``): vectors of different models
+  never meet, and a model change starts a new collection instead of corrupting one.
+* ``resource_id`` is the tenant key: a keyword payload index with ``is_tenant`` on a server (Qdrant co-locates a
+  tenant's points); every query and delete carries a ``must`` filter on it, so one tenant never sees another's
+  points. Local mode ignores payload indexes (it filters by scanning), so none are created there.
+* Point ids are UUIDs derived from the point's identity (tenant, record, kind, message or group id, thread, chunk):
+  indexing the same observation again overwrites the same points.
+
+Local mode is for the embedded runner and tests (brute force, filters evaluated in Python, a warning past 20,000
+points, one process per ``path``); production uses a server. qdrant-client exceptions become
+:class:`~om_stream.errors.StorageError` here and never leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal, cast
+
+from om_stream.errors import StorageError
+from om_stream.ports import RecallHit, RecallPoint
+
+__all__ = ["QdrantRecallIndex", "collection_name", "point_id"]
+
+log = logging.getLogger(__name__)
+
+_NAMESPACE = uuid.UUID("6f6d2d73-7472-6561-6d2d-726563616c6c")  # "om-stream-recall"
+_UPSERT_BATCH = 256
+
+
+def collection_name(model_id: str, dimension: int, prefix: str = "om_recall") -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model_id.lower()).strip("_") or "model"
+    return f"{prefix}_{slug}_{dimension}"
+
+
+def point_id(point: RecallPoint) -> str:
+    key = "\x1f".join((point.resource_id, point.record_key, point.kind, point.source_id, point.thread_id,
+                       str(point.chunk)))
+    return str(uuid.uuid5(_NAMESPACE, key))
+
+
+class QdrantRecallIndex:
+    """A :class:`~om_stream.ports.RecallIndex` for one embedding model.
+
+    Give ``url`` (and ``api_key``) for a server, ``path`` for a local on-disk index, or neither for an in-memory
+    one. The collection is created on first use.
+    """
+
+    def __init__(self, model_id: str, dimension: int, *, url: str | None = None, api_key: str | None = None,
+                 path: str | None = None, collection_prefix: str = "om_recall", timeout_s: int = 10,
+                 client: Any = None) -> None:
+        self.collection = collection_name(model_id, dimension, collection_prefix)
+        self.dimension = dimension
+        self.local = url is None
+        self._options: dict[str, Any] = ({"url": url, "api_key": api_key, "timeout": timeout_s} if url
+                                         else {"path": path} if path and path != ":memory:"
+                                         else {"location": ":memory:"})
+        self._client: Any = client
+        self._ready = False
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        where = self._options.get("url") or self._options.get("path") or ":memory:"
+        return f"QdrantRecallIndex({self.collection!r} at {where!r})"
+
+    async def _ensure(self) -> Any:
+        if self._ready:
+            return self._client
+        async with self._lock:
+            if self._ready:
+                return self._client
+            from qdrant_client import AsyncQdrantClient, models
+
+            try:
+                if self._client is None:
+                    self._client = AsyncQdrantClient(**self._options)
+                client = self._client
+                if not await client.collection_exists(self.collection):
+                    await client.create_collection(
+                        self.collection,
+                        vectors_config=models.VectorParams(size=self.dimension, distance=models.Distance.COSINE))
+                if not self.local:
+                    await self._payload_indexes(client, models)
+            except StorageError:
+                raise
+            except Exception as exc:
+                raise StorageError(f"recall index {self.collection}: {type(exc).__name__}: {exc}") from exc
+            self._ready = True
+            return client
+
+    async def _payload_indexes(self, client: Any, models: Any) -> None:
+        try:
+            await client.create_payload_index(
+                self.collection, "resource_id",
+                field_schema=models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True))
+        except Exception:  # noqa: BLE001 - a server older than 1.11 refuses is_tenant: a plain keyword index
+            log.info("Qdrant refused an is_tenant index on %s; using a plain keyword index", self.collection)
+            await client.create_payload_index(self.collection, "resource_id",
+                                              field_schema=models.PayloadSchemaType.KEYWORD)
+        for name in ("thread_id", "record_key"):
+            await client.create_payload_index(self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD)
+        await client.create_payload_index(self.collection, "observed_at",
+                                          field_schema=models.PayloadSchemaType.INTEGER)
+
+    async def upsert(self, points: Sequence[RecallPoint]) -> None:
+        if not points:
+            return
+        client = await self._ensure()
+        from qdrant_client import models
+
+        structs = []
+        for point in points:
+            if len(point.vector) != self.dimension:
+                raise StorageError(f"recall index {self.collection}: a vector of dimension {len(point.vector)}, "
+                                   f"expected {self.dimension}")
+            structs.append(models.PointStruct(id=point_id(point), vector=list(point.vector), payload={
+                "resource_id": point.resource_id, "record_key": point.record_key, "thread_id": point.thread_id,
+                "kind": point.kind, "source_id": point.source_id, "chunk": point.chunk, "text": point.text,
+                "observed_at": point.observed_at, "range": point.range, "cursor": point.cursor}))
+        try:
+            for start in range(0, len(structs), _UPSERT_BATCH):
+                await client.upsert(self.collection, points=structs[start:start + _UPSERT_BATCH], wait=True)
+        except Exception as exc:
+            raise StorageError(f"recall index {self.collection}: upsert failed: {type(exc).__name__}: {exc}") from exc
+
+    async def query(self, vector: Sequence[float], *, resource_id: str, limit: int, thread_id: str | None = None,
+                    observed_after: int | None = None, observed_before: int | None = None) -> list[RecallHit]:
+        client = await self._ensure()
+        from qdrant_client import models
+
+        must: list[Any] = [models.FieldCondition(key="resource_id", match=models.MatchValue(value=resource_id))]
+        if thread_id is not None:
+            must.append(models.FieldCondition(key="thread_id", match=models.MatchValue(value=thread_id)))
+        if observed_after is not None or observed_before is not None:
+            must.append(models.FieldCondition(key="observed_at", range=models.Range(gt=observed_after,
+                                                                                     lt=observed_before)))
+        try:
+            response = await client.query_points(self.collection, query=list(vector),
+                                                 query_filter=models.Filter(must=must), limit=limit,
+                                                 with_payload=True)
+        except Exception as exc:
+            raise StorageError(f"recall index {self.collection}: query failed: {type(exc).__name__}: {exc}") from exc
+        hits: list[RecallHit] = []
+        for scored in response.points:
+            payload = scored.payload or {}
+            if payload.get("resource_id") != resource_id:  # the filter makes this impossible; keep it impossible
+                continue
+            hits.append(RecallHit(
+                resource_id=resource_id, record_key=str(payload.get("record_key", "")),
+                thread_id=str(payload.get("thread_id", "")),
+                kind=cast(Literal["message", "group"], payload.get("kind", "message")),
+                source_id=str(payload.get("source_id", "")), chunk=int(payload.get("chunk", 0)),
+                text=str(payload.get("text", "")), observed_at=int(payload.get("observed_at", 0)),
+                score=float(scored.score), range=payload.get("range"), cursor=payload.get("cursor")))
+        return hits
+
+    async def delete_record(self, resource_id: str, record_key: str) -> None:
+        client = await self._ensure()
+        from qdrant_client import models
+
+        selector = models.FilterSelector(filter=models.Filter(must=[
+            models.FieldCondition(key="resource_id", match=models.MatchValue(value=resource_id)),
+            models.FieldCondition(key="record_key", match=models.MatchValue(value=record_key))]))
+        try:
+            await client.delete(self.collection, points_selector=selector, wait=True)
+        except Exception as exc:
+            raise StorageError(f"recall index {self.collection}: delete failed: {type(exc).__name__}: {exc}") from exc
+
+    async def count(self, resource_id: str | None = None) -> int:
+        """Points stored (of one tenant, when given)."""
+        client = await self._ensure()
+        from qdrant_client import models
+
+        tenant = models.FieldCondition(key="resource_id", match=models.MatchValue(value=resource_id))
+        flt = models.Filter(must=[tenant]) if resource_id is not None else None
+        try:
+            result = await client.count(self.collection, count_filter=flt, exact=True)
+        except Exception as exc:
+            raise StorageError(f"recall index {self.collection}: count failed: {type(exc).__name__}: {exc}") from exc
+        return int(result.count)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except Exception as exc:  # noqa: BLE001 - closing must not fail a shutdown
+                log.debug("closing the Qdrant client failed: %s", exc)
+            self._client = None
+            self._ready = False
