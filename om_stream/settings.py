@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["CassandraSettings", "KafkaSettings", "MemorySettings", "Settings", "WorkerSettings", "load_om_options"]
+__all__ = ["CassandraSettings", "KafkaSettings", "MemorySettings", "QdrantSettings", "Settings", "WorkerSettings",
+           "load_om_options"]
 
 
 class _Group(BaseModel):
@@ -72,9 +73,43 @@ class MemorySettings(_Group):
     api_key: SecretStr | None = Field(None, description="API key for the models (else the provider's env var)")
 
 
+Consistency = Literal["ANY", "ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE"]
+
+
 class CassandraSettings(_Group):
     hosts: str = Field("127.0.0.1:9042", description="Cassandra contact points, comma separated host[:port]")
-    keyspace: str = Field("om_stream", description="Keyspace holding om-stream's tables")
+    keyspace: str = Field("om_stream", pattern=r"^[A-Za-z][A-Za-z0-9_]{0,47}$",
+                          description="Keyspace holding om-stream's tables")
+    local_datacenter: str | None = Field(None, description="Data center the driver prefers (LOCAL_* consistency "
+                                                           "levels count replicas there); unset: the first seen")
+    replication_strategy: Literal["SimpleStrategy", "NetworkTopologyStrategy"] = Field(
+        "SimpleStrategy", description="Replication of the keyspace `om-stream migrate` creates")
+    replication_factor: int = Field(1, ge=1, description="Replicas per row with SimpleStrategy (3 in production)")
+    datacenter_replication: str = Field("", description="NetworkTopologyStrategy replicas per data center, "
+                                                        "e.g. 'dc1:3,dc2:3'")
+    read_consistency: Consistency = Field("LOCAL_QUORUM", description="Consistency level of reads")
+    write_consistency: Consistency = Field("LOCAL_QUORUM", description="Consistency level of writes")
+    serial_consistency: Literal["SERIAL", "LOCAL_SERIAL"] = Field(
+        "LOCAL_SERIAL", description="Consistency of the lightweight transactions (generation commits)")
+    ttl_seconds: int = Field(0, ge=0, description="Expire stored messages, observations and thread data after "
+                                                  "this many seconds (0: keep forever)")
+    username: str | None = Field(None, description="User for password authentication")
+    password: SecretStr | None = Field(None, description="Password for password authentication")
+    tls: bool = Field(False, description="Connect with TLS")
+    tls_ca_file: str | None = Field(None, description="CA bundle that signs the nodes' certificates")
+    tls_cert_file: str | None = Field(None, description="Client certificate (mutual TLS)")
+    tls_key_file: str | None = Field(None, description="Client certificate's private key (mutual TLS)")
+    tls_check_hostname: bool = Field(True, description="Verify that a node's certificate names it")
+    connect_timeout_s: float = Field(10.0, gt=0, description="Timeout of one connection attempt")
+    request_timeout_s: float = Field(10.0, gt=0, description="Timeout of one query attempt")
+    retry_deadline_s: float = Field(60.0, gt=0, description="A store operation retries timeouts and unavailable "
+                                                            "nodes (with backoff) for at most this long")
+    retry_base_delay_s: float = Field(0.1, gt=0, description="First retry delay (doubles up to the maximum)")
+    retry_max_delay_s: float = Field(5.0, gt=0, description="Longest delay between two retries")
+    reconnect_max_delay_s: float = Field(5.0, gt=0, description="Longest wait before reconnecting to a node "
+                                                                "that went down")
+    max_concurrent_requests: int = Field(256, ge=1, description="Queries in flight at once per store")
+    message_cache_size: int = Field(20_000, ge=0, description="Message bodies cached in process (0: none)")
 
     def contact_points(self) -> list[tuple[str, int]]:
         """``hosts`` as (host, port) pairs; the port defaults to 9042."""
@@ -85,12 +120,21 @@ class CassandraSettings(_Group):
         return points
 
 
+class QdrantSettings(_Group):
+    url: str | None = Field(None, description="Qdrant server URL for the recall index; unset: local mode")
+    api_key: SecretStr | None = Field(None, description="Qdrant API key")
+    path: str = Field(":memory:", description="Local-mode index folder (or :memory:) when no url is set")
+    collection_prefix: str = Field("om_recall", description="Collections are <prefix>_<embedding model>_<dim>")
+    timeout_s: int = Field(10, ge=1, description="Timeout of one Qdrant request")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OM_", env_nested_delimiter="_", env_nested_max_split=1,
                                       frozen=True, extra="ignore")
 
     kafka: KafkaSettings = KafkaSettings()
     cassandra: CassandraSettings = CassandraSettings()
+    qdrant: QdrantSettings = QdrantSettings()
     worker: WorkerSettings = WorkerSettings()
     memory: MemorySettings = MemorySettings()
     log_level: str = Field("info", description="Log level of the om-stream process")
