@@ -60,6 +60,10 @@ class WorkerSettings(_Group):
     table_standby_replicas: int = Field(1, ge=0, description="Standby copies of the state table")
     timer_interval_s: float = Field(1.0, gt=0, description="How often due timers (idle, retries) are checked")
     content_cache_mb: int = Field(256, ge=1, description="In-process cache of message and observation texts")
+    cycle_timeout_s: float = Field(180.0, gt=0, description="A background model call without result is asked "
+                                                            "again after this long")
+    blocking_timeout_s: float = Field(60.0, gt=0, description="Longest wait for a blocking (past blockAfter) "
+                                                              "model call before the offline model takes over")
 
 
 class MemorySettings(_Group):

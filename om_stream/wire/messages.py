@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from om_stream.core.messages import Message
 
@@ -20,6 +21,13 @@ class MessageRecord(Message):
                               serialize_by_alias=True)
 
     schema_: Literal["om.message/v1"] = Field(MESSAGE_SCHEMA, alias="schema")
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _iso_8601(cls, value: object) -> object:
+        if not isinstance(value, str | datetime):
+            raise ValueError("created_at must be an ISO-8601 date-time string")
+        return value
 
     def to_message(self) -> Message:
         return Message.model_validate(self.model_dump(exclude={"schema_"}))

@@ -24,6 +24,7 @@ from faust.types import EventT
 
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
+from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.effects import Effects
@@ -47,16 +48,14 @@ class _FaustPublisher:
         self.app = app
         self._topics: dict[str, Any] = {}
 
-    def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> Awaitable[object]:
+    async def send(self, topic: str, key: bytes, value: bytes,
+                   headers: list[tuple[str, bytes]]) -> Awaitable[object]:
         channel = self._topics.get(topic)
         if channel is None:
             channel = self._topics[topic] = self.app.topic(topic, **_RAW)
-        return _acked(channel.send(key=key, value=value, headers=headers))
-
-
-async def _acked(sending: Awaitable[Any]) -> object:
-    future = await sending  # queued in the producer; the future resolves on the broker's acknowledgement
-    return await future
+        # queued in the producer now; the returned future resolves on the broker's acknowledgement
+        future: Awaitable[object] = await channel.send(key=key, value=value, headers=headers)
+        return future
 
 
 class _Table:
@@ -112,7 +111,9 @@ class Worker:
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=_FaustPublisher(self.app), table=_Table(self.table), clock=self.clock, metrics=deps.metrics,
-            timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context)
+            timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
+            limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
+                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
         self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
                                   count_text=deps.counter.count)
         self.model_slots = asyncio.Semaphore(worker.model_concurrency)

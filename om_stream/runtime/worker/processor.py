@@ -72,8 +72,9 @@ class SourceRecord:
 
 
 class Publisher(Protocol):
-    def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> Awaitable[object]:
-        """Queue a record; the returned awaitable resolves when the broker acknowledges it."""
+    async def send(self, topic: str, key: bytes, value: bytes,
+                   headers: list[tuple[str, bytes]]) -> Awaitable[object]:
+        """Queue a record (in call order); the returned awaitable resolves when the broker acknowledges it."""
         ...
 
 
@@ -242,10 +243,10 @@ class MemoryProcessor:
         return self.kafka.topic_dlq, record.key or b"", encode(letter), [("om_dlq_reason", reason.encode())]
 
     async def _publish(self, publications: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]]) -> None:
-        """Phase 2: send everything, then wait for every acknowledgement."""
-        pending = [self.publisher.send(topic, key, value, headers) for topic, key, value, headers in publications]
-        if pending:
-            await asyncio.gather(*pending)
+        """Phase 2: queue everything in order (a thread's events stay ordered), then await every acknowledgement."""
+        acks = [await self.publisher.send(topic, key, value, headers) for topic, key, value, headers in publications]
+        if acks:
+            await asyncio.gather(*acks)
 
     def _count_lifecycle(self, event_type: str, event: object) -> None:
         operation = getattr(event, "operation_type", "")

@@ -71,7 +71,8 @@ def register_views(worker: Worker) -> None:
                                                    "command": kind, "resource_id": body.get("resource_id"),
                                                    "guidance": body.get("guidance")})
         except ValidationError as exc:
-            return view.json({"error": "invalid_fields", "detail": exc.errors(include_url=False)}, status=400)
+            problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+            return view.json({"error": "invalid_fields", "detail": problems}, status=400)
         await app.topic(kafka.topic_commands, key_type=bytes, value_type=bytes, key_serializer="raw",
                         value_serializer="raw").send(key=thread_id.encode(), value=encode(record))
         return view.json({"accepted": True, "command_id": record.command_id}, status=202)

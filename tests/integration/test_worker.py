@@ -1,0 +1,151 @@
+"""``om-stream worker`` on real Apache Kafka: contexts and events for parallel threads, the HTTP API, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.worker import Agent, agent_for, message_record, worker_process
+
+OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
+                           "reflection": {"observationTokens": 250}}
+WORDS = "the deployment moved to friday because the staging cluster needs a new partition plan"
+
+
+@pytest.fixture
+async def worker(kafka_bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    process = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS,
+                             extra={"OM_KAFKA_MAX_MESSAGE_BYTES": "4096"})
+    process.start()
+    try:
+        await process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
+async def _turns(agent: Agent, threads: list[str], turns: int) -> None:
+    """Each thread plays ``turns`` turns in parallel with the others, waiting for its context before each step."""
+
+    async def play(thread: str) -> None:
+        for turn in range(turns):
+            for role, index in (("user", 2 * turn), ("assistant", 2 * turn + 1)):
+                record = message_record(thread, index, role, f"{thread} turn {turn}: {WORDS} {turn}")
+                await agent.send(record, key=thread.encode())
+                if role == "user":  # the agent reads its context before calling its model
+                    context = await agent.context_through(thread, record["message_id"])
+                    assert record["message_id"] in [m["message_id"] for m in context["messages"]]
+
+    await asyncio.gather(*(play(thread) for thread in threads))
+
+
+async def test_parallel_threads_get_their_contexts_and_events_in_order(worker) -> None:  # type: ignore[no-untyped-def]
+    threads = ["alpha", "beta", "gamma", "delta"]
+    async with agent_for(worker) as agent:
+        await _turns(agent, threads, turns=8)
+        for thread in threads:
+            final = await agent.context_through(thread, f"{thread}-m15")
+            assert final["schema"] == "om.context/v1"
+            assert final["thread_id"] == thread and final["resource_id"] == "r1"
+            versions = [c["version"] for c in agent.contexts[thread]]
+            assert versions == sorted(versions), "contexts of a thread arrive in version order"
+            assert final["observations"].startswith("<observations>")  # 16 messages crossed the threshold
+            assert final["observations"].rstrip().endswith("</observations>")
+            assert final["system_blocks"][0].startswith("Below is your memory")
+            assert final["tokens"]["messages"] <= 150 * 1.2 + 60
+            assert all(f"{thread} turn" in m["parts"][0]["text"] for m in final["messages"])
+        await agent.until(lambda a: sum(1 for _, e, h in a.events if h["ce_type"] == b"data-om-observation-end"
+                                        or h["ce_type"] == b"data-om-activation") >= len(threads))
+        ids = [h["ce_id"] for _, _, h in agent.events]
+        assert len(ids) == len(set(ids)), "CloudEvents ids are unique"
+        for thread, event, headers in agent.events:
+            assert headers["ce_subject"].decode() == thread == event["threadId"]
+            assert headers["ce_type"].decode().startswith("data-om-")
+            assert headers["ce_source"] and headers["ce_time"]
+        starts = {e["cycleId"] for _, e, h in agent.events if h["ce_type"].endswith(b"-start")}
+        ends = {e["cycleId"] for _, e, h in agent.events if h["ce_type"].endswith((b"-end", b"-failed"))}
+        assert ends <= starts
+
+
+async def test_bad_input_goes_to_the_dead_letter_topic_and_the_partition_moves_on(worker) -> None:  # type: ignore[no-untyped-def]
+    good = message_record("dlq-thread", 0, "user", "hello")
+    cases: list[tuple[bytes | None, bytes, str]] = [
+        (b"dlq-thread", b"{not json", "invalid_json"),
+        (b"dlq-thread", json.dumps({**good, "schema": "om.message/v9"}).encode(), "unknown_schema"),
+        (b"dlq-thread", json.dumps({k: v for k, v in good.items() if k != "role"}).encode(), "invalid_fields"),
+        (b"dlq-thread", json.dumps({**good, "created_at": 12}).encode(), "invalid_fields"),
+        (b"other-thread", json.dumps(good).encode(), "key_mismatch"),
+        (b"dlq-thread", json.dumps({**good, "parts": [{"type": "text", "text": "x" * 5000}]}).encode(), "oversize"),
+        (b"dlq-thread", b'{"schema": "om.message/v1", "text": "\xff\xfe"}', "invalid_utf8"),
+        (None, json.dumps(good).encode(), "missing_key"),
+        (b"dlq-thread", json.dumps({**good, "surprise": 1}).encode(), "invalid_fields"),
+    ]
+    async with agent_for(worker) as agent:
+        for key, value, _reason in cases:
+            await agent.send(value, key=key)
+        await agent.send(good, key=b"dlq-thread")
+        context = await agent.context_through("dlq-thread", "dlq-thread-m0")
+        assert [m["message_id"] for m in context["messages"]] == ["dlq-thread-m0"]
+        await agent.until(lambda a: len(a.dead) >= len(cases))
+        # dead letters are keyed like their input, so partitions may interleave them: compare as sets
+        assert sorted(d["reason"] for d in agent.dead) == sorted(reason for _, _, reason in cases)
+        originals = {(key, value): reason for key, value, reason in cases}
+        for letter in agent.dead:
+            assert letter["schema"] == "om.dlq/v1"
+            assert letter["source_topic"] == worker.topics["messages"]
+            key = base64.b64decode(letter["key_b64"]) if letter.get("key_b64") is not None else None
+            # the original key and value bytes, untouched
+            assert originals[(key, base64.b64decode(letter["value_b64"]))] == letter["reason"]
+            assert letter["detail"]
+
+
+async def test_http_api_reads_status_and_context_and_queues_manual_commands(worker) -> None:  # type: ignore[no-untyped-def]
+    async with agent_for(worker) as agent:
+        for index in range(4):
+            await agent.send(message_record("api", index, "user" if index % 2 == 0 else "assistant",
+                                            f"{WORDS} {index}"), key=b"api")
+        await agent.context_through("api", "api-m3")
+        status = await _http(worker.port, "GET", "/v1/threads/api/status")
+        assert status["windows"]["active"]["messages"]["threshold"] == 150
+        assert status["threadId"] == "api"
+        context = await _http(worker.port, "GET", "/v1/threads/api/context")
+        assert context["through_message_id"] == "api-m3"
+        missing = await _http(worker.port, "GET", "/v1/threads/nobody/context", expect=404)
+        assert missing["error"] == "not_found"
+        accepted = await _http(worker.port, "POST", "/v1/threads/api/observe", {})
+        assert accepted["accepted"] is True
+        for _ in range(120):  # observe() activates what is buffered and observes the rest
+            after = await _http(worker.port, "GET", "/v1/threads/api/status")
+            if after["windows"]["active"]["messages"]["tokens"] == 0:
+                break
+            await agent.pump(250)
+        assert after["windows"]["active"]["messages"]["tokens"] == 0
+        assert after["windows"]["active"]["observations"]["tokens"] > 0
+        bad = await _http(worker.port, "POST", "/v1/threads/api/observe", {"guidance": "no"}, expect=400)
+        assert bad["error"] == "invalid_fields"
+        metrics = await _http(worker.port, "GET", "/metrics", raw=True)
+        assert "om_contexts_published_total" in metrics
+        assert 'om_messages_in_total{topic="' in metrics
+
+
+async def _http(port: int, method: str, path: str, body: dict[str, Any] | None = None, *, expect: int = 0,
+                raw: bool = False) -> Any:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    payload = json.dumps(body).encode() if body is not None else b""
+    writer.write(f"{method} {path} HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
+                 f"\r\n\r\n".encode() + payload)
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head, _, content = response.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    if expect:
+        assert status == expect, response[:500]
+    else:
+        assert status in (200, 202), response[:500]
+    return content.decode() if raw else json.loads(content)

@@ -1,0 +1,159 @@
+"""Running ``om-stream worker`` as a real subprocess against real Kafka, and talking to it like an agent does."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from om_stream.devservices.jvm import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class WorkerProcess:
+    bootstrap: str
+    env: dict[str, str]
+    log: Path
+    topics: dict[str, str]
+    port: int
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen([sys.executable, "-m", "om_stream.runtime.worker"], cwd=ROOT, env=self.env,
+                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no final commit (a crash)."""
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def stop(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+    async def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.popen is not None
+            if self.popen.poll() is not None:
+                raise AssertionError(f"worker exited rc={self.popen.returncode}:\n{self.tail()}")
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
+                await writer.drain()
+                status = await reader.read(64)
+                writer.close()
+                if b" 200 " in status:
+                    return
+            except OSError:
+                pass
+            await asyncio.sleep(0.3)
+        raise AssertionError(f"worker not ready after {timeout}s:\n{self.tail()}")
+
+
+def worker_process(bootstrap: str, tmp: Path, *, options: dict[str, Any], store: str = "memory",
+                   partitions: int = 2, extra: dict[str, str] | None = None) -> WorkerProcess:
+    suffix = uuid.uuid4().hex[:8]
+    names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context", "dlq",
+             "recall_requests", "recall_responses")
+    topics = {name: f"t{suffix}.{name}" for name in names}
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OM_KAFKA_BOOTSTRAP": bootstrap,
+           "OM_KAFKA_PARTITIONS": str(partitions), "OM_KAFKA_REPLICATION": "1", "OM_KAFKA_SESSION_TIMEOUT_S": "6",
+           "OM_WORKER_APP_ID": f"om-it-{suffix}", "OM_WORKER_WEB_PORT": str(port), "OM_MEMORY_STORE": store,
+           "OM_MEMORY_SQLITE_PATH": str(tmp / "content.db"), "OM_MEMORY_MODEL": "offline",
+           "OM_MEMORY_OPTIONS": json.dumps(options), "OM_LOG_LEVEL": "info", "OM_WORKER_BATCH_WITHIN_S": "0.01",
+           **{f"OM_KAFKA_TOPIC_{name.upper()}": topic for name, topic in topics.items()}, **(extra or {})}
+    return WorkerProcess(bootstrap, env, tmp / "worker.log", topics, port)
+
+
+def message_record(thread: str, index: int, role: str, text: str, *, resource: str = "r1",
+                   start: datetime | None = None) -> dict[str, Any]:
+    moment = (start or datetime(2026, 3, 1, 9, 0, tzinfo=UTC)) + timedelta(seconds=30 * index)
+    return {"schema": "om.message/v1", "message_id": f"{thread}-m{index}", "thread_id": thread,
+            "resource_id": resource, "role": role, "created_at": moment.isoformat().replace("+00:00", "Z"),
+            "parts": [{"type": "text", "text": text}]}
+
+
+@dataclass
+class Agent:
+    """Publishes messages and reads contexts, events and dead letters back."""
+
+    worker: WorkerProcess
+    producer: AIOKafkaProducer
+    consumer: AIOKafkaConsumer
+    contexts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    events: list[tuple[str, dict[str, Any], dict[str, bytes]]] = field(default_factory=list)
+    dead: list[dict[str, Any]] = field(default_factory=list)
+
+    async def send(self, record: dict[str, Any] | bytes, key: bytes | None, topic: str = "messages") -> None:
+        value = record if isinstance(record, bytes) else json.dumps(record).encode()
+        await self.producer.send_and_wait(self.worker.topics[topic], value, key=key)
+
+    async def pump(self, timeout_ms: int = 500) -> None:
+        batch = await self.consumer.getmany(timeout_ms=timeout_ms)
+        for tp, records in batch.items():
+            for record in records:
+                value = json.loads(record.value)
+                if tp.topic == self.worker.topics["context"]:
+                    self.contexts.setdefault(record.key.decode(), []).append(value)
+                elif tp.topic == self.worker.topics["events"]:
+                    self.events.append((record.key.decode(), value, dict(record.headers)))
+                else:
+                    self.dead.append(value)
+
+    async def context_through(self, thread: str, message_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        """Read-your-writes: wait for the context that includes ``message_id``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for context in reversed(self.contexts.get(thread, [])):
+                if context["through_message_id"] == message_id:
+                    return context
+            await self.pump()
+        raise AssertionError(f"no context through {message_id} after {timeout}s:\n{self.worker.tail()}")
+
+    async def until(self, predicate: Any, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate(self):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met after {timeout}s:\n{self.worker.tail()}")
+            await self.pump()
+
+
+@asynccontextmanager
+async def agent_for(worker: WorkerProcess) -> AsyncIterator[Agent]:
+    producer = AIOKafkaProducer(bootstrap_servers=worker.bootstrap, linger_ms=2)
+    consumer = AIOKafkaConsumer(worker.topics["context"], worker.topics["events"], worker.topics["dlq"],
+                                bootstrap_servers=worker.bootstrap, auto_offset_reset="earliest",
+                                group_id=f"agent-{uuid.uuid4().hex[:8]}", metadata_max_age_ms=1000)
+    await producer.start()
+    await consumer.start()
+    try:
+        yield Agent(worker, producer, consumer)
+    finally:
+        await producer.stop()
+        await consumer.stop()
