@@ -54,8 +54,9 @@ def _add_threshold_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--observation-tokens", type=int, help="reflection.observationTokens")
     parser.add_argument("--reflection-buffer-activation", type=float, help="reflection.bufferActivation")
     parser.add_argument("--reflection-block-after", type=float, help="reflection.blockAfter")
-    parser.add_argument("--model", default="offline", help="'offline' (default) or any litellm model, "
-                                                          "e.g. openai/gpt-5-mini")
+    parser.add_argument("--model", default="offline", help="'offline' (default), 'config' (the models of the "
+                                                          "--config options) or any litellm model, e.g. "
+                                                          "openai/gpt-5-mini")
     parser.add_argument("--api-base", help="API base URL for --model (also read from the provider's env vars)")
 
 
@@ -83,11 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _model(name: str | None, api_base: str | None) -> tuple[Any, str]:
-    """The chat model for a CLI run: the offline model, or litellm for any other name."""
+    """The chat model for a CLI run: the offline model; the model gateway routing each role as the OM options
+    say (``config``); or the gateway with one litellm model for every role (any other name). The API base is
+    ``--api-base``, else the provider's usual environment variable (``OPENAI_API_BASE``, ...)."""
     if not name or name == "offline":
         return None, "offline"
-    from om_stream.adapters.gateway import gateway_for_cli
+    from om_stream.adapters.gateway import GatewaySettings, ModelGateway, gateway_for_cli
 
+    if name == "config":
+        settings = GatewaySettings(api_bases={"*": api_base} if api_base else {})
+        return ModelGateway(settings), "configured models"
     return gateway_for_cli(name, api_base), name
 
 
