@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-unit lint type bench services-up services-down services-status clean
+.PHONY: help install test test-unit lint type bench bench-engine demo services-up services-down services-status clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -27,13 +27,18 @@ test-unit: ## unit tests only (no services)
 	$(PY) -m pytest tests/unit
 
 lint: ## ruff
-	$(VENV)/bin/ruff check om_stream tests
+	$(VENV)/bin/ruff check om_stream tests bench
 
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy
 
-bench: ## run every benchmark and print the figures
-	@echo "benchmarks: none yet"
+bench: bench-engine ## run every benchmark and print the figures
+
+bench-engine: ## engine overhead per turn and model tokens on a 2000-turn synthetic conversation (offline model)
+	$(PY) bench/engine.py --runs 5
+
+demo: ## replay a sample conversation through Observational Memory (no broker, no API key)
+	$(VENV)/bin/om-stream demo
 
 services-up: ## start Apache Kafka and Apache Cassandra in the background; prints their addresses
 	$(PY) -m om_stream.devservices up
