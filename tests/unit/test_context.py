@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 from om_stream.core.commands import ContextSpec
@@ -10,12 +11,11 @@ from om_stream.core.messages import Message, TextPart
 
 
 def spec(segments: tuple[str, ...], **overrides: object) -> ContextSpec:
-    values: dict[str, object] = dict(
-        record_key="t1", thread_id="t1", resource_id="r1", version=3, through_message_id="m9", generation=0,
-        segment_ids=segments, segment_boundaries=tuple(range(len(segments))), message_ids=("m9",),
-        message_tokens=12, observation_tokens=40, current_task=None, suggested_response=None, thread_title=None)
-    values.update(overrides)
-    return ContextSpec(**values)  # type: ignore[arg-type]
+    base = ContextSpec(record_key="t1", thread_id="t1", resource_id="r1", version=3, through_message_id="m9",
+                       generation=0, segment_ids=segments, segment_boundaries=tuple(range(len(segments))),
+                       message_ids=("m9",), message_tokens=12, observation_tokens=40, current_task=None,
+                       suggested_response=None, thread_title=None)
+    return replace(base, **overrides)  # type: ignore[arg-type]
 
 
 def message(mid: str = "m9") -> Message:
