@@ -1,0 +1,87 @@
+"""Every CQL statement the Cassandra store prepares, by name (tables: ``migrations/0001_initial.cql``).
+
+Writes carry ``USING TTL ?`` (0: no expiry). The one lightweight transaction is ``commit_generation``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BUCKET_MS", "READS", "WRITES", "thread_page"]
+
+BUCKET_MS = 10 * 24 * 3600 * 1000  # a thread's messages are partitioned in 10-day buckets
+# Cell timestamps for the first-message time of a thread: the earliest message must win last-write-wins, so its
+# timestamp is the highest. Far above any real write time, which only ever writes this column through here.
+CREATED_TS_BASE = 2**62
+
+WRITES: dict[str, str] = {
+    "put_message": (
+        "INSERT INTO messages (resource_id, thread_id, bucket, created_at, seq, message_id, record_key, role, tokens,"
+        " body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"),
+    "put_message_by_id": (
+        "INSERT INTO messages_by_id (message_id, resource_id, thread_id, bucket, created_at, seq, record_key, role,"
+        " tokens, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"),
+    "put_bucket": "INSERT INTO message_buckets (resource_id, thread_id, bucket) VALUES (?, ?, ?) USING TTL ?",
+    "thread_updated": ("UPDATE resource_threads USING TIMESTAMP ? AND TTL ? SET updated_at = ?"
+                       " WHERE resource_id = ? AND thread_id = ?"),
+    "thread_created": ("UPDATE resource_threads USING TIMESTAMP ? AND TTL ? SET created_at = ?"
+                       " WHERE resource_id = ? AND thread_id = ?"),
+    "thread_title": "UPDATE resource_threads USING TTL ? SET title = ? WHERE resource_id = ? AND thread_id = ?",
+    "thread_metadata": (
+        "UPDATE threads USING TTL ? SET resource_id = ?, title = ?, current_task = ?, suggested_response = ?,"
+        " last_observed_message_id = ?, extracted = extracted + ? WHERE thread_id = ?"),
+    "record_resource": "UPDATE records SET resource_id = ? WHERE record_key = ?",
+    "record_epoch": "UPDATE records USING TIMESTAMP ? SET epoch = ? WHERE record_key = ?",
+    "put_observation": (
+        "INSERT INTO segments (segment_id, record_key, resource_id, kind, generation, text, tokens, cycle_id,"
+        " thread_ids, first_message_id, last_message_id, message_ids, message_tokens, boundary_at, created_at,"
+        " ranges) VALUES (?, ?, ?, 'observation', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"),
+    # a reflection's ranges are written by commit_generation only: a replayed put must not reset them
+    "put_reflection": (
+        "INSERT INTO segments (segment_id, record_key, resource_id, kind, generation, text, tokens, cycle_id,"
+        " thread_ids, first_message_id, last_message_id, message_ids, message_tokens, boundary_at, created_at)"
+        " VALUES (?, ?, ?, 'reflection', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"),
+    "record_segment": "INSERT INTO record_segments (record_key, segment_id, created_at) VALUES (?, ?, ?) USING TTL ?",
+    "segment_active": "UPDATE segments USING TTL ? SET generations = generations + ? WHERE segment_id = ?",
+    "reflection_ranges": "UPDATE segments USING TTL ? SET ranges = ?, replaced = ? WHERE segment_id = ?",
+    "commit_generation": (
+        "INSERT INTO generations (record_key, epoch, generation, segment_ids, reflection_id, replaced_segment_ids,"
+        " observation_tokens, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?"),
+    "delete_segment": "DELETE FROM segments WHERE segment_id = ?",
+    "delete_record_segments": "DELETE FROM record_segments WHERE record_key = ?",
+    "delete_generations": "DELETE FROM generations WHERE record_key = ? AND epoch = ?",
+}
+
+_MESSAGE_COLUMNS = "resource_id, thread_id, record_key, seq, tokens, body"
+_SEGMENT_COLUMNS = ("segment_id, record_key, resource_id, kind, generation, text, tokens, thread_ids, ranges,"
+                    " boundary_at, created_at, generations, replaced")
+
+READS: dict[str, str] = {
+    "message_by_id": f"SELECT {_MESSAGE_COLUMNS} FROM messages_by_id WHERE message_id = ?",
+    "message_of_resource": f"SELECT {_MESSAGE_COLUMNS} FROM messages_by_id WHERE message_id = ? AND resource_id = ?",
+    "buckets": "SELECT bucket FROM message_buckets WHERE resource_id = ? AND thread_id = ?",
+    "count_bucket": "SELECT count(*) FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ?",
+    "thread": ("SELECT thread_id, created_at, updated_at, title FROM resource_threads"
+               " WHERE resource_id = ? AND thread_id = ?"),
+    "threads": "SELECT thread_id, created_at, updated_at, title FROM resource_threads WHERE resource_id = ?",
+    "thread_metadata": ("SELECT resource_id, title, current_task, suggested_response, extracted,"
+                        " last_observed_message_id FROM threads WHERE thread_id = ?"),
+    "record": "SELECT resource_id, epoch FROM records WHERE record_key = ?",
+    "segment": f"SELECT {_SEGMENT_COLUMNS} FROM segments WHERE segment_id = ?",
+    "record_segments": "SELECT segment_id FROM record_segments WHERE record_key = ?",
+    "generation": ("SELECT segment_ids, reflection_id, replaced_segment_ids, observation_tokens FROM generations"
+                   " WHERE record_key = ? AND epoch = ? AND generation = ?"),
+    "migrations": "SELECT version, checksum FROM schema_migrations",
+}
+
+
+def thread_page(*, after: bool, before: bool, newest_first: bool) -> str:
+    """One bucket of a thread, strictly between optional bounds, from the oldest or newest end."""
+    sql = [f"SELECT {_MESSAGE_COLUMNS}, message_id FROM messages",
+           "WHERE resource_id = ? AND thread_id = ? AND bucket = ?"]
+    if after:
+        sql.append("AND (created_at, seq, message_id) > (?, ?, ?)")
+    if before:
+        sql.append("AND (created_at, seq, message_id) < (?, ?, ?)")
+    if newest_first:
+        sql.append("ORDER BY created_at DESC, seq DESC, message_id DESC")
+    sql.append("LIMIT ?")
+    return " ".join(sql)

@@ -1,0 +1,195 @@
+"""The Cassandra connection: built once from settings, queried from asyncio without blocking the event loop.
+
+``cassandra-driver`` runs its own I/O loop (libev) in a thread. :meth:`CassandraSession.execute` starts a query
+with ``execute_async`` and completes an asyncio future from the driver's callbacks (``call_soon_threadsafe``), so
+a query costs the event loop nothing while it runs. Every query:
+
+1. waits for a slot (at most ``max_concurrent_requests`` in flight per store: the driver queues without bound),
+2. runs with the statement's consistency level (reads, writes and the serial level of lightweight transactions
+   come from settings) and the request timeout,
+3. is retried, with exponential backoff and jitter, on timeouts and unavailable / overloaded / restarting nodes,
+   until ``retry_deadline_s`` has passed. Every om-stream write is idempotent (fixed ids and values, set additions,
+   timestamps derived from the data), so a retry can only repeat what may already have been applied. A retried
+   lightweight transaction reports "not applied" with the winner's row; the caller compares it with its own.
+
+Driver exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave the package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+from collections.abc import Sequence
+from typing import Any
+
+from om_stream.errors import StorageError
+from om_stream.settings import CassandraSettings
+
+__all__ = ["CassandraSession", "build_cluster", "translate"]
+
+log = logging.getLogger(__name__)
+
+
+def _retryable() -> tuple[type[BaseException], ...]:
+    from cassandra import OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionBusy, ConnectionException, ConnectionShutdown
+    from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage, ServerError
+
+    return (OperationTimedOut, ReadTimeout, WriteTimeout, Unavailable, NoHostAvailable, ConnectionException,
+            ConnectionShutdown, ConnectionBusy, OverloadedErrorMessage, IsBootstrappingErrorMessage, ServerError)
+
+
+def translate(exc: BaseException, what: str) -> StorageError:
+    """A driver exception as the one StorageError the rest of om-stream sees."""
+    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}")
+
+
+def _ssl_context(settings: CassandraSettings) -> ssl.SSLContext | None:
+    if not settings.tls:
+        return None
+    context = ssl.create_default_context(cafile=settings.tls_ca_file)
+    context.check_hostname = settings.tls_check_hostname
+    if settings.tls_cert_file:
+        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    return context
+
+
+def build_cluster(settings: CassandraSettings) -> Any:
+    """A ``cassandra.cluster.Cluster`` from settings: contact points, auth, TLS, load balancing, reconnection."""
+    from cassandra import ConsistencyLevel
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+
+    auth = None
+    if settings.username:
+        password = settings.password.get_secret_value() if settings.password else ""
+        auth = PlainTextAuthProvider(username=settings.username, password=password)
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=settings.local_datacenter)),
+        request_timeout=settings.request_timeout_s,
+        consistency_level=ConsistencyLevel.name_to_value[settings.read_consistency],
+        serial_consistency_level=ConsistencyLevel.name_to_value[settings.serial_consistency])
+    points = settings.contact_points()
+    try:
+        return Cluster(
+            contact_points=[host for host, _ in points] if len({p for _, p in points}) == 1 else points,
+            port=points[0][1], auth_provider=auth, ssl_context=_ssl_context(settings),
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=settings.connect_timeout_s,
+            control_connection_timeout=settings.connect_timeout_s,
+            reconnection_policy=ExponentialReconnectionPolicy(0.5, settings.reconnect_max_delay_s),
+            protocol_version=5, idle_heartbeat_interval=10)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise StorageError(f"Cassandra: invalid connection settings: {exc}") from exc
+
+
+class CassandraSession:
+    """One driver session for a store, with asyncio execution, bounded concurrency and retries."""
+
+    def __init__(self, settings: CassandraSettings, session: Any, cluster: Any) -> None:
+        self.settings = settings
+        self.session = session
+        self.cluster = cluster
+        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
+        self._retryable = _retryable()
+        self.retries = 0  # queries attempted again after a retryable failure (for tests and metrics)
+
+    @classmethod
+    async def connect(cls, settings: CassandraSettings, keyspace: str | None) -> CassandraSession:
+        """Connect (in a worker thread: the driver's connect blocks) to ``keyspace`` (None: no keyspace)."""
+
+        def open_session() -> tuple[Any, Any]:
+            from cassandra import DriverException
+            from cassandra.cluster import NoHostAvailable
+
+            cluster = build_cluster(settings)
+            try:
+                session = cluster.connect()
+                if keyspace is not None:
+                    found = session.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE "
+                                            "keyspace_name = %s", (keyspace,)).one()
+                    if found is None:
+                        raise StorageError(f"Cassandra keyspace {keyspace!r} does not exist: run `om-stream "
+                                           "migrate` to create and migrate it before starting om-stream")
+                    session.set_keyspace(keyspace)
+            except (DriverException, NoHostAvailable) as exc:
+                cluster.shutdown()
+                raise translate(exc, f"cannot connect to {settings.hosts}") from exc
+            except BaseException:
+                cluster.shutdown()
+                raise
+            return cluster, session
+
+        cluster, session = await asyncio.to_thread(open_session)
+        return cls(settings, session, cluster)
+
+    async def prepare(self, cql: str, *, write: bool = False, idempotent: bool = True) -> Any:
+        from cassandra import ConsistencyLevel, DriverException
+
+        level = self.settings.write_consistency if write else self.settings.read_consistency
+        try:
+            statement = await asyncio.to_thread(self.session.prepare, cql)
+        except DriverException as exc:
+            raise translate(exc, f"cannot prepare {cql.split('(', maxsplit=1)[0].strip()!r}") from exc
+        statement.consistency_level = ConsistencyLevel.name_to_value[level]
+        statement.serial_consistency_level = ConsistencyLevel.name_to_value[self.settings.serial_consistency]
+        statement.is_idempotent = idempotent
+        return statement
+
+    async def execute(self, statement: Any, params: Sequence[Any] | None = None, *, what: str = "query") -> list[Any]:
+        """Every row of the result (all pages), retrying retryable failures until the deadline."""
+        from cassandra import DriverException
+        from cassandra.protocol import ErrorMessage
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.retry_deadline_s
+        attempt = 0
+        while True:
+            try:
+                async with self._slots:
+                    return await self._once(statement, params)
+            except self._retryable as exc:
+                attempt += 1
+                delay = min(self.settings.retry_base_delay_s * 2 ** (attempt - 1), self.settings.retry_max_delay_s)
+                delay *= 0.5 + random.random() / 2
+                if loop.time() + delay > deadline:
+                    raise translate(exc, f"{what} failed after {attempt} attempts "
+                                         f"({self.settings.retry_deadline_s:.0f} s)") from exc
+                self.retries += 1
+                log.warning("Cassandra %s failed (%s), retry %d in %.2f s", what, type(exc).__name__, attempt, delay)
+                await asyncio.sleep(delay)
+            except (DriverException, ErrorMessage) as exc:
+                raise translate(exc, what) from exc
+
+    async def _once(self, statement: Any, params: Sequence[Any] | None) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[Any]] = loop.create_future()
+        rows: list[Any] = []
+        response = self.session.execute_async(statement, params, timeout=self.settings.request_timeout_s)
+
+        def settle(result: list[Any] | None, error: BaseException | None) -> None:
+            if done.done():
+                return
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result or [])
+
+        def on_page(page: Sequence[Any] | None) -> None:
+            rows.extend(page or ())
+            if response.has_more_pages:
+                response.start_fetching_next_page()
+            else:
+                loop.call_soon_threadsafe(settle, rows, None)
+
+        def on_error(error: BaseException) -> None:
+            loop.call_soon_threadsafe(settle, None, error)
+
+        response.add_callbacks(on_page, on_error)
+        return await done
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.cluster.shutdown)
