@@ -34,6 +34,9 @@ type: ## mypy --strict on the package
 
 bench: bench-engine ## run every benchmark and print the figures
 
+bench-faults: ## 300 turns through litellm to a local server failing 30% of calls: no message lost, context bounded
+	$(PY) bench/fault_run.py
+
 bench-engine: ## engine overhead per turn and model tokens on a 2000-turn synthetic conversation (offline model)
 	$(PY) bench/engine.py --runs 5
 
