@@ -106,22 +106,20 @@ class StatusEvent(OMEvent):
               chunks: int, chunk_message_tokens: int, projected_removal: int, chunk_observation_tokens: int,
               buffering: Literal["idle", "running", "complete"], reflection_input_tokens: int,
               reflection_tokens: int, reflection: Literal["idle", "running", "complete"]) -> StatusEvent:
-        # Built with model_construct: the engine emits one status per context, and every value here comes from
-        # its own state (already typed), so validation would only cost time.
-        return cls.model_construct(
-            record_id=record_id, thread_id=thread_id, step_number=step_number, generation_count=generation_count,
-            windows=_Windows.model_construct(
-                active=_ActiveWindows.model_construct(
-                    messages=_Window.model_construct(tokens=message_tokens, threshold=message_threshold),
-                    observations=_Window.model_construct(tokens=observation_tokens, threshold=observation_threshold)),
-                buffered=_BufferedWindows.model_construct(
-                    observations=_BufferedObservations.model_construct(
-                        chunks=chunks, message_tokens=chunk_message_tokens,
-                        projected_message_removal=projected_removal, observation_tokens=chunk_observation_tokens,
-                        status=buffering),
-                    reflection=_BufferedReflection.model_construct(
-                        input_observation_tokens=reflection_input_tokens, observation_tokens=reflection_tokens,
-                        status=reflection))))
+        # One validation of a plain dict is several times faster than building the nested models one by one,
+        # and the engine emits one status per published context.
+        return cls.model_validate({
+            "recordId": record_id, "threadId": thread_id, "stepNumber": step_number,
+            "generationCount": generation_count,
+            "windows": {
+                "active": {"messages": {"tokens": message_tokens, "threshold": message_threshold},
+                           "observations": {"tokens": observation_tokens, "threshold": observation_threshold}},
+                "buffered": {
+                    "observations": {"chunks": chunks, "messageTokens": chunk_message_tokens,
+                                     "projectedMessageRemoval": projected_removal,
+                                     "observationTokens": chunk_observation_tokens, "status": buffering},
+                    "reflection": {"inputObservationTokens": reflection_input_tokens,
+                                   "observationTokens": reflection_tokens, "status": reflection}}}})
 
 
 class ObservationStartEvent(OMEvent):

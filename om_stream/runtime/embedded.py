@@ -27,6 +27,7 @@ from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
     Command,
+    ContextSpec,
     EmitEvent,
     PersistMessage,
     PublishContext,
@@ -88,7 +89,8 @@ class _Waiter:
 @dataclass
 class _Thread:
     published_seq: int = -1
-    context: ContextRecord | None = None
+    spec: ContextSpec | None = None  # the latest published context, rendered only when someone reads it
+    rendered: ContextRecord | None = None
     waiters: list[_Waiter] = field(default_factory=list)
 
 
@@ -160,16 +162,19 @@ class Memory:
         future: asyncio.Future[ContextRecord] = asyncio.get_running_loop().create_future()
         await self._apply(key, msg.resource_id, MessageAppended(msg))
         seq = self._seqs.get(msg.message_id, -1)
-        if not wait:
-            return thread.context
-        if thread.published_seq >= seq and thread.context is not None:
-            return thread.context
+        if not wait or (thread.published_seq >= seq and thread.spec is not None):
+            return await self.context(msg.thread_id)
         thread.waiters.append(_Waiter(seq, future))
         return await asyncio.wait_for(future, timeout)
 
     async def context(self, thread_id: str) -> ContextRecord | None:
+        """The latest context of a thread (rendered on first read after each change)."""
         thread = self._threads.get(thread_id)
-        return thread.context if thread else None
+        if thread is None or thread.spec is None:
+            return None
+        if thread.rendered is None or thread.rendered.version != thread.spec.version:
+            thread.rendered = await self.effects.context(thread.spec, now_ms=self.clock.now_ms())
+        return thread.rendered
 
     async def observe(self, thread_id: str, resource_id: str | None = None) -> None:
         await self._command(thread_id, resource_id, ObserveNow(thread_id))
@@ -265,14 +270,16 @@ class Memory:
 
     async def _publish(self, command: PublishContext) -> None:
         spec = command.spec
-        record = await self.effects.context(spec, now_ms=self.clock.now_ms())
         thread = self._threads.setdefault(spec.thread_id, _Thread())
-        thread.context = record
+        thread.spec = spec
         thread.published_seq = max(thread.published_seq, self._seqs.get(spec.through_message_id or "", -1))
         ready = [w for w in thread.waiters if w.seq <= thread.published_seq]
+        if not ready:
+            return
         thread.waiters = [w for w in thread.waiters if w.seq > thread.published_seq]
+        record = await self.context(spec.thread_id)
         for waiter in ready:
-            if not waiter.future.done():
+            if not waiter.future.done() and record is not None:
                 waiter.future.set_result(record)
 
     # -- background work -----------------------------------------------------------------------------------------

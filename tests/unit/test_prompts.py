@@ -198,7 +198,7 @@ def test_tool_call_once_per_id_results_and_errors(count: TiktokenCounter) -> Non
     assert rendered.count("Tool call search:") == 1
     assert 'Tool call search: {"q": "movers"}' in rendered
     assert "Reasoning: Look it up." in rendered
-    assert 'Tool result search: {\n  "hits": 2\n}' in rendered
+    assert 'Tool result search: {"hits": 2}' in rendered
     assert "Tool error book: no slot" in rendered
 
 
@@ -213,7 +213,7 @@ def test_tool_result_truncated_to_5000_tokens_shorter_ones_whole(count: Tiktoken
     assert count(dump.rsplit("\n", 1)[0]) <= 5_000
     assert dump.rsplit("\n", 1)[1].startswith("[… ")
     assert dump.endswith(" tokens truncated]")
-    assert rendered.endswith("Tool result peek: " + json.dumps(small, indent=2))
+    assert rendered.endswith("Tool result peek: " + json.dumps(small))
 
 
 def test_truncation_never_splits_a_surrogate_pair() -> None:

@@ -357,25 +357,30 @@ def truncate_previous(observations: str, budget: int | None, count_text: CountTe
             head.append(i)
             spent += cost(i)
 
-    def drop_one() -> None:
-        """Give up the least valuable kept line: the oldest ordinary recent line, unless priority lines would
-        then outnumber recent ones."""
-        ordinary = [t for t in tail if not priority(t)]
-        if head and (len(head) >= len(tail) or not ordinary):
-            head.pop()
-        elif ordinary:
-            tail.remove(ordinary[-1])
-        else:
-            tail.pop()
+    # ``tail`` is newest first; its ordinary lines, newest first, so ``pop()`` gives up the oldest of them.
+    ordinary_left = [t for t in tail if not priority(t)]
+    tail_set, head_left = set(tail), list(head)
 
-    text = _render(lines, set(tail) | set(head))
+    def drop_one() -> int:
+        """Give up the least valuable kept line (the oldest ordinary recent line, unless priority lines would
+        then outnumber recent ones) and return its cost."""
+        if head_left and (len(head_left) >= len(tail_set) or not ordinary_left):
+            victim = head_left.pop()
+        elif ordinary_left:
+            victim = ordinary_left.pop()
+            tail_set.discard(victim)
+        else:
+            victim = min(tail_set)  # the oldest left
+            tail_set.discard(victim)
+        return cost(victim)
+
+    text = _render(lines, tail_set | set(head_left))
     # Headers and markers cost tokens too: give up lines until the whole text fits.
-    while (tail or head) and (excess := size(text) - budget) > 0:
-        while excess > 0 and (tail or head):
-            before = set(tail) | set(head)
-            drop_one()
-            excess -= sum(cost(i) for i in before - (set(tail) | set(head)))
-        text = _render(lines, set(tail) | set(head))
+    while (tail_set or head_left) and (excess := size(text) - budget) > 0:
+        while excess > 0 and (tail_set or head_left):
+            excess -= drop_one()
+        text = _render(lines, tail_set | set(head_left))
+    tail, head = list(tail_set), head_left
     kept = set(tail) | set(head)
     if not kept:
         return "", len(content)

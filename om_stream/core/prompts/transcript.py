@@ -167,9 +167,16 @@ def outline_args(args: Any, count_text: CountText, *, limit: int = ARGS_TOKEN_LI
 
 
 def _result_text(result: Any, count_text: CountText) -> str:
+    """One line of JSON: indentation would cost the Observer tokens and say nothing the structure does not."""
     value = _decoded(result)
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(", ", ": "),
+                                                           default=str)
     return truncate_to_tokens(text, RESULT_TOKEN_LIMIT, count_text)
+
+
+def _may_hold_media(result: Any) -> bool:
+    """A cheap test before parsing a JSON string result: media blocks always carry a ``"type"`` key."""
+    return not isinstance(result, str) or '"type"' in result
 
 
 # -- attachments ----------------------------------------------------------------------------------------------------
@@ -306,7 +313,7 @@ class _Renderer:
             elif isinstance(part, ToolResultPart) and part.tool_call_id not in self.results_seen:
                 self.results_seen.add(part.tool_call_id)
                 label = "Tool error" if part.is_error else "Tool result"
-                result = self.strip_media(_decoded(part.result))
+                result = self.strip_media(_decoded(part.result)) if _may_hold_media(part.result) else part.result
                 lines.append(f"{label} {part.tool_name}: {_result_text(result, self.count_text)}")
         return lines
 
