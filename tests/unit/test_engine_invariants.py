@@ -106,7 +106,10 @@ class Invariants:
         thread = state.threads[spec.thread_id]
         threshold = limit if limit is not None else sim.config.message_threshold(state.log_tokens)
         unobserved = [m for m in state.unobserved if m.thread_id == spec.thread_id]
-        arrived = sum(m.tokens for m in unobserved if m.id in new_ids)
+        # "plus the one message that just arrived": the thread's newest message (and the temporal marker that
+        # precedes it), or anything this very input added
+        newest = {thread.last_message_id, f"__temporal_gap_{thread.last_message_id}"} | new_ids
+        arrived = sum(m.tokens for m in unobserved if m.id in newest)
         held = sum(m.tokens for m in unobserved) - arrived
         if held > threshold:
             self.violations.append(f"context holds {held} unobserved tokens (+{arrived} new) over {threshold}")
