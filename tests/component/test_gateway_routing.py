@@ -251,3 +251,31 @@ async def test_an_extractor_request_naming_a_model_goes_to_that_model(srv: FakeO
     await gateway.complete(chat(role="extractor"))
 
     assert [r.model for r in srv.requests] == ["gpt-5-mini", "gpt-4o-mini"]
+
+
+async def test_the_chosen_tier_is_reported_in_the_provider_metadata(srv: FakeOpenAI) -> None:
+    from om_stream.core.model_spec import ModelByInputTokens
+
+    gateway = ModelGateway(settings(srv), routes=ModelByInputTokens(up_to={10: "openai/gpt-4o-mini",
+                                                                           500: "openai/gpt-5-mini"}))
+
+    request = ChatRequest(role="observer", model="", messages=(ChatMessage("user", "Ada likes long walks. " * 5),))
+    response = await gateway.complete(request)
+
+    assert response.provider_metadata["gateway"]["tier"] == 500
+    assert srv.requests[0].model == "gpt-5-mini"
+
+
+async def test_the_workers_gateway_routes_from_the_options_with_the_memory_settings(srv: FakeOpenAI) -> None:
+    from om_stream.adapters.gateway import build_gateway
+    from om_stream.settings import MemorySettings
+
+    config = OMConfig.parse({"observation": {"model": "openai/gpt-4o-mini"},
+                             "reflection": {"model": "openai/gpt-5-mini"}}).resolve()
+    gateway = build_gateway(config, MemorySettings(api_base=srv.base_url, api_key="sk-worker"))  # type: ignore[arg-type]
+
+    await gateway.complete(chat())
+    await gateway.complete(chat(role="reflector"))
+
+    assert [r.model for r in srv.requests] == ["gpt-4o-mini", "gpt-5-mini"]
+    assert srv.requests[0].headers["authorization"] == "Bearer sk-worker"
