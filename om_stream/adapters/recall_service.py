@@ -209,15 +209,17 @@ class RecallService:
             candidates = range_candidates(value)
             start = await self._first_existing(scope, candidates.starts)
             end = await self._first_existing(scope, candidates.ends)
-            return range_hint(cursor, start, end)
+            if start is not None or end is not None:
+                return range_hint(cursor, start or candidates.starts[0], end or candidates.ends[-1])
         raise RecallError(f'no message "{cursor}" was found. Use a message id from an observation group\'s range, '
                           'or browse with threadId and no cursor')
 
-    async def _first_existing(self, scope: RecallScope, ids: Sequence[str]) -> str:
+    async def _first_existing(self, scope: RecallScope, ids: Sequence[str]) -> str | None:
         for message_id in ids:
-            if await self.store.get_message(scope.resource_id, message_id) is not None:
+            found = await self.store.get_message(scope.resource_id, message_id)
+            if found is not None and (not scope.thread_only or found.message.thread_id == scope.current_thread_id):
                 return message_id
-        return ids[0] if ids else ""
+        return None
 
     async def _window(self, resource_id: str, thread_id: str, *, forward: bool, start: MessagePosition | None,
                       need: int, part_type: PartType | None, tool_name: str | None) -> _Window:

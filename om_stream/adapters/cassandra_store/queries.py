@@ -62,7 +62,7 @@ READS: dict[str, str] = {
     "thread": ("SELECT thread_id, created_at, updated_at, title FROM resource_threads"
                " WHERE resource_id = ? AND thread_id = ?"),
     "threads": "SELECT thread_id, created_at, updated_at, title FROM resource_threads WHERE resource_id = ?",
-    "thread_metadata": ("SELECT resource_id, title, current_task, suggested_response, extracted,"
+    "thread_metadata_row": ("SELECT resource_id, title, current_task, suggested_response, extracted,"
                         " last_observed_message_id FROM threads WHERE thread_id = ?"),
     "record": "SELECT resource_id, epoch FROM records WHERE record_key = ?",
     "segment": f"SELECT {_SEGMENT_COLUMNS} FROM segments WHERE segment_id = ?",

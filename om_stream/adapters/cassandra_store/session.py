@@ -161,7 +161,7 @@ class CassandraSession:
                 self.retries += 1
                 log.warning("Cassandra %s failed (%s), retry %d in %.2f s", what, type(exc).__name__, attempt, delay)
                 await asyncio.sleep(delay)
-            except (DriverException, ErrorMessage) as exc:
+            except (DriverException, ErrorMessage, ValueError, TypeError) as exc:  # bind errors are ValueError
                 raise translate(exc, what) from exc
 
     async def _once(self, statement: Any, params: Sequence[Any] | None) -> list[Any]:

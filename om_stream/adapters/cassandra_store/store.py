@@ -101,6 +101,7 @@ class CassandraContentStore:
                     await self._check_schema(session)
                     statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}
                     statements["commit_generation"].is_idempotent = False  # a CAS; retried by hand (see commit)
+                    assert not set(READS) & set(WRITES), "statement names must be unique"
                     statements.update({name: await session.prepare(cql) for name, cql in READS.items()
                                        if name != "migrations"})
                     for after in (False, True):
@@ -288,7 +289,7 @@ class CassandraContentStore:
         await _all(writes)
 
     async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata:
-        rows = await self._run("thread_metadata", (thread_id,))
+        rows = await self._run("thread_metadata_row", (thread_id,))
         if not rows:
             return ThreadMetadata(thread_id)
         row = rows[0]

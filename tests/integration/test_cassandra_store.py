@@ -1,0 +1,191 @@
+"""The Cassandra content store on a real Apache Cassandra 5.0: migrations, every store operation, and the recall
+tool on top of it (one keyspace for this module, ids prefixed per test)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+
+import pytest
+from cassandra.cluster import Cluster
+
+from om_stream.adapters.cassandra_store import CassandraContentStore, load_migrations, migrate
+from om_stream.adapters.embedders import OfflineMiniLMEmbedder
+from om_stream.adapters.qdrant_index import QdrantRecallIndex
+from om_stream.adapters.recall_service import RecallService
+from om_stream.adapters.tiktoken_counter import TiktokenCounter
+from om_stream.errors import StorageError
+from om_stream.ports import ContentStore, RecallStore
+from om_stream.settings import CassandraSettings
+from tests.support.recall_scenarios import ALL_CHECKS, World, seed
+from tests.support.store_contract import CHECKS, T0, message
+
+COUNTER = TiktokenCounter()
+
+
+def _cql(hosts: str, *statements: str) -> list[object]:
+    (host, port), = CassandraSettings(hosts=hosts).contact_points()
+    cluster = Cluster([host], port=port, protocol_version=5)
+    try:
+        session = cluster.connect()
+        return [session.execute(s, timeout=60) for s in statements]
+    finally:
+        cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def settings(cassandra_hosts: str) -> Iterator[CassandraSettings]:
+    keyspace = f"it_store_{uuid.uuid4().hex[:8]}"
+    configured = CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace, retry_deadline_s=20)
+    report = migrate(configured)
+    assert report.created_keyspace and report.applied == [m.version for m in load_migrations()]
+    yield configured
+    _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+@pytest.fixture
+async def store(settings: CassandraSettings) -> AsyncIterator[CassandraContentStore]:
+    s = CassandraContentStore(settings)
+    await s.connect()
+    yield s
+    await s.close()
+
+
+def _prefix() -> str:
+    return f"{uuid.uuid4().hex[:6]}-"
+
+
+# -- migrations --------------------------------------------------------------------------------------------------
+
+
+def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
+    report = migrate(settings)
+    assert not report.created_keyspace and report.applied == [] and report.already == [1]
+    rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
+    assert [(r.version, r.name) for r in rows] == [(1, "initial")]  # type: ignore[attr-defined]
+
+
+async def test_a_missing_keyspace_is_refused_with_the_command_that_fixes_it(cassandra_hosts: str) -> None:
+    store = CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace="it_never_created"))
+    with pytest.raises(StorageError, match=r"does not exist: run `om-stream migrate`"):
+        await store.connect()
+    with pytest.raises(StorageError, match="does not exist"):
+        await store.get_messages(["m1"])  # every operation refuses, not only connect()
+
+
+async def test_an_unmigrated_keyspace_is_refused(cassandra_hosts: str) -> None:
+    keyspace = f"it_bare_{uuid.uuid4().hex[:8]}"
+    _cql(cassandra_hosts, f"CREATE KEYSPACE {keyspace} WITH replication = "
+                          "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    try:
+        store = CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace))
+        with pytest.raises(StorageError, match=r"is not migrated .*run `om-stream migrate`"):
+            await store.connect()
+        _cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
+                              "checksum text, applied_at timestamp)")
+        with pytest.raises(StorageError, match=r"missing 0001_initial"):
+            await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).connect()
+    finally:
+        _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+def test_a_migration_changed_after_it_was_applied_is_refused(cassandra_hosts: str) -> None:
+    keyspace = f"it_drift_{uuid.uuid4().hex[:8]}"
+    configured = CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)
+    try:
+        migrate(configured)
+        _cql(cassandra_hosts, f"UPDATE {keyspace}.schema_migrations SET checksum = 'edited' WHERE version = 1")
+        with pytest.raises(StorageError, match="was changed after it was applied"):
+            migrate(configured)
+    finally:
+        _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+# -- the store contract ------------------------------------------------------------------------------------------
+
+
+def test_it_is_a_content_store_and_a_recall_store(settings: CassandraSettings) -> None:
+    store = CassandraContentStore(settings)
+    assert isinstance(store, ContentStore) and isinstance(store, RecallStore)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+async def test_store_contract(store: CassandraContentStore, check) -> None:
+    await check(store, _prefix())
+
+
+async def test_get_messages_can_be_limited_to_a_tenant(store: CassandraContentStore) -> None:
+    p = _prefix()
+    await store.put_message(f"{p}t", message(f"{p}m1", f"{p}t", f"{p}r1", T0, "mine"), 0, 1)
+    await store.put_message(f"{p}u", message(f"{p}m1", f"{p}u", f"{p}r2", T0, "theirs"), 0, 1)
+    cold = CassandraContentStore(store.settings)  # no cache: straight from the tables
+    try:
+        assert [m.text for m in await cold.get_messages([f"{p}m1"], resource_id=f"{p}r1")] == ["mine"]
+        assert [m.text for m in await cold.get_messages([f"{p}m1"], resource_id=f"{p}r2")] == ["theirs"]
+        assert (await cold.get_message(f"{p}r1", f"{p}m1")).message.text == "mine"  # type: ignore[union-attr]
+    finally:
+        await cold.close()
+
+
+async def test_rows_expire_after_the_configured_ttl(settings: CassandraSettings) -> None:
+    p = _prefix()
+    store = CassandraContentStore(settings.model_copy(update={"ttl_seconds": 2, "message_cache_size": 0}))
+    try:
+        await store.put_message(f"{p}t", message(f"{p}m1", f"{p}t", f"{p}r", T0), 0, 1)
+        assert len(await store.get_messages([f"{p}m1"])) == 1
+        assert await store.get_thread(f"{p}r", f"{p}t") is not None
+        await asyncio.sleep(3.5)
+        assert await store.get_messages([f"{p}m1"]) == []
+        assert await store.count_thread_messages(f"{p}r", f"{p}t") == 0
+        assert await store.get_thread(f"{p}r", f"{p}t") is None
+    finally:
+        await store.close()
+
+
+async def test_an_unreachable_consistency_level_fails_as_a_storage_error_after_retrying(
+        settings: CassandraSettings) -> None:
+    # one node cannot acknowledge THREE replicas: Unavailable, retried with backoff until the deadline
+    store = CassandraContentStore(settings.model_copy(update={"write_consistency": "THREE", "retry_deadline_s": 1.5,
+                                                              "retry_base_delay_s": 0.2}))
+    p = _prefix()
+    try:
+        with pytest.raises(StorageError, match=r"Unavailable.*|failed after \d+ attempts"):
+            await store.put_message(f"{p}t", message(f"{p}m", f"{p}t", f"{p}r", T0), 0, 1)
+        assert store.retries >= 2
+    finally:
+        await store.close()
+
+
+async def test_a_long_thread_pages_across_buckets_in_order(store: CassandraContentStore) -> None:
+    p = _prefix()
+    r, t = f"{p}r", f"{p}t"
+    await asyncio.gather(*(store.put_message(t, message(f"{p}m{i:03d}", t, r, T0 + timedelta(days=i, seconds=i)),
+                                             i, 1) for i in range(120)))
+    ids: list[str] = []
+    after = None
+    while True:
+        page = await store.list_thread_messages(r, t, limit=25, after=after)
+        ids += [s.message.message_id for s in page.messages]
+        if not page.has_more:
+            break
+        after = page.messages[-1].position
+    assert ids == [f"{p}m{i:03d}" for i in range(120)]
+    assert await store.count_thread_messages(r, t) == 120
+
+
+# -- the recall tool on Cassandra --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
+async def test_recall(store: CassandraContentStore, check) -> None:
+    index = QdrantRecallIndex(EMBEDDER.model_id, EMBEDDER.dimension) if check.__name__ == "check_search_mode" else None
+    service = RecallService(store, COUNTER.count, index=index, embedder=EMBEDDER if index else None)
+    world: World = await seed(store, _prefix(), service)
+    await check(world)
+    if index is not None:
+        await index.close()
+
+
+EMBEDDER = OfflineMiniLMEmbedder()
