@@ -436,7 +436,7 @@ class CycleRunner:
                 schemas[extractor.slug] = (extractor, declared, json_schema)
         if not schemas:
             return {}, failures
-        if cycle.offline:
+        if cycle.offline or self.model is self.offline:
             return {}, failures + [(slug, "the offline model does not extract structured values")
                                    for slug in schemas]
         properties: dict[str, Any] = {}
