@@ -8,10 +8,11 @@ use the OpenTelemetry GenAI semantic conventions translated to Prometheus names
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["Metrics", "metric_names"]
+__all__ = ["MetricInfo", "Metrics", "describe_metrics", "metric_names"]
 
 _DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
@@ -35,7 +36,7 @@ class Metrics:
     model_circuit_state: Gauge
     model_budget_rejections: Counter
     model_offline_fallbacks: Counter
-    model_cached_token_share: Gauge
+    model_cached_tokens: Counter
     # -- OM lifecycle ----------------------------------------------------------------------------------------------
     observations: Counter
     reflections: Counter
@@ -69,7 +70,7 @@ class Metrics:
                                      [*_GENAI, "error_type"], buckets=_DURATION_BUCKETS, registry=reg),
             model_tokens=Histogram("gen_ai_client_token_usage", "Tokens per model call, by token type",
                                    [*_GENAI, "gen_ai_token_type"], buckets=_TOKEN_BUCKETS, registry=reg),
-            model_calls=Counter("om_model_calls_total", "Model calls by outcome (ok, error, budget, open_circuit)",
+            model_calls=Counter("om_model_calls_total", "Model call attempts by outcome (ok, error)",
                                 ["gen_ai_request_model", "om_role", "outcome"], registry=reg),
             model_cost=Counter("om_model_cost_usd_total", "Model spend in US dollars",
                                ["gen_ai_request_model", "om_role"], registry=reg),
@@ -82,12 +83,15 @@ class Metrics:
                                       ["gen_ai_request_model"], registry=reg),
             model_budget_rejections=Counter("om_model_budget_rejections_total",
                                             "Calls refused by a tenant token budget", ["om_role"], registry=reg),
-            model_offline_fallbacks=Counter("om_model_offline_fallback_total",
+            model_offline_fallbacks=Counter("om_model_offline_fallbacks_total",
                                             "Cycles served by the offline model because every model failed",
                                             ["om_role"], registry=reg),
-            model_cached_token_share=Gauge("om_model_cached_input_token_ratio",
-                                           "Share of input tokens served from the provider's prompt cache (0-1)",
-                                           ["gen_ai_request_model", "om_role"], registry=reg),
+            # a counter, not a ratio gauge: shares are computed in PromQL over any window and sum across workers
+            # (cached share = this / gen_ai_client_token_usage_sum{gen_ai_token_type="input"})
+            model_cached_tokens=Counter("om_model_cached_input_tokens",
+                                        "Input tokens served from the provider's prompt cache (part of the input "
+                                        "tokens of gen_ai_client_token_usage)",
+                                        ["gen_ai_request_model", "om_role"], registry=reg),
             observations=Counter("om_observations_total", "Observation cycles by kind and outcome",
                                  ["kind", "outcome"], registry=reg),
             reflections=Counter("om_reflections_total", "Reflection cycles by kind and outcome",
@@ -138,3 +142,34 @@ def metric_names() -> list[str]:
     """The names of every metric (for contract tests and dashboards)."""
     metrics = Metrics.create()
     return sorted(getattr(metrics, f.name)._name for f in fields(Metrics) if f.name != "registry")
+
+
+_SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric as Prometheus sees it: the series names it exposes (without ``_created``), its labels, its help."""
+
+    attribute: str
+    name: str
+    type: Literal["counter", "gauge", "histogram"]
+    labels: tuple[str, ...]
+    help: str
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        return tuple(self.name + suffix for suffix in _SUFFIXES[self.type])
+
+
+def describe_metrics() -> list[MetricInfo]:
+    """Every metric of :class:`Metrics`, in declaration order (for contract tests, dashboards and docs)."""
+    metrics = Metrics.create()
+    infos = []
+    for f in fields(Metrics):
+        if f.name == "registry":
+            continue
+        metric = getattr(metrics, f.name)
+        infos.append(MetricInfo(attribute=f.name, name=metric._name, type=metric._type,
+                                labels=tuple(metric._labelnames), help=metric._documentation))
+    return infos
