@@ -1,0 +1,231 @@
+"""``OMClient``: what an agent does with om-stream over Kafka.
+
+* ``publish(message)``: an ``om.message/v1`` record, key = thread id, partitioned by murmur2 like Java and Faust.
+* ``await_context(thread, message_id)``: read-your-writes over the compacted context topic: the first context of the
+  thread that includes the message (``through_message_id`` is it, or a message this client published after it).
+* ``events(thread)``: the thread's ``data-om-*`` events, typed, with their CloudEvents attributes.
+* ``recall(...)``: the recall tool over the ``om.recall.requests`` → ``om.recall.responses`` topic pair (key =
+  resource id), matched by ``correlation_id``.
+
+The context and recall-response topics are followed from the moment the client starts (or its first recall), so
+nothing the worker publishes in answer to this client is missed. Timeouts raise the built-in ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aiokafka import AIOKafkaProducer, ConsumerRecord
+from pydantic import ValidationError
+
+from om_stream.client.events import EventStream
+from om_stream.client.tail import TopicTail
+from om_stream.core.config import RetrievalConfig
+from om_stream.core.messages import Message
+from om_stream.core.recall.params import RecallArguments
+from om_stream.settings import KafkaSettings
+from om_stream.wire.codec import encode
+from om_stream.wire.context import ContextRecord
+from om_stream.wire.messages import MessageRecord
+from om_stream.wire.recall import RecallRequest, RecallResponse
+
+__all__ = ["ClientTopics", "OMClient", "Published"]
+
+log = logging.getLogger(__name__)
+_REMEMBERED_PER_THREAD = 4096  # message ids per thread kept for read-your-writes
+
+
+@dataclass(frozen=True)
+class ClientTopics:
+    messages: str = "om.messages"
+    events: str = "om.events"
+    context: str = "om.context"
+    recall_requests: str = "om.recall.requests"
+    recall_responses: str = "om.recall.responses"
+
+    @classmethod
+    def from_settings(cls, kafka: KafkaSettings) -> ClientTopics:
+        return cls(messages=kafka.topic_messages, events=kafka.topic_events, context=kafka.topic_context,
+                   recall_requests=kafka.topic_recall_requests, recall_responses=kafka.topic_recall_responses)
+
+
+@dataclass(frozen=True)
+class Published:
+    message_id: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class OMClient:
+    """``async with OMClient("localhost:9092") as om: ...``. ``kafka_options`` go to every aiokafka client
+    (``security_protocol``, ``sasl_*``, ``ssl_context``, ...)."""
+
+    def __init__(self, bootstrap: str, *, topics: ClientTopics | None = None,
+                 kafka_options: Mapping[str, Any] | None = None, topic_timeout: float = 30.0) -> None:
+        self.bootstrap = bootstrap
+        self.topics = topics or ClientTopics()
+        self._options = dict(kafka_options or {})
+        self._topic_timeout = topic_timeout
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, **self._options)
+        self._contexts = TopicTail(bootstrap, self.topics.context, self._on_context, kafka_options=self._options,
+                                   topic_timeout=topic_timeout)
+        self._responses: TopicTail | None = None
+        self._responses_ready = asyncio.Lock()
+        self._latest: dict[str, ContextRecord] = {}
+        self._context_changed = asyncio.Condition()
+        self._sent: dict[str, OrderedDict[str, int]] = {}
+        self._sequence = 0
+        self._pending: dict[str, asyncio.Future[RecallResponse]] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._producer.start()
+        try:
+            await self._contexts.start()
+        except BaseException:
+            await self._producer.stop()
+            raise
+
+    async def stop(self) -> None:
+        for future in self._pending.values():
+            future.cancel()
+        if self._responses is not None:
+            await self._responses.stop()
+        await self._contexts.stop()
+        await self._producer.stop()
+
+    async def __aenter__(self) -> OMClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    # -- messages and read-your-writes ------------------------------------------------------------------------------
+
+    async def publish(self, message: MessageRecord | Message) -> Published:
+        """Publish one message (key = thread id) and wait for the broker's acknowledgement."""
+        record = message if isinstance(message, MessageRecord) else MessageRecord.from_message(message)
+        sent = self._sent.setdefault(record.thread_id, OrderedDict())
+        self._sequence += 1
+        sent[record.message_id] = self._sequence
+        sent.move_to_end(record.message_id)
+        while len(sent) > _REMEMBERED_PER_THREAD:
+            sent.popitem(last=False)
+        meta = await self._producer.send_and_wait(self.topics.messages, encode(record),
+                                                  key=record.thread_id.encode(),
+                                                  headers=[("content-type", b"application/json")])
+        return Published(record.message_id, meta.topic, meta.partition, meta.offset)
+
+    def includes(self, context: ContextRecord, message_id: str) -> bool:
+        """Whether ``context`` reflects ``message_id``: it is the context's last message, or this client published
+        the context's last message after it, or it is among the context's raw messages."""
+        through = context.through_message_id
+        if through == message_id:
+            return True
+        sent: Mapping[str, int] = self._sent.get(context.thread_id, {})
+        if through is not None and message_id in sent and through in sent and sent[through] > sent[message_id]:
+            return True
+        return any(m.message_id == message_id for m in context.messages)
+
+    def latest_context(self, thread_id: str) -> ContextRecord | None:
+        """The newest context of the thread seen since the client started."""
+        return self._latest.get(thread_id)
+
+    async def await_context(self, thread_id: str, message_id: str, *, timeout: float = 30.0) -> ContextRecord:
+        """The first context of ``thread_id`` that includes ``message_id``; ``TimeoutError`` after ``timeout``."""
+
+        def ready() -> bool:
+            latest = self._latest.get(thread_id)
+            return latest is not None and self.includes(latest, message_id)
+
+        async with self._context_changed:
+            try:
+                await asyncio.wait_for(self._context_changed.wait_for(ready), timeout)
+            except TimeoutError:
+                raise TimeoutError(f"no context of thread {thread_id!r} includes message {message_id!r} after "
+                                   f"{timeout}s") from None
+        return self._latest[thread_id]
+
+    async def _on_context(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        if record.value is None:
+            return  # a tombstone
+        try:
+            context = ContextRecord.model_validate_json(record.value)
+        except ValidationError as exc:
+            log.warning("context at %s[%d]@%d does not match om.context/v1: %s", record.topic, record.partition,
+                        record.offset, exc.errors()[:3])
+            return
+        current = self._latest.get(context.thread_id)
+        if current is not None and current.version > context.version:
+            return  # an older context replayed (at-least-once)
+        async with self._context_changed:
+            self._latest[context.thread_id] = context
+            self._context_changed.notify_all()
+
+    # -- events -----------------------------------------------------------------------------------------------------
+
+    def events(self, thread_id: str, *, from_beginning: bool = False) -> EventStream:
+        """``async with om.events(thread) as events``: see :class:`~om_stream.client.events.EventStream`."""
+        return EventStream(self.bootstrap, self.topics.events, thread_id, from_beginning=from_beginning,
+                           kafka_options=self._options)
+
+    # -- recall -----------------------------------------------------------------------------------------------------
+
+    async def recall(self, resource_id: str, arguments: RecallArguments | Mapping[str, Any] | None = None, *,
+                     thread_id: str | None = None, retrieval: RetrievalConfig | None = None,
+                     timeout: float = 30.0) -> RecallResponse:
+        """One recall tool call (``arguments`` as the model wrote them: ``{"mode": "threads"}``, ...). The answer
+        carries either ``result`` or ``error`` (``invalid_request``: the call can be fixed; ``unavailable``)."""
+        request = RecallRequest(
+            correlation_id=str(uuid.uuid4()), resource_id=resource_id, thread_id=thread_id,
+            retrieval=retrieval or RetrievalConfig(),
+            arguments=arguments if isinstance(arguments, RecallArguments)
+            else RecallArguments.model_validate(dict(arguments or {})))
+        return await self.send_recall(request, timeout=timeout)
+
+    async def send_recall(self, request: RecallRequest, *, timeout: float = 30.0) -> RecallResponse:
+        await self._follow_responses()
+        future: asyncio.Future[RecallResponse] = asyncio.get_running_loop().create_future()
+        self._pending[request.correlation_id] = future
+        try:
+            await self._producer.send_and_wait(self.topics.recall_requests, encode(request),
+                                               key=request.resource_id.encode(),
+                                               headers=[("content-type", b"application/json")])
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise TimeoutError(f"no recall response for {request.correlation_id} after {timeout}s (does a "
+                               f"worker serve {self.topics.recall_requests}?)") from None
+        finally:
+            self._pending.pop(request.correlation_id, None)
+
+    async def _follow_responses(self) -> None:
+        async with self._responses_ready:
+            if self._responses is None:
+                tail = TopicTail(self.bootstrap, self.topics.recall_responses, self._on_response,
+                                 kafka_options=self._options, topic_timeout=self._topic_timeout)
+                await tail.start()
+                self._responses = tail
+
+    async def _on_response(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        if record.value is None:
+            return
+        try:
+            response = RecallResponse.model_validate_json(record.value)
+        except ValidationError as exc:
+            log.warning("recall response at %s[%d]@%d does not match om.recall.response/v1: %s", record.topic,
+                        record.partition, record.offset, exc.errors()[:3])
+            return
+        future = self._pending.get(response.correlation_id)
+        if future is not None and not future.done():
+            future.set_result(response)
