@@ -54,3 +54,25 @@ services-status: ## show the running services
 
 clean: ## remove caches (not the venv, not the jar cache)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
+
+# -- observability and deployment (grafana/, helm/om-stream/, docker-compose.yml) ---------------------------------
+.PHONY: tools-prometheus tools-helm chart-dashboards chart-sync docs-operate test-deploy
+
+tools-prometheus: ## unpack Debian's prometheus into ~/.cache/om-stream/tools (cached; for the dashboard proof)
+	bash infra/tools/install-prometheus.sh
+
+tools-helm: ## build helm and kubeconform from the Go module proxy and lay out the Kubernetes schemas (cached)
+	bash infra/tools/install-helm-tools.sh
+
+chart-dashboards: ## copy grafana/dashboards into the Helm chart (a contract test fails on drift)
+	cp grafana/dashboards/*.json helm/om-stream/dashboards/
+
+chart-sync: chart-dashboards ## regenerate the chart's settings/secrets schema from settings.py
+	$(PY) -m om_stream.observability.settings_doc --sync-chart helm/om-stream/values.schema.json
+
+docs-operate: ## regenerate the settings and metrics tables of docs/operate.md
+	$(PY) -m om_stream.observability.settings_doc --write docs/operate.md
+
+test-deploy: tools-prometheus tools-helm ## metrics contract, Helm chart, compose file, dashboards on a real Prometheus
+	$(PY) -m pytest tests/contract/test_metrics_contract.py tests/contract/test_helm_chart.py \
+		tests/contract/test_compose.py tests/integration/test_dashboards_prometheus.py

@@ -5,6 +5,7 @@ the Helm chart's ``values.schema.json`` that maps every setting 1:1 — so none 
     python -m om_stream.observability.settings_doc --write docs/operate.md   rewrite the generated sections
     python -m om_stream.observability.settings_doc --check docs/operate.md   exit 1 if they are out of date
     python -m om_stream.observability.settings_doc --chart-schema            the chart's settings/secrets schema
+    python -m om_stream.observability.settings_doc --sync-chart SCHEMA       write it into values.schema.json
 
 Generated sections sit between ``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->`` markers.
 """
@@ -164,9 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--write", type=Path, metavar="DOC")
     group.add_argument("--check", type=Path, metavar="DOC")
     group.add_argument("--chart-schema", action="store_true")
+    group.add_argument("--sync-chart", type=Path, metavar="SCHEMA")
     args = parser.parse_args(argv)
     if args.chart_schema:
         print(json.dumps(chart_settings_schema(), indent=2))
+        return 0
+    if args.sync_chart:
+        schema = json.loads(args.sync_chart.read_text())
+        schema["properties"].update(chart_settings_schema())
+        args.sync_chart.write_text(json.dumps(schema, indent=2) + "\n")
         return 0
     path: Path = args.write or args.check
     text = path.read_text()
