@@ -55,7 +55,8 @@ class WorkerSettings(_Group):
     web_port: int = Field(6066, ge=0, le=65535, description="Port of the HTTP API")
     model_concurrency: int = Field(8, ge=1, description="Observer/Reflector calls running at once per worker")
     batch_max: int = Field(256, ge=1, description="Inputs processed per batch by the memory agent")
-    batch_within_s: float = Field(0.005, gt=0, description="Longest wait to fill a batch")
+    batch_within_s: float = Field(0.02, gt=0, description="Longest wait to fill a batch (larger batches amortise "
+                                                          "Faust's per-batch cost; adds at most this much latency)")
     table_store: str = Field("memory://", description="Faust table store (memory:// or rocksdb://)")
     table_standby_replicas: int = Field(1, ge=0, description="Standby copies of the state table")
     timer_interval_s: float = Field(1.0, gt=0, description="How often due timers (idle, retries) are checked")

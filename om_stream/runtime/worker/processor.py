@@ -1,14 +1,14 @@
 """The memory agent's work on a batch of input records, independent of Faust (so it is testable on its own).
 
-Commit order for each batch (ARCHITECTURE §4):
-  1. content-store writes of every input, in order (idempotent: deterministic ids);
-  2. publications: events, contexts (one per thread per batch: the newest), model requests, dead letters —
-     all sent, then all acknowledged by the broker;
-  3. the new states written to the table (its changelog);
-  4. the input offsets committed by Faust once the batch is acknowledged.
-A crash anywhere replays the batch from the last committed offsets. Replayed inputs meet either the old state
-(every command is produced again with the same ids: consumers dedupe) or the new one (duplicates are recognised:
-a message id already seen, a cycle already resolved, and the context is published again).
+Commit order for each batch (ARCHITECTURE §4), everything after step 1 queued on the one Kafka producer in order:
+  1. content-store writes of every input, in order, awaited (idempotent: deterministic ids);
+  2. the new states written to the table (its changelog);
+  3. publications: events, contexts (one per thread per batch: the newest), model requests, dead letters;
+  4. the input offsets, committed by Faust, which flushes the producer (every acknowledgement) first.
+A crash replays from the last committed offsets. A replayed input meets either the old state (every command is
+produced again with the same ids: consumers dedupe by ce_id / version) or the new one (the duplicate is
+recognised: a message id already seen, a cycle already resolved; the context is published again, and a model
+request that never went out is asked again by the cycle's deadline timer).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import decide, new_record, record_key
+from om_stream.core.events import StatusEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -110,6 +111,8 @@ class MemoryProcessor:
         self.source = source
         self.on_context = on_context
         self.near_limit: set[str] = set()
+        # record key -> (the bytes last written to the table, the state they encode); bounded by the keys held
+        self._last_written: dict[str, tuple[bytes, RecordState]] = {}
 
     # -- decoding ----------------------------------------------------------------------------------------------------
 
@@ -141,10 +144,13 @@ class MemoryProcessor:
     # -- the batch -----------------------------------------------------------------------------------------------
 
     async def process(self, records: Sequence[SourceRecord]) -> None:
+        if not records:
+            return
         await self.effects.start()
         states: dict[str, RecordState] = {}
         publications: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
         contexts: dict[str, tuple[PublishContext, float]] = {}
+        statuses: dict[str, EmitEvent] = {}
         for record in records:
             self.metrics.messages_in.labels(record.topic).inc()
             try:
@@ -167,22 +173,33 @@ class MemoryProcessor:
             for command in decision.commands:
                 if isinstance(command, PublishContext):
                     contexts[command.spec.thread_id] = (command, record.received_at)
+                elif isinstance(command, EmitEvent) and isinstance(command.event, StatusEvent):
+                    # a status is a snapshot: within a batch only a thread's newest one says anything
+                    statuses[command.event.thread_id] = command
                 else:
                     publication = await self._publication(command, record)
                     if publication is not None:
                         publications.append(publication)
-        for thread_id, (command, received_at) in contexts.items():
+        for status in statuses.values():
+            publication = await self._publication(status, records[-1])
+            if publication is not None:
+                publications.append(publication)
+        for command, received_at in contexts.values():
             publications.append(await self._context_publication(command, received_at))
-            del thread_id
-        await self._publish(publications)
         for key, state in states.items():
-            self.table.set(key, json.dumps(state.to_dict(), separators=(",", ":")).encode())
+            raw = json.dumps(state.to_dict(), separators=(",", ":")).encode()
+            self.table.set(key, raw)
+            self._last_written[key] = (raw, state)
             self.timers.track(key, state.timers)
             self._observe_record(key, state)
+        await self._publish(publications)
 
     def _load(self, key: str, resource: str) -> RecordState | None:
         raw = self.table.get(key)
         if raw is not None:
+            last = self._last_written.get(key)
+            if last is not None and last[0] is raw:
+                return last[1]  # the table holds what this worker last wrote: skip decoding it again
             return RecordState.from_dict(json.loads(raw))
         if not resource:
             return None
@@ -243,10 +260,17 @@ class MemoryProcessor:
         return self.kafka.topic_dlq, record.key or b"", encode(letter), [("om_dlq_reason", reason.encode())]
 
     async def _publish(self, publications: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]]) -> None:
-        """Phase 2: queue everything in order (a thread's events stay ordered), then await every acknowledgement."""
-        acks = [await self.publisher.send(topic, key, value, headers) for topic, key, value, headers in publications]
-        if acks:
-            await asyncio.gather(*acks)
+        """Phase 3: queue everything in order (a thread's events stay ordered). Faust flushes the producer (all
+        acknowledgements) before it commits the batch's offsets; a send that fails is logged and counted."""
+        for topic, key, value, headers in publications:
+            acknowledged = await self.publisher.send(topic, key, value, headers)
+            if isinstance(acknowledged, asyncio.Future):
+                acknowledged.add_done_callback(self._check_sent)
+
+    def _check_sent(self, future: asyncio.Future[object]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self.metrics.store_errors.labels("publish").inc()
+            log.error("a publication was not acknowledged: %r", future.exception())
 
     def _count_lifecycle(self, event_type: str, event: object) -> None:
         operation = getattr(event, "operation_type", "")
