@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 from om_stream.devservices import start_services  # noqa: E402
 from om_stream.devservices.jvm import free_port  # noqa: E402
 
-WORDS = ("latency throughput partition deploy review budget schedule metrics error retry timeout cluster query "
-         "index window customer report summary design option").split()
+WORDS = ("latency", "throughput", "partition", "deploy", "review", "budget", "schedule", "metrics", "error", "retry",
+         "timeout", "cluster", "query", "index", "window", "customer", "report", "summary", "design", "option")
 
 
 def payload(thread: str, index: int, rng: random.Random) -> dict[str, Any]:
