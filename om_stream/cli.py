@@ -76,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-drain", action="store_true",
                      help="do not wait for background cycles between messages (as a fast agent would)")
     _add_threshold_flags(rep)
+    sub.add_parser("worker", help="run the Kafka sidecar (settings from OM_* environment variables)")
+    sub.add_parser("migrate", help="create or upgrade the Cassandra keyspace (idempotent)")
+    schemas = sub.add_parser("schemas", help="export the wire JSON Schemas, or check them against the models")
+    schemas.add_argument("action", choices=["export", "check"])
+    schemas.add_argument("--dir", type=Path, default=Path("schemas"), help="the schemas folder (default: schemas)")
     gen = sub.add_parser("synth", help="write a synthetic conversation file for benchmarks")
     gen.add_argument("file", type=Path)
     gen.add_argument("--turns", type=int, default=2000)
@@ -118,8 +123,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from om_stream.replay.demo import run_demo
+    from om_stream.settings import Settings
 
-    model, label = _model(args.model, args.api_base)
+    # a model configured for the worker (OM_MEMORY_MODEL, with its provider's key) is used by the demo too
+    configured = Settings().memory
+    model, label = _model(args.model or configured.model, args.api_base or configured.api_base)
     asyncio.run(run_demo(sys.stdout, model=model, model_label=label))
     return 0
 
@@ -135,6 +143,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _demo(args)
         elif args.command == "replay":
             return _replay(args)
+        elif args.command == "worker":
+            from om_stream.runtime.worker.main import run_worker
+            from om_stream.settings import Settings
+
+            return run_worker(Settings())
+        elif args.command == "migrate":
+            from om_stream.adapters.cassandra_store.schema_migrations import migrate
+            from om_stream.settings import Settings
+
+            report = migrate(Settings().cassandra)
+            print(f"keyspace {report.keyspace}: applied {report.applied or 'nothing new'}; "
+                  f"already at {report.already or 'none'}")
+        elif args.command == "schemas":
+            from om_stream.wire.schemas import check_schemas, export_schemas
+
+            if args.action == "export":
+                print(f"{len(export_schemas(args.dir))} schema files written to {args.dir}")
+                return 0
+            drift = check_schemas(args.dir)
+            for line in drift:
+                print(line, file=sys.stderr)
+            print("schemas in sync with the models" if not drift else f"{len(drift)} difference(s): run "
+                  f"'om-stream schemas export' and commit the result")
+            return 1 if drift else 0
         elif args.command == "synth":
             from om_stream.replay.synthetic import write_jsonl
 
