@@ -75,7 +75,7 @@ FULL: dict[str, Any] = {
                  "OM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "OM_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
                  "OM_KAFKA_SASL_USERNAME": "om", "OM_MEMORY_STORE": "cassandra", "OM_CASSANDRA_TLS": True,
                  "OM_CASSANDRA_READ_CONSISTENCY": "LOCAL_QUORUM", "OM_QDRANT_URL": "http://qdrant:6333",
-                 "OM_WORKER_TABLE_STORE": "rocksdb://", "OM_MEMORY_MODEL": "gemini/gemini-2.5-flash"},
+                 "OM_MEMORY_MODEL": "gemini/gemini-2.5-flash"},
     "secrets": {"OM_KAFKA_SASL_PASSWORD": "s3cret", "OM_MEMORY_API_KEY": "key", "OM_CASSANDRA_PASSWORD": "pw",
                 "OM_QDRANT_API_KEY": None},
     "memoryConfig": {"observation": {"messageTokens": 30000}, "reflection": {"observationTokens": 40000}},
@@ -143,6 +143,7 @@ def test_defaults_render_a_statefulset_with_probes_volume_and_web_bind(tools: Pa
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/var/lib/om-stream"}
     assert statefulset["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     assert by_kind(docs, "PodDisruptionBudget")[0]["spec"]["maxUnavailable"] == 1
+    assert [c["name"] for c in pod["initContainers"]] == ["cassandra-migrations"], "the store needs its keyspace"
     assert not any(s for s in docs if s["kind"] == "Secret"), "no Secret without a secret value"
 
 
@@ -181,6 +182,7 @@ def test_existing_secret_is_referenced_and_not_rendered(tools: Path, tmp_path: P
     pod = statefulset["spec"]["template"]["spec"]
     assert {"secretRef": {"name": "om-credentials"}} in pod["containers"][0]["envFrom"]
     assert {"name": "data", "emptyDir": {}} in pod["volumes"]
+    assert "initContainers" not in pod, "no Cassandra migrations for the SQLite store"
 
 
 @pytest.mark.parametrize(("values", "complaint"), [
