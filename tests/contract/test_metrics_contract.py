@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 
 from om_stream.observability.metrics import Metrics, describe_metrics
@@ -169,3 +170,142 @@ def test_chart_dashboards_are_copies_of_the_grafana_dashboards() -> None:
     assert sorted(p.name for p in chart.glob("*.json")) == [p.name for p in DASHBOARDS]
     for path in DASHBOARDS:
         assert (chart / path.name).read_bytes() == path.read_bytes(), f"run `make chart-dashboards` ({path.name})"
+
+
+# -- the feeds: what a gateway attempt, a cycle, a state step and the consumer put into the series ---------------
+
+def _value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_a_gateway_attempt_feeds_the_genai_cost_retry_and_cache_series() -> None:
+    from om_stream.adapters.gateway import CallRecord
+    from om_stream.observability.model_metrics import ModelCallMetrics
+    from om_stream.ports import Usage
+
+    class Breaker:
+        state = "open"
+
+    class Gateway:
+        def breaker(self, model: str) -> Breaker:
+            return Breaker()
+
+    metrics = Metrics.create()
+    observe = ModelCallMetrics(metrics, Gateway())
+    model = "gemini/gemini-2.5-flash"
+    observe(CallRecord(role="observer", model=model, ok=False, seconds=0.5, attempt=1, entry=0,
+                       error_kind="rate_limited"))
+    observe(CallRecord(role="observer", model=model, ok=True, seconds=1.5, attempt=2, entry=0,
+                       usage=Usage(1000, 200, cached_input_tokens=400), cost_usd=0.0012))
+    observe(CallRecord(role="reflector", model="acme/private", ok=True, seconds=1.0, attempt=1, entry=0,
+                       usage=Usage(10, 5), cost_usd=None))
+    genai = {"gen_ai_operation_name": "chat", "gen_ai_provider_name": "gcp.gemini", "gen_ai_request_model": model,
+             "om_role": "observer"}
+    assert _value(metrics, "gen_ai_client_operation_duration_seconds_count", **genai, error_type="rate_limited") == 1
+    assert _value(metrics, "gen_ai_client_operation_duration_seconds_sum", **genai, error_type="") == 1.5
+    assert _value(metrics, "gen_ai_client_token_usage_sum", **genai, gen_ai_token_type="input") == 1000
+    assert _value(metrics, "gen_ai_client_token_usage_sum", **genai, gen_ai_token_type="output") == 200
+    short = {"gen_ai_request_model": model, "om_role": "observer"}
+    assert _value(metrics, "om_model_cost_usd_total", **short) == pytest.approx(0.0012)
+    assert _value(metrics, "om_model_cached_input_tokens_total", **short) == 400
+    assert _value(metrics, "om_model_retries_total", **short) == 1
+    assert _value(metrics, "om_model_calls_total", **short, outcome="error") == 1
+    assert _value(metrics, "om_model_cost_unknown_calls_total", gen_ai_request_model="acme/private",
+                  om_role="reflector") == 1
+    assert _value(metrics, "om_model_cost_usd_total", gen_ai_request_model="acme/private", om_role="reflector") is None
+    assert _value(metrics, "om_model_circuit_state", gen_ai_request_model=model) == 2  # read at scrape time
+
+
+async def test_a_model_outside_the_gateway_and_the_cycle_hooks_feed_the_same_series() -> None:
+    from om_stream.adapters.gateway import CallRecord
+    from om_stream.adapters.offline_model import OfflineModel
+    from om_stream.core.prompts.chat import ChatMessage
+    from om_stream.core.prompts.tasks import ReflectorTask
+    from om_stream.observability.model_metrics import CycleMetrics, MeteredModel, ModelCallMetrics
+    from om_stream.ports import ChatRequest
+    from om_stream.runtime.cycles import CycleHookContext
+
+    metrics = Metrics.create()
+    records: list[CallRecord] = []
+    calls = ModelCallMetrics(metrics)
+    model = MeteredModel(OfflineModel(), lambda r: (records.append(r), calls(r)))
+    task = ReflectorTask(observations="* 🔴 User is Ada.", level=0, target_tokens=100, input_tokens=10)
+    await model.complete(ChatRequest(role="reflector", model="offline", task=task,
+                                     messages=(ChatMessage(role="user", content="reflect"),)))
+    assert records[0].model == "offline" and records[0].ok and records[0].cost_usd == 0.0
+    assert _value(metrics, "om_model_cost_usd_total", gen_ai_request_model="offline", om_role="reflector") == 0.0
+    cycles = CycleMetrics(metrics)
+    end = CycleHookContext(phase="end", operation="observation", cycle_id="c1", thread_id="t", resource_id="r",
+                           trigger="turn-sync", kind="sync", error_kind="budget_exceeded")
+    cycles(end)
+    cycles(CycleHookContext(phase="end", operation="reflection", cycle_id="c2", thread_id="t", resource_id="r",
+                            trigger="turn-sync", kind="sync", offline=True))
+    assert _value(metrics, "om_model_budget_rejections_total", om_role="observer") == 1
+    assert _value(metrics, "om_model_offline_fallbacks_total", om_role="reflector") == 1
+
+
+def test_buffer_to_activation_latency_comes_from_the_chunks_that_entered_the_log() -> None:
+    from om_stream.core.state import ChunkRef, RecordState, SegmentRef
+    from om_stream.observability.worker_metrics import activation_latencies
+
+    def chunk(chunk_id: str, at: int) -> ChunkRef:
+        return ChunkRef(id=chunk_id, cycle_id="c", first_seq=0, last_seq=1, first_message_id="m0",
+                        last_message_id="m1", message_count=2, message_tokens=100, tokens=20, last_message_at=at,
+                        buffered_at=at, thread_ids=("t",))
+
+    before = RecordState(key="t", scope="thread", resource_id="r", buffered=[chunk("a", 1_000), chunk("b", 4_000)])
+    after = before.clone()
+    after.buffered = []
+    after.log = [SegmentRef(id="a", tokens=20, kind="observation", boundary_at=0, first_message_id="m0",
+                            last_message_id="m1", message_count=2, thread_ids=("t",))]  # "b" was cleared
+    assert activation_latencies(before, after, 11_000) == [10.0]
+    assert activation_latencies(after, after, 11_000) == []
+
+
+def test_consumer_lag_and_recovery_time() -> None:
+    from om_stream.observability.worker_metrics import ConsumerLag, RecoveryTimer
+
+    metrics = Metrics.create()
+    lag = ConsumerLag(metrics)
+    lag.update([("om.messages", 0, 7), ("om.messages", 1, -1)])
+    assert _value(metrics, "om_consumer_lag_records", topic="om.messages", partition="0") == 7
+    assert _value(metrics, "om_consumer_lag_records", topic="om.messages", partition="1") == 0
+    lag.update([("om.messages", 1, 3)])  # partition 0 was revoked: its series goes away
+    assert _value(metrics, "om_consumer_lag_records", topic="om.messages", partition="0") is None
+    now = [100.0]
+    timer = RecoveryTimer(metrics, started_at=90.0, clock=lambda: now[0])
+    timer.tick(False)
+    timer.tick(True)
+    assert _value(metrics, "om_table_recovery_seconds") == 10.0
+    now[0] = 200.0
+    timer.tick(False)  # a rebalance
+    now[0] = 203.5
+    timer.tick(True)
+    assert _value(metrics, "om_table_recovery_seconds") == 3.5
+
+
+# -- docs/operate.md -------------------------------------------------------------------------------------------
+
+def test_operate_doc_tables_are_generated_from_the_code() -> None:
+    from om_stream.observability.settings_doc import render
+
+    doc = ROOT / "docs" / "operate.md"
+    text = doc.read_text()
+    assert "<!-- BEGIN GENERATED: settings-table -->" in text and "<!-- BEGIN GENERATED: metrics-table -->" in text
+    assert render(text) == text, "run `make docs-operate`"
+
+
+def test_the_documented_variable_names_are_the_ones_settings_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from om_stream.observability.settings_doc import settings_docs
+    from om_stream.settings import Settings
+
+    plain = [d for d in settings_docs() if d.type == "string" and not d.choices]
+    for doc in plain:
+        monkeypatch.setenv(doc.env, f"v_{doc.env}")
+    dumped = Settings().model_dump()
+    values = {f"OM_{group}_{key}".upper(): value for group, fields_ in dumped.items() if isinstance(fields_, dict)
+              for key, value in fields_.items()}
+    values.update({f"OM_{key}".upper(): v for key, v in dumped.items() if not isinstance(v, dict)})
+    for doc in plain:
+        got = values[doc.env]
+        assert (got.get_secret_value() if hasattr(got, "get_secret_value") else got) == f"v_{doc.env}", doc.env
