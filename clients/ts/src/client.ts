@@ -1,0 +1,283 @@
+/**
+ * `OMClient`: what an agent does with om-stream over Kafka (kafkajs).
+ *
+ * - `publish(message)`: an `om.message/v1` record, key = thread id, murmur2-partitioned like the Java client.
+ * - `awaitContext(thread, messageId)`: read-your-writes over the compacted context topic.
+ * - `events(thread)`: the thread's `data-om-*` events, validated, with their CloudEvents attributes.
+ * - `recall(resourceId, args)`: the recall tool over `om.recall.requests` -> `om.recall.responses` (key = resource id),
+ *   matched by `correlation_id`.
+ */
+import { randomUUID } from "node:crypto";
+import { Kafka, logLevel, Partitioners, type KafkaConfig, type KafkaMessage, type Producer } from "kafkajs";
+import { ContractError, decode, encodeCanonical, normalize, validate } from "./contract.js";
+import type { Payloads } from "./generated/index.js";
+import type { ContextRecord } from "./generated/om.context.v1.js";
+import type { MessageRecord } from "./generated/om.message.v1.js";
+import type { RecallRequest } from "./generated/om.recall.request.v1.js";
+import type { RecallResponse } from "./generated/om.recall.response.v1.js";
+import { partitionFor } from "./partition.js";
+import { TopicTail } from "./tail.js";
+
+export interface Topics {
+  messages: string;
+  events: string;
+  context: string;
+  recallRequests: string;
+  recallResponses: string;
+}
+
+export const DEFAULT_TOPICS: Topics = {
+  messages: "om.messages", events: "om.events", context: "om.context",
+  recallRequests: "om.recall.requests", recallResponses: "om.recall.responses",
+};
+
+export interface ClientOptions {
+  brokers: string[];
+  topics?: Partial<Topics>;
+  clientId?: string;
+  /** Anything else kafkajs takes (ssl, sasl, logLevel, retry, ...). */
+  kafka?: Partial<KafkaConfig>;
+  topicTimeoutMs?: number;
+}
+
+export interface Published { messageId: string; partition: number; offset: string }
+
+/** A message as an agent writes it: the schema tag may be left out. */
+export type MessageInput = Omit<MessageRecord, "schema"> & { schema?: "om.message/v1" };
+
+export type RecallArguments = NonNullable<RecallRequest["arguments"]>;
+
+type Strip<S> = S extends `${infer T}/v1` ? T : never;
+export type EventType = Strip<Extract<keyof Payloads, `data-om-${string}`>>;
+
+/** One event: `data` is validated against the schema named by `ce_type`; `id` is deterministic (dedupe on it). */
+export interface EventEnvelope<T extends EventType = EventType> {
+  type: T;
+  id: string;
+  source: string;
+  subject: string;
+  time: string;
+  specversion: string;
+  data: Payloads[`${T}/v1`];
+  headers: Record<string, string>;
+  partition: number;
+  offset: string;
+}
+
+const REMEMBERED_PER_THREAD = 4096;
+
+function headerText(headers: KafkaMessage["headers"]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(headers ?? {})) {
+    const first = Array.isArray(value) ? value[0] : value;
+    if (first !== undefined) out[key] = first.toString();
+  }
+  return out;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string, onTimeout: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => { onTimeout(); reject(new Error(message)); }, ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A thread's events: `await stream.start()` (or `client.events()` which starts it) before publishing. */
+export class EventStream implements AsyncIterable<EventEnvelope> {
+  private readonly queue: EventEnvelope[] = [];
+  private waiting: ((event: EventEnvelope) => void) | undefined;
+  private readonly tail: TopicTail;
+
+  constructor(kafka: Kafka, topic: string, readonly threadId: string, fromBeginning: boolean, partitionOf: (count: number) => number) {
+    this.tail = new TopicTail(kafka, topic, (message, partition) => this.onRecord(message, partition),
+      { fromBeginning, partitions: (count) => [partitionOf(count)] });
+  }
+
+  start(): Promise<void> { return this.tail.start(); }
+  stop(): Promise<void> { return this.tail.stop(); }
+
+  private async onRecord(message: KafkaMessage, partition: number): Promise<void> {
+    if (message.key?.toString() !== this.threadId || message.value === null) return;
+    const headers = headerText(message.headers);
+    const type = headers["ce_type"] ?? "";
+    if (!type.startsWith("data-om-")) return;
+    let data: unknown;
+    try {
+      data = decode(`${type}/v1` as `${EventType}/v1`, message.value);
+    } catch (error) {
+      if (error instanceof ContractError && error.reason === "unknown_payload") return; // a newer event type
+      throw error;
+    }
+    const event = {
+      type, data, headers, partition, offset: message.offset, id: headers["ce_id"] ?? "",
+      source: headers["ce_source"] ?? "", subject: headers["ce_subject"] ?? "", time: headers["ce_time"] ?? "",
+      specversion: headers["ce_specversion"] ?? "",
+    } as EventEnvelope;
+    const waiting = this.waiting;
+    if (waiting !== undefined) {
+      this.waiting = undefined;
+      waiting(event);
+    } else {
+      this.queue.push(event);
+    }
+  }
+
+  /** The next event; rejects after `timeoutMs`. */
+  next(timeoutMs = 30_000): Promise<EventEnvelope> {
+    const queued = this.queue.shift();
+    if (queued !== undefined) return Promise.resolve(queued);
+    const arrival = new Promise<EventEnvelope>((resolve) => { this.waiting = resolve; });
+    return withTimeout(arrival, timeoutMs, `no event of thread ${this.threadId} after ${timeoutMs}ms`,
+      () => { this.waiting = undefined; });
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<EventEnvelope> {
+    for (;;) yield await this.next(2 ** 31 - 1);
+  }
+}
+
+export class OMClient {
+  readonly topics: Topics;
+  private readonly kafka: Kafka;
+  private readonly producer: Producer;
+  private readonly contexts: TopicTail;
+  private responses: Promise<TopicTail> | undefined;
+  private readonly latest = new Map<string, ContextRecord>();
+  private readonly contextWaiters = new Set<() => void>();
+  private readonly sent = new Map<string, Map<string, number>>();
+  private sequence = 0;
+  private readonly pending = new Map<string, (response: RecallResponse) => void>();
+
+  constructor(private readonly options: ClientOptions) {
+    this.topics = { ...DEFAULT_TOPICS, ...options.topics };
+    this.kafka = new Kafka({ clientId: options.clientId ?? "om-stream-client-ts", brokers: options.brokers,
+      logLevel: logLevel.WARN, ...options.kafka });
+    this.producer = this.kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner,
+      allowAutoTopicCreation: false });
+    this.contexts = new TopicTail(this.kafka, this.topics.context, (m) => this.onContext(m),
+      { topicTimeoutMs: options.topicTimeoutMs });
+  }
+
+  async start(): Promise<void> {
+    await this.producer.connect();
+    await this.contexts.start();
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([this.contexts.stop(), this.responses?.then((tail) => tail.stop()), this.producer.disconnect()]);
+  }
+
+  // -- messages and read-your-writes -------------------------------------------------------------------------------
+
+  /** Publish one message (key = thread id); resolves on the broker's acknowledgement. */
+  async publish(input: MessageInput): Promise<Published> {
+    const record = normalize("om.message/v1", validate("om.message/v1", { ...input, schema: "om.message/v1" }));
+    let sent = this.sent.get(record.thread_id);
+    if (sent === undefined) this.sent.set(record.thread_id, (sent = new Map()));
+    sent.delete(record.message_id);
+    sent.set(record.message_id, ++this.sequence);
+    if (sent.size > REMEMBERED_PER_THREAD) sent.delete(sent.keys().next().value as string);
+    const [meta] = await this.producer.send({
+      topic: this.topics.messages, acks: -1,
+      messages: [{ key: record.thread_id, value: Buffer.from(encodeCanonical("om.message/v1", record)),
+        headers: { "content-type": "application/json" } }],
+    });
+    return { messageId: record.message_id, partition: meta?.partition ?? -1, offset: meta?.baseOffset ?? "" };
+  }
+
+  /** Whether `context` reflects `messageId` (its last message, or one this client published after it). */
+  includes(context: ContextRecord, messageId: string): boolean {
+    const through = context.through_message_id;
+    if (through === messageId) return true;
+    const sent = this.sent.get(context.thread_id);
+    const mine = sent?.get(messageId);
+    const last = through === null ? undefined : sent?.get(through);
+    if (mine !== undefined && last !== undefined && last > mine) return true;
+    return context.messages.some((m) => m.message_id === messageId);
+  }
+
+  latestContext(threadId: string): ContextRecord | undefined {
+    return this.latest.get(threadId);
+  }
+
+  /** The first context of `threadId` that includes `messageId`; rejects after `timeoutMs`. */
+  awaitContext(threadId: string, messageId: string, timeoutMs = 30_000): Promise<ContextRecord> {
+    const ready = (): ContextRecord | undefined => {
+      const context = this.latest.get(threadId);
+      return context !== undefined && this.includes(context, messageId) ? context : undefined;
+    };
+    const now = ready();
+    if (now !== undefined) return Promise.resolve(now);
+    let check: () => void = () => undefined;
+    const arrival = new Promise<ContextRecord>((resolve) => {
+      check = () => {
+        const context = ready();
+        if (context !== undefined) { this.contextWaiters.delete(check); resolve(context); }
+      };
+      this.contextWaiters.add(check);
+    });
+    return withTimeout(arrival, timeoutMs,
+      `no context of thread ${threadId} includes message ${messageId} after ${timeoutMs}ms`,
+      () => this.contextWaiters.delete(check));
+  }
+
+  private async onContext(message: KafkaMessage): Promise<void> {
+    if (message.value === null) return; // a tombstone
+    const context = decode("om.context/v1", message.value);
+    const current = this.latest.get(context.thread_id);
+    if (current !== undefined && current.version > context.version) return; // an older one, replayed
+    this.latest.set(context.thread_id, context);
+    for (const check of [...this.contextWaiters]) check();
+  }
+
+  // -- events ------------------------------------------------------------------------------------------------------
+
+  /** Start following the events of `threadId` (from now, or from the beginning of its partition). */
+  async events(threadId: string, fromBeginning = false): Promise<EventStream> {
+    const stream = new EventStream(this.kafka, this.topics.events, threadId, fromBeginning,
+      (count) => partitionFor(threadId, count));
+    await stream.start();
+    return stream;
+  }
+
+  // -- recall ------------------------------------------------------------------------------------------------------
+
+  /** One recall tool call; the response carries `result` or `error`. Rejects after `timeoutMs` without one. */
+  async recall(resourceId: string, args: RecallArguments = {},
+               options: { threadId?: string; retrieval?: RecallRequest["retrieval"]; timeoutMs?: number } = {}):
+  Promise<RecallResponse> {
+    const request: RecallRequest = {
+      schema: "om.recall.request/v1", correlation_id: randomUUID(), resource_id: resourceId,
+      thread_id: options.threadId ?? null, arguments: args,
+      ...(options.retrieval === undefined ? {} : { retrieval: options.retrieval }),
+    };
+    return this.sendRecall(request, options.timeoutMs ?? 30_000);
+  }
+
+  async sendRecall(input: RecallRequest, timeoutMs = 30_000): Promise<RecallResponse> {
+    const request = normalize("om.recall.request/v1", validate("om.recall.request/v1", input));
+    this.responses ??= (async () => {
+      const tail = new TopicTail(this.kafka, this.topics.recallResponses, (m) => this.onResponse(m),
+        { topicTimeoutMs: this.options.topicTimeoutMs });
+      await tail.start();
+      return tail;
+    })();
+    await this.responses;
+    const answer = new Promise<RecallResponse>((resolve) => this.pending.set(request.correlation_id, resolve));
+    await this.producer.send({
+      topic: this.topics.recallRequests, acks: -1,
+      messages: [{ key: request.resource_id, value: Buffer.from(encodeCanonical("om.recall.request/v1", request)),
+        headers: { "content-type": "application/json" } }],
+    });
+    return withTimeout(answer, timeoutMs, `no recall response for ${request.correlation_id} after ${timeoutMs}ms ` +
+      `(does a worker serve ${this.topics.recallRequests}?)`, () => this.pending.delete(request.correlation_id))
+      .finally(() => this.pending.delete(request.correlation_id));
+  }
+
+  private async onResponse(message: KafkaMessage): Promise<void> {
+    if (message.value === null) return;
+    const response = decode("om.recall.response/v1", message.value);
+    this.pending.get(response.correlation_id)?.(response);
+  }
+}

@@ -1,0 +1,83 @@
+/* Generated from schemas/ by `npm run sync` (scripts/codegen.mjs). Do not edit. */
+
+/**
+ * om.context/v1: topic om.context (output, compacted; key = thread id); GET /v1/threads/{id}/context.
+ */
+export interface ContextRecord {
+  schema: "om.context/v1";
+  thread_id: string;
+  resource_id: string;
+  version: number;
+  through_message_id: string | null;
+  observations: string;
+  hints: ContextHints;
+  messages: Message[];
+  system_blocks: string[];
+  continuation?: string | null;
+  tokens: ContextTokens;
+  generation: number;
+  thread_title?: string | null;
+}
+export interface ContextHints {
+  current_task?: string | null;
+  suggested_response?: string | null;
+}
+export interface Message {
+  message_id: string;
+  thread_id: string;
+  resource_id: string;
+  role: "user" | "assistant" | "system" | "tool";
+  created_at: string;
+  parts: (TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ReasoningPart)[];
+  model?: string | null;
+  metadata?: {
+    [k: string]: unknown | undefined;
+  } | null;
+}
+export interface TextPart {
+  type: "text";
+  text: string;
+}
+/**
+ * An image by URL or inline base64 ``data``. Width/height/size help the token estimate when known.
+ */
+export interface ImagePart {
+  type: "image";
+  url?: string | null;
+  data?: string | null;
+  mime_type?: string;
+  filename?: string | null;
+  width?: number | null;
+  height?: number | null;
+  size_bytes?: number | null;
+  detail?: ("low" | "high" | "auto") | null;
+}
+export interface FilePart {
+  type: "file";
+  url?: string | null;
+  data?: string | null;
+  mime_type?: string;
+  filename?: string | null;
+  size_bytes?: number | null;
+}
+export interface ToolCallPart {
+  type: "tool-call";
+  tool_call_id: string;
+  tool_name: string;
+  args?: unknown;
+}
+export interface ToolResultPart {
+  type: "tool-result";
+  tool_call_id: string;
+  tool_name: string;
+  result?: unknown;
+  is_error?: boolean;
+}
+export interface ReasoningPart {
+  type: "reasoning";
+  text: string;
+}
+export interface ContextTokens {
+  messages: number;
+  observations: number;
+}

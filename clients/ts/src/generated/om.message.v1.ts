@@ -1,0 +1,63 @@
+/* Generated from schemas/ by `npm run sync` (scripts/codegen.mjs). Do not edit. */
+
+/**
+ * om.message/v1: topic om.messages (input; key = thread id).
+ *
+ * A chat message with its schema tag. Unknown fields are refused (closed content model).
+ */
+export interface MessageRecord {
+  message_id: string;
+  thread_id: string;
+  resource_id: string;
+  role: "user" | "assistant" | "system" | "tool";
+  created_at: string;
+  parts: (TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ReasoningPart)[];
+  model?: string | null;
+  metadata?: {
+    [k: string]: unknown | undefined;
+  } | null;
+  schema: "om.message/v1";
+}
+export interface TextPart {
+  type: "text";
+  text: string;
+}
+/**
+ * An image by URL or inline base64 ``data``. Width/height/size help the token estimate when known.
+ */
+export interface ImagePart {
+  type: "image";
+  url?: string | null;
+  data?: string | null;
+  mime_type?: string;
+  filename?: string | null;
+  width?: number | null;
+  height?: number | null;
+  size_bytes?: number | null;
+  detail?: ("low" | "high" | "auto") | null;
+}
+export interface FilePart {
+  type: "file";
+  url?: string | null;
+  data?: string | null;
+  mime_type?: string;
+  filename?: string | null;
+  size_bytes?: number | null;
+}
+export interface ToolCallPart {
+  type: "tool-call";
+  tool_call_id: string;
+  tool_name: string;
+  args?: unknown;
+}
+export interface ToolResultPart {
+  type: "tool-result";
+  tool_call_id: string;
+  tool_name: string;
+  result?: unknown;
+  is_error?: boolean;
+}
+export interface ReasoningPart {
+  type: "reasoning";
+  text: string;
+}

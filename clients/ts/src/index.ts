@@ -1,0 +1,10 @@
+export { OMClient, EventStream, DEFAULT_TOPICS } from "./client.js";
+export type { ClientOptions, EventEnvelope, EventType, MessageInput, Published, RecallArguments, Topics } from "./client.js";
+export { ContractError, SCHEMA_NAMES, decode, encodeCanonical, normalDateTime, normalize, schemaOf, validate } from "./contract.js";
+export type { ContractReason } from "./contract.js";
+export { canonicalBytes, canonicalize } from "./jcs.js";
+export { partitionFor } from "./partition.js";
+export type * from "./generated/index.js";
+export type {
+  FilePart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart,
+} from "./generated/om.message.v1.js";
