@@ -31,6 +31,7 @@ class CassandraNode:
     host: str
     port: int
     run_dir: Path
+    durable: bool = False  # survives SIGKILL: synced commit log, schema changes logged too
 
     @property
     def contact_point(self) -> str:
@@ -40,9 +41,10 @@ class CassandraNode:
 def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSync = "periodic") -> CassandraNode:
     """Write cassandra.yaml for fresh ports and launch CassandraDaemon; call :func:`wait_ready` next.
 
-    ``commitlog_sync="periodic"`` (the test default) acknowledges writes before the commit log reaches the disk, so
-    a node killed with SIGKILL may forget the last ~10 s of acknowledged writes; ``"group"`` syncs before it
-    acknowledges (durable, a little slower): what a single node that must survive ``kill -9`` needs.
+    ``commitlog_sync="periodic"`` (the test default) acknowledges writes before the commit log reaches the disk, and
+    logs no schema change (``cassandra.unsafesystem``: fast DDL), so a node killed with SIGKILL may forget the last
+    ~10 s of acknowledged writes and recent keyspaces; ``"group"`` or ``"batch"`` syncs before it acknowledges and
+    logs schema changes (durable, a little slower): what a single node that must survive ``kill -9`` needs.
     """
     cql_port, storage_port = free_port(), free_port()
     for name in _DIRS:
@@ -57,7 +59,7 @@ def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSyn
                       + ("commitlog_sync_group_window: 10ms\n" if commitlog_sync == "group" else ""),
                       yaml, flags=re.MULTILINE)
     (run_dir / "cassandra.yaml").write_text(yaml)
-    return _launch(run_dir, cql_port, detached=detached)
+    return _launch(run_dir, cql_port, detached=detached, durable=commitlog_sync != "periodic")
 
 
 def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
@@ -71,10 +73,10 @@ def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
         current = logs / name
         if current.exists():
             current.replace(logs / f"{name}.previous")
-    return _launch(node.run_dir, node.port, detached=detached)
+    return _launch(node.run_dir, node.port, detached=detached, durable=node.durable)
 
 
-def _launch(run_dir: Path, cql_port: int, *, detached: bool) -> CassandraNode:
+def _launch(run_dir: Path, cql_port: int, *, detached: bool, durable: bool) -> CassandraNode:
     lib = class_path("cassandra")
     home = infra_dir() / "cassandra"
     config = run_dir / "cassandra.yaml"
@@ -89,12 +91,13 @@ def _launch(run_dir: Path, cql_port: int, *, detached: bool) -> CassandraNode:
         f"-Dlogback.configurationFile={home / 'logback.xml'}",
         "-Dcassandra-foreground=yes",  # otherwise the daemon closes stdout/stderr
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
-        "-Dcassandra.unsafesystem=true",  # no blocking flush of schema tables after each DDL: fast CREATE/DROP
+        # no blocking flush of schema tables after each DDL: fast CREATE/DROP, but schema is lost on SIGKILL
+        *([] if durable else ["-Dcassandra.unsafesystem=true"]),
         "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon",
     ]
     process = launch("cassandra", argv, run_dir / "logs" / "stdout.log", detached=detached,
                      log=run_dir / "logs" / "system.log")
-    return CassandraNode(process, "127.0.0.1", cql_port, run_dir)
+    return CassandraNode(process, "127.0.0.1", cql_port, run_dir, durable)
 
 
 def probe(host: str, port: int) -> str:
