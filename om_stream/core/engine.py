@@ -134,7 +134,14 @@ def _on_timer(step: Step, event: TimerFired) -> None:
     state = step.state
     due = state.timers.pop(event.timer, None)
     kind, _, ref = event.timer.partition(":")
-    if kind == "deadline":
+    if kind == "resend":
+        # the runtime lost track of this call (a worker restarted, partitions moved): ask again, same request id;
+        # if the first answer still comes, the second is ignored
+        cycle = state.cycle(ref)
+        if cycle is not None:
+            (observation.request_observation if cycle.operation == "observation"
+             else reflection.request_reflection)(step, cycle)
+    elif kind == "deadline":
         cycle = state.cycle(ref)
         if cycle is not None and (due is None or step.now >= cycle.deadline_at):
             (observation.retry_cycle if cycle.operation == "observation" else reflection.retry_cycle)(step, cycle)

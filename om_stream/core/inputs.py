@@ -54,7 +54,8 @@ class ModelResultArrived:
 
 @dataclass(frozen=True)
 class TimerFired:
-    """A timer the state asked for came due: ``idle`` (activateAfterIdle), ``retry``, or ``deadline:<cycle>``."""
+    """A timer came due: ``idle:<operation>`` (activateAfterIdle), ``retry:<what>``, ``deadline:<cycle>``; or
+    ``resend:<cycle>``, sent by the runtime when it takes over a record whose calls may have been lost."""
 
     timer: str
 

@@ -134,10 +134,10 @@ def _start(step: Step, kind: CycleKind, trigger: Trigger, *, guidance: str | Non
                                         operation_type="reflection", started_at=step.iso_now(),
                                         tokens_to_observe=tokens, thread_ids=list(thread_ids),
                                         config=step.marker_config()))
-    _request(step, cycle)
+    request_reflection(step, cycle)
 
 
-def _request(step: Step, cycle: Cycle) -> None:
+def request_reflection(step: Step, cycle: Cycle) -> None:
     state = step.state
     threshold = _threshold(step)
     target = round(cycle.tokens * BACKGROUND_TARGET_RATIO) if cycle.kind == "buffer" else threshold
@@ -289,4 +289,4 @@ def retry_cycle(step: Step, cycle: Cycle) -> None:
     again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.deadline(cycle.blocking))
     step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
     step.schedule(f"deadline:{cycle.id}", again.deadline_at)
-    _request(step, again)
+    request_reflection(step, again)

@@ -109,9 +109,14 @@ class Agent:
     contexts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     events: list[tuple[str, dict[str, Any], dict[str, bytes]]] = field(default_factory=list)
     dead: list[dict[str, Any]] = field(default_factory=list)
+    order: dict[str, list[str]] = field(default_factory=dict)  # message ids per thread, in the order sent
 
     async def send(self, record: dict[str, Any] | bytes, key: bytes | None, topic: str = "messages") -> None:
         value = record if isinstance(record, bytes) else json.dumps(record).encode()
+        if isinstance(record, dict) and "message_id" in record:
+            sent = self.order.setdefault(record["thread_id"], [])
+            if record["message_id"] not in sent:
+                sent.append(record["message_id"])
         await self.producer.send_and_wait(self.worker.topics[topic], value, key=key)
 
     async def pump(self, timeout_ms: int = 500) -> None:
@@ -127,11 +132,14 @@ class Agent:
                     self.dead.append(value)
 
     async def context_through(self, thread: str, message_id: str, timeout: float = 60.0) -> dict[str, Any]:
-        """Read-your-writes: wait for the context that includes ``message_id``."""
+        """Read-your-writes: wait for a context that includes ``message_id`` (through it, or a later message)."""
+        sent = self.order.get(thread, [message_id])
+        wanted = sent.index(message_id) if message_id in sent else 0
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for context in reversed(self.contexts.get(thread, [])):
-                if context["through_message_id"] == message_id:
+                through = context["through_message_id"]
+                if through == message_id or (through in sent and sent.index(through) >= wanted):
                     return context
             await self.pump()
         raise AssertionError(f"no context through {message_id} after {timeout}s:\n{self.worker.tail()}")

@@ -10,7 +10,7 @@ from collections import Counter
 
 from om_stream.core.commands import CommitGeneration, PersistSegment, PublishContext, RequestObservation
 from om_stream.core.engine import decide, new_record
-from om_stream.core.inputs import ClearRecord, MessageAppended, ObserveNow, OverrideThresholds, ReflectNow
+from om_stream.core.inputs import ClearRecord, MessageAppended, ObserveNow, OverrideThresholds, ReflectNow, TimerFired
 from tests.support.sim import Outcome, Sim
 
 TEN = " ".join(["w"] * 9)  # 10 tokens with the message overhead
@@ -598,3 +598,19 @@ def test_publish_context_carries_read_your_writes_ids() -> None:
     published = [c for c in sim.commands if isinstance(c, PublishContext)]
     assert published[-1].spec.through_message_id == message.message_id
     assert published[-1].spec.version == 1
+
+
+def test_a_resend_timer_asks_for_an_in_flight_call_again_with_the_same_request_id() -> None:
+    sim = Sim(sync_only(40), outcome=lambda r: Outcome(lost=True))
+    for _ in range(4):
+        sim.say("t1", "user", TEN)
+    first = [r for r in sim.requests if isinstance(r, RequestObservation)]
+    state = sim.state()
+    cycle = state.cycles[0]
+    sim.apply(state.key, state.resource_id, TimerFired(f"resend:{cycle.id}"))
+    again = [r for r in sim.requests if isinstance(r, RequestObservation)]
+    assert len(again) == len(first) + 1
+    assert again[-1].request_id == first[-1].request_id
+    assert sim.state().cycles == state.cycles  # nothing else changes
+    sim.apply(state.key, state.resource_id, TimerFired("resend:no-such-cycle"))
+    assert len([r for r in sim.requests if isinstance(r, RequestObservation)]) == len(again)

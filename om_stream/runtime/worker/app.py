@@ -170,9 +170,14 @@ class Worker:
                 self._rebuild_timers = True
                 return
             if self._rebuild_timers:
-                self.timers.rebuild((key, json.loads(raw).get("timers", {}))
-                                    for key, raw in list(self.table.items()) if isinstance(raw, bytes))
+                held = [(key, json.loads(raw)) for key, raw in list(self.table.items()) if isinstance(raw, bytes)]
+                self.timers.rebuild((key, state.get("timers", {})) for key, state in held)
                 self._rebuild_timers = False
+                # model calls in flight when these records changed hands may be lost with the previous owner
+                for key, state in held:
+                    for cycle in state.get("cycles", []):
+                        await results_topic.send(key=key.encode(),
+                                                 value=encode_internal(TimerFired(f"resend:{cycle['id']}")))
             for key, timer in self.timers.due(self.clock.now_ms()):
                 await results_topic.send(key=key.encode(), value=encode_internal(TimerFired(timer)))
 
