@@ -8,8 +8,10 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
+import hypothesis
 import pytest
 from cassandra.cluster import Cluster
+from hypothesis import strategies as st
 
 from om_stream.adapters.cassandra_store import CassandraContentStore, load_migrations, migrate
 from om_stream.adapters.embedders import OfflineMiniLMEmbedder
@@ -19,6 +21,7 @@ from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, RecallStore
 from om_stream.settings import CassandraSettings
+from tests.support.leak_property import HashEmbedder, Thread, assert_no_leak, calls, rename, seed_world, worlds
 from tests.support.recall_scenarios import ALL_CHECKS, World, seed
 from tests.support.store_contract import CHECKS, T0, message
 
@@ -189,3 +192,29 @@ async def test_recall(store: CassandraContentStore, check) -> None:
 
 
 EMBEDDER = OfflineMiniLMEmbedder()
+
+
+@hypothesis.settings(max_examples=30, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.too_slow, hypothesis.HealthCheck.data_too_large,
+                                            hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(data=st.data(), world=worlds())
+def test_no_recall_returns_anything_of_another_resource(settings: CassandraSettings, data: st.DataObject,
+                                                        world: list[Thread]) -> None:
+    prefix = f"x{uuid.uuid4().hex[:6]}"
+    world = rename(world, prefix)
+    queries = [data.draw(calls(world)) for _ in range(8)]
+
+    async def run() -> None:
+        store = CassandraContentStore(settings)
+        embedder = HashEmbedder()
+        index = QdrantRecallIndex(embedder.model_id, embedder.dimension)
+        service = RecallService(store, COUNTER.count, index=index, embedder=embedder)
+        try:
+            await seed_world(store, service, world)
+            for query in queries:
+                await assert_no_leak(service, world, query)
+        finally:
+            await index.close()
+            await store.close()
+
+    asyncio.run(run())
