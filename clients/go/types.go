@@ -1,0 +1,420 @@
+package omstream
+
+import "encoding/json"
+
+// The payload types of the wire contract. They are written by hand and checked against schemas/ by
+// TestTypesMatchTheSchemas (every property is a field with its wire name; required fields are never omitted;
+// optional fields are pointers or omitempty). Free-form data (metadata, tool args and results, extracted values)
+// stays raw JSON, exactly as sent.
+
+// Schema tags of the records.
+const (
+	MessageSchema        = "om.message/v1"
+	CommandSchema        = "om.command/v1"
+	ContextSchema        = "om.context/v1"
+	DeadLetterSchema     = "om.dlq/v1"
+	RecallRequestSchema  = "om.recall.request/v1"
+	RecallResponseSchema = "om.recall.response/v1"
+)
+
+// Part is one part of a message; Type says which fields apply (text, image, file, tool-call, tool-result,
+// reasoning).
+type Part struct {
+	Type       string          `json:"type"`
+	Text       *string         `json:"text,omitempty"`
+	URL        *string         `json:"url,omitempty"`
+	Data       *string         `json:"data,omitempty"`
+	MimeType   *string         `json:"mime_type,omitempty"`
+	Filename   *string         `json:"filename,omitempty"`
+	Width      *int64          `json:"width,omitempty"`
+	Height     *int64          `json:"height,omitempty"`
+	SizeBytes  *int64          `json:"size_bytes,omitempty"`
+	Detail     *string         `json:"detail,omitempty"`
+	ToolCallID *string         `json:"tool_call_id,omitempty"`
+	ToolName   *string         `json:"tool_name,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	IsError    *bool           `json:"is_error,omitempty"`
+}
+
+// TextPart is a text part.
+func TextPart(text string) Part { return Part{Type: "text", Text: &text} }
+
+// Message is a chat message (the fields of om.message/v1 without the schema tag, as contexts carry them).
+type Message struct {
+	MessageID  string          `json:"message_id"`
+	ThreadID   string          `json:"thread_id"`
+	ResourceID string          `json:"resource_id"`
+	Role       string          `json:"role"`
+	CreatedAt  string          `json:"created_at"`
+	Parts      []Part          `json:"parts"`
+	Model      *string         `json:"model,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+}
+
+// MessageRecord is om.message/v1, published to the messages topic with key = thread id.
+type MessageRecord struct {
+	Schema string `json:"schema"`
+	Message
+}
+
+// CommandRecord is om.command/v1.
+type CommandRecord struct {
+	Schema            string  `json:"schema"`
+	CommandID         string  `json:"command_id"`
+	ThreadID          string  `json:"thread_id"`
+	ResourceID        *string `json:"resource_id,omitempty"`
+	Command           string  `json:"command"`
+	Guidance          *string `json:"guidance,omitempty"`
+	MessageTokens     *int64  `json:"message_tokens,omitempty"`
+	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
+}
+
+// ContextHints are the Observer's continuation hints.
+type ContextHints struct {
+	CurrentTask       *string `json:"current_task,omitempty"`
+	SuggestedResponse *string `json:"suggested_response,omitempty"`
+}
+
+// ContextTokens counts the context's message and observation tokens.
+type ContextTokens struct {
+	Messages     int64 `json:"messages"`
+	Observations int64 `json:"observations"`
+}
+
+// ContextRecord is om.context/v1: what the agent sends to its model next (compacted topic, key = thread id).
+type ContextRecord struct {
+	Schema           string        `json:"schema"`
+	ThreadID         string        `json:"thread_id"`
+	ResourceID       string        `json:"resource_id"`
+	Version          int64         `json:"version"`
+	ThroughMessageID *string       `json:"through_message_id"` // required; null before the first message
+	Observations     string        `json:"observations"`
+	Hints            ContextHints  `json:"hints"`
+	Messages         []Message     `json:"messages"`
+	SystemBlocks     []string      `json:"system_blocks"`
+	Continuation     *string       `json:"continuation,omitempty"`
+	Tokens           ContextTokens `json:"tokens"`
+	Generation       int64         `json:"generation"`
+	ThreadTitle      *string       `json:"thread_title,omitempty"`
+}
+
+// DeadLetterRecord is om.dlq/v1.
+type DeadLetterRecord struct {
+	Schema          string      `json:"schema"`
+	Reason          string      `json:"reason"`
+	Detail          string      `json:"detail"`
+	SourceTopic     string      `json:"source_topic"`
+	SourcePartition int64       `json:"source_partition"`
+	SourceOffset    int64       `json:"source_offset"`
+	KeyB64          *string     `json:"key_b64,omitempty"`
+	ValueB64        string      `json:"value_b64"`
+	Headers         [][2]string `json:"headers,omitempty"`
+	FailedAt        string      `json:"failed_at"`
+}
+
+// RetrievalConfig is the recall options of the agent's memory.
+type RetrievalConfig struct {
+	Vector       *bool   `json:"vector,omitempty"`
+	Scope        *string `json:"scope,omitempty"`
+	Instructions *string `json:"instructions,omitempty"`
+}
+
+// RecallArguments are the recall tool's arguments, spelled as the tool spells them.
+type RecallArguments struct {
+	Mode       *string `json:"mode,omitempty"`
+	Query      *string `json:"query,omitempty"`
+	Cursor     *string `json:"cursor,omitempty"`
+	ThreadID   *string `json:"threadId,omitempty"`
+	Anchor     *string `json:"anchor,omitempty"`
+	Page       *int64  `json:"page,omitempty"`
+	Limit      *int64  `json:"limit,omitempty"`
+	Detail     *string `json:"detail,omitempty"`
+	PartType   *string `json:"partType,omitempty"`
+	ToolName   *string `json:"toolName,omitempty"`
+	PartIndex  *int64  `json:"partIndex,omitempty"`
+	CharOffset *int64  `json:"charOffset,omitempty"`
+	Before     *string `json:"before,omitempty"`
+	After      *string `json:"after,omitempty"`
+}
+
+// RecallRequest is om.recall.request/v1 (key = resource id).
+type RecallRequest struct {
+	Schema        string           `json:"schema"`
+	CorrelationID string           `json:"correlation_id"`
+	ResourceID    string           `json:"resource_id"`
+	ThreadID      *string          `json:"thread_id,omitempty"`
+	Retrieval     *RetrievalConfig `json:"retrieval,omitempty"`
+	Arguments     *RecallArguments `json:"arguments,omitempty"`
+}
+
+// RecallResult is one of the recall modes' results; Mode says which fields apply (messages, threads, search).
+type RecallResult struct {
+	Mode           string  `json:"mode"`
+	Count          int64   `json:"count"`
+	Messages       *string `json:"messages,omitempty"`
+	Cursor         *string `json:"cursor,omitempty"`
+	Page           *int64  `json:"page,omitempty"`
+	Limit          *int64  `json:"limit,omitempty"`
+	Detail         *string `json:"detail,omitempty"`
+	HasNextPage    *bool   `json:"hasNextPage,omitempty"`
+	HasPrevPage    *bool   `json:"hasPrevPage,omitempty"`
+	Truncated      *bool   `json:"truncated,omitempty"`
+	TokenOffset    *int64  `json:"tokenOffset,omitempty"`
+	ThreadID       *string `json:"threadId,omitempty"`
+	PartIndex      *int64  `json:"partIndex,omitempty"`
+	NextCharOffset *int64  `json:"nextCharOffset,omitempty"`
+	Note           *string `json:"note,omitempty"`
+	Threads        *string `json:"threads,omitempty"`
+	HasMore        *bool   `json:"hasMore,omitempty"`
+	Results        *string `json:"results,omitempty"`
+}
+
+// RecallFailure says why a call was not answered: invalid_request (fix the call) or unavailable (retry later).
+type RecallFailure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// RecallResponse is om.recall.response/v1: exactly one of Result and Error.
+type RecallResponse struct {
+	Schema        string         `json:"schema"`
+	CorrelationID string         `json:"correlation_id"`
+	Result        *RecallResult  `json:"result,omitempty"`
+	Error         *RecallFailure `json:"error,omitempty"`
+}
+
+// -- events (data-om-*/v1; the type is the ce_type header) -------------------------------------------------------
+
+// MarkerConfig is the thresholds in force when an event was produced.
+type MarkerConfig struct {
+	MessageTokens     int64           `json:"messageTokens"`
+	ObservationTokens int64           `json:"observationTokens"`
+	Scope             string          `json:"scope"`
+	ActivateAfterIdle json.RawMessage `json:"activateAfterIdle,omitempty"` // milliseconds or "auto"
+}
+
+// ExtractionFailure is an extractor that found nothing usable.
+type ExtractionFailure struct {
+	Slug  string `json:"slug"`
+	Error string `json:"error"`
+}
+
+// Window is a token count and its threshold.
+type Window struct {
+	Tokens    int64 `json:"tokens"`
+	Threshold int64 `json:"threshold"`
+}
+
+// ActiveWindows are the message and observation windows.
+type ActiveWindows struct {
+	Messages     Window `json:"messages"`
+	Observations Window `json:"observations"`
+}
+
+// BufferedObservations describes the buffered observation chunks.
+type BufferedObservations struct {
+	Chunks                  int64  `json:"chunks"`
+	MessageTokens           int64  `json:"messageTokens"`
+	ProjectedMessageRemoval int64  `json:"projectedMessageRemoval"`
+	ObservationTokens       int64  `json:"observationTokens"`
+	Status                  string `json:"status"`
+}
+
+// BufferedReflection describes the buffered reflection.
+type BufferedReflection struct {
+	InputObservationTokens int64  `json:"inputObservationTokens"`
+	ObservationTokens      int64  `json:"observationTokens"`
+	Status                 string `json:"status"`
+}
+
+// BufferedWindows are the buffered observations and reflection.
+type BufferedWindows struct {
+	Observations BufferedObservations `json:"observations"`
+	Reflection   BufferedReflection   `json:"reflection"`
+}
+
+// StatusWindows are the active and buffered windows.
+type StatusWindows struct {
+	Active   ActiveWindows   `json:"active"`
+	Buffered BufferedWindows `json:"buffered"`
+}
+
+// StatusEvent is data-om-status.
+type StatusEvent struct {
+	RecordID        string        `json:"recordId"`
+	ThreadID        string        `json:"threadId"`
+	Windows         StatusWindows `json:"windows"`
+	StepNumber      int64         `json:"stepNumber"`
+	GenerationCount int64         `json:"generationCount"`
+}
+
+// ObservationStartEvent is data-om-observation-start.
+type ObservationStartEvent struct {
+	RecordID        string       `json:"recordId"`
+	ThreadID        string       `json:"threadId"`
+	CycleID         string       `json:"cycleId"`
+	OperationType   string       `json:"operationType"`
+	StartedAt       string       `json:"startedAt"`
+	TokensToObserve int64        `json:"tokensToObserve"`
+	ThreadIDs       []string     `json:"threadIds"`
+	Config          MarkerConfig `json:"config"`
+}
+
+// ObservationEndEvent is data-om-observation-end.
+type ObservationEndEvent struct {
+	RecordID           string               `json:"recordId"`
+	ThreadID           string               `json:"threadId"`
+	CycleID            string               `json:"cycleId"`
+	OperationType      string               `json:"operationType"`
+	CompletedAt        string               `json:"completedAt"`
+	DurationMs         int64                `json:"durationMs"`
+	TokensObserved     int64                `json:"tokensObserved"`
+	ObservationTokens  int64                `json:"observationTokens"`
+	Observations       string               `json:"observations"`
+	CurrentTask        *string              `json:"currentTask,omitempty"`
+	SuggestedResponse  *string              `json:"suggestedResponse,omitempty"`
+	ExtractedValues    json.RawMessage      `json:"extractedValues,omitempty"`
+	ExtractionFailures *[]ExtractionFailure `json:"extractionFailures,omitempty"`
+	FallbackModel      *string              `json:"fallbackModel,omitempty"`
+}
+
+// ObservationFailedEvent is data-om-observation-failed.
+type ObservationFailedEvent struct {
+	RecordID        string  `json:"recordId"`
+	ThreadID        string  `json:"threadId"`
+	CycleID         string  `json:"cycleId"`
+	OperationType   string  `json:"operationType"`
+	FailedAt        string  `json:"failedAt"`
+	DurationMs      int64   `json:"durationMs"`
+	TokensAttempted int64   `json:"tokensAttempted"`
+	Error           string  `json:"error"`
+	Observations    *string `json:"observations,omitempty"`
+	NextAction      *string `json:"nextAction,omitempty"`
+}
+
+// BufferingStartEvent is data-om-buffering-start.
+type BufferingStartEvent struct {
+	RecordID       string       `json:"recordId"`
+	ThreadID       string       `json:"threadId"`
+	CycleID        string       `json:"cycleId"`
+	OperationType  string       `json:"operationType"`
+	StartedAt      string       `json:"startedAt"`
+	TokensToBuffer int64        `json:"tokensToBuffer"`
+	ThreadIDs      []string     `json:"threadIds"`
+	Config         MarkerConfig `json:"config"`
+}
+
+// BufferingEndEvent is data-om-buffering-end.
+type BufferingEndEvent struct {
+	RecordID           string               `json:"recordId"`
+	ThreadID           string               `json:"threadId"`
+	CycleID            string               `json:"cycleId"`
+	OperationType      string               `json:"operationType"`
+	CompletedAt        string               `json:"completedAt"`
+	DurationMs         int64                `json:"durationMs"`
+	TokensBuffered     int64                `json:"tokensBuffered"`
+	BufferedTokens     int64                `json:"bufferedTokens"`
+	Observations       string               `json:"observations"`
+	ExtractedValues    json.RawMessage      `json:"extractedValues,omitempty"`
+	ExtractionFailures *[]ExtractionFailure `json:"extractionFailures,omitempty"`
+}
+
+// BufferingFailedEvent is data-om-buffering-failed.
+type BufferingFailedEvent struct {
+	RecordID        string  `json:"recordId"`
+	ThreadID        string  `json:"threadId"`
+	CycleID         string  `json:"cycleId"`
+	OperationType   string  `json:"operationType"`
+	FailedAt        string  `json:"failedAt"`
+	DurationMs      int64   `json:"durationMs"`
+	TokensAttempted int64   `json:"tokensAttempted"`
+	Error           string  `json:"error"`
+	Observations    *string `json:"observations,omitempty"`
+}
+
+// ActivationEvent is data-om-activation.
+type ActivationEvent struct {
+	RecordID          string       `json:"recordId"`
+	ThreadID          string       `json:"threadId"`
+	CycleID           string       `json:"cycleId"`
+	OperationType     string       `json:"operationType"`
+	ActivatedAt       string       `json:"activatedAt"`
+	ChunksActivated   int64        `json:"chunksActivated"`
+	TokensActivated   int64        `json:"tokensActivated"`
+	ObservationTokens int64        `json:"observationTokens"`
+	MessagesActivated int64        `json:"messagesActivated"`
+	GenerationCount   int64        `json:"generationCount"`
+	Observations      string       `json:"observations"`
+	TriggeredBy       string       `json:"triggeredBy"`
+	BufferCycleIDs    []string     `json:"bufferCycleIds"`
+	LastActivityAt    *int64       `json:"lastActivityAt,omitempty"`
+	TTLExpiredMs      *int64       `json:"ttlExpiredMs,omitempty"`
+	PreviousModel     *string      `json:"previousModel,omitempty"`
+	CurrentModel      *string      `json:"currentModel,omitempty"`
+	Config            MarkerConfig `json:"config"`
+}
+
+// ThreadUpdateEvent is data-om-thread-update.
+type ThreadUpdateEvent struct {
+	RecordID  string  `json:"recordId"`
+	ThreadID  string  `json:"threadId"`
+	CycleID   string  `json:"cycleId"`
+	OldTitle  *string `json:"oldTitle,omitempty"`
+	NewTitle  string  `json:"newTitle"`
+	Timestamp string  `json:"timestamp"`
+}
+
+// TemporalMarkerEvent is data-om-temporal-marker.
+type TemporalMarkerEvent struct {
+	RecordID          string `json:"recordId"`
+	ThreadID          string `json:"threadId"`
+	MessageID         string `json:"messageId"`
+	PrecedesMessageID string `json:"precedesMessageId"`
+	GapMs             int64  `json:"gapMs"`
+	GapText           string `json:"gapText"`
+	Text              string `json:"text"`
+}
+
+// -- HTTP bodies ----------------------------------------------------------------------------------------------
+
+// CommandRequest is the body of POST /v1/threads/{id}/observe and /reflect.
+type CommandRequest struct {
+	ResourceID *string `json:"resource_id,omitempty"`
+	Guidance   *string `json:"guidance,omitempty"`
+}
+
+// CommandAccepted is the 202 answer of observe/reflect.
+type CommandAccepted struct {
+	Accepted  bool   `json:"accepted"`
+	CommandID string `json:"command_id"`
+}
+
+// HTTPError is a 4xx answer of the HTTP API.
+type HTTPError struct {
+	Error  string          `json:"error"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// PayloadTypes maps every schema name to a new value of its Go type.
+var PayloadTypes = map[string]func() any{
+	MessageSchema:                   func() any { return new(MessageRecord) },
+	CommandSchema:                   func() any { return new(CommandRecord) },
+	ContextSchema:                   func() any { return new(ContextRecord) },
+	DeadLetterSchema:                func() any { return new(DeadLetterRecord) },
+	RecallRequestSchema:             func() any { return new(RecallRequest) },
+	RecallResponseSchema:            func() any { return new(RecallResponse) },
+	"data-om-status/v1":             func() any { return new(StatusEvent) },
+	"data-om-observation-start/v1":  func() any { return new(ObservationStartEvent) },
+	"data-om-observation-end/v1":    func() any { return new(ObservationEndEvent) },
+	"data-om-observation-failed/v1": func() any { return new(ObservationFailedEvent) },
+	"data-om-buffering-start/v1":    func() any { return new(BufferingStartEvent) },
+	"data-om-buffering-end/v1":      func() any { return new(BufferingEndEvent) },
+	"data-om-buffering-failed/v1":   func() any { return new(BufferingFailedEvent) },
+	"data-om-activation/v1":         func() any { return new(ActivationEvent) },
+	"data-om-thread-update/v1":      func() any { return new(ThreadUpdateEvent) },
+	"data-om-temporal-marker/v1":    func() any { return new(TemporalMarkerEvent) },
+	"om.http.command-request/v1":    func() any { return new(CommandRequest) },
+	"om.http.command-accepted/v1":   func() any { return new(CommandAccepted) },
+	"om.http.error/v1":              func() any { return new(HTTPError) },
+}
