@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-unit lint type bench bench-engine demo services-up services-down services-status clean
+.PHONY: help install test test-unit test-clients lint type bench bench-engine demo services-up services-down services-status clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -25,6 +25,12 @@ test: ## run every test tier (unit, component, contract, integration on real Kaf
 
 test-unit: ## unit tests only (no services)
 	$(PY) -m pytest tests/unit
+
+test-clients: ## Python, TypeScript and Go clients: shared vectors, unit tests, end to end on real Kafka with a worker
+	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error && npm test
+	cd clients/go && go test -count=1 ./...
+	$(PY) -m pytest tests/contract/test_schemas_and_vectors.py tests/integration/test_python_client.py \
+		clients/test_clients_e2e.py
 
 lint: ## ruff
 	$(VENV)/bin/ruff check om_stream tests bench
