@@ -1,7 +1,8 @@
 """The one settings object of the om-stream process: frozen, read from ``OM_*`` environment variables.
 
 Groups map to the first word after the prefix: ``OM_KAFKA_BOOTSTRAP`` → ``settings.kafka.bootstrap``,
-``OM_CASSANDRA_HOSTS`` → ``settings.cassandra.hosts``, ``OM_MEMORY_STORE`` → ``settings.memory.store``.
+``OM_CASSANDRA_HOSTS`` → ``settings.cassandra.hosts``, ``OM_MEMORY_STORE`` → ``settings.memory.store``,
+``OM_GATEWAY_BUDGET_OVERRIDES='{"tenant-a": 100000}'`` → ``settings.gateway.budget_overrides`` (JSON for tables).
 Settings are translated once into Faust / driver arguments by the runtime and adapters; nothing else reads the
 environment.
 """
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["CassandraSettings", "KafkaSettings", "MemorySettings", "QdrantSettings", "Settings", "WorkerSettings",
-           "load_om_options"]
+if TYPE_CHECKING:
+    from om_stream.ports import Usage
+
+__all__ = ["CassandraSettings", "GatewaySettings", "KafkaSettings", "MemorySettings", "ModelPrice", "QdrantSettings",
+           "Settings", "WorkerSettings", "load_om_options"]
 
 
 class _Group(BaseModel):
@@ -133,6 +137,51 @@ class QdrantSettings(_Group):
     timeout_s: int = Field(10, ge=1, description="Timeout of one Qdrant request")
 
 
+class ModelPrice(_Group):
+    """USD per million tokens. Cached input defaults to the input price; reasoning tokens are output tokens."""
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+    cached_input_per_million: float | None = Field(None, ge=0)
+
+    def cost(self, usage: Usage) -> float:
+        cached = min(usage.cached_input_tokens, usage.input_tokens)
+        cached_rate = self.input_per_million if self.cached_input_per_million is None \
+            else self.cached_input_per_million
+        return ((usage.input_tokens - cached) * self.input_per_million + cached * cached_rate
+                + usage.output_tokens * self.output_per_million) / 1_000_000
+
+
+class GatewaySettings(_Group):
+    """How the model gateway reaches models and how hard it tries (``OM_GATEWAY_*``). Per-model tables
+    (``api_bases``, ``api_keys``, ``prices``, given as JSON objects) are keyed by model name (``openai/gpt-5-mini``)
+    or provider (``openai``); the model wins."""
+
+    api_bases: dict[str, str] = Field(default_factory=dict,
+                                      description="API base URL by model, provider or '*' (JSON object)")
+    api_keys: dict[str, SecretStr] = Field(default_factory=dict,
+                                           description="API key by model, provider or '*' (JSON object)")
+    timeout_s: float = Field(60.0, gt=0, description="Longest single model call")
+    deadline_s: float = Field(120.0, gt=0, description="Longest gateway call: every retry, fallback and wait")
+    max_retries: int = Field(2, ge=0, le=10, description="Retries of a single-model spec (fallback entries carry "
+                                                          "their own maxRetries)")
+    backoff_initial_s: float = Field(1.0, ge=0, description="First retry delay; doubles each retry")
+    backoff_max_s: float = Field(30.0, ge=0, description="Longest retry delay")
+    backoff_jitter: float = Field(0.2, ge=0, le=1, description="± fraction of random jitter on retry delays")
+    retry_after_max_s: float = Field(30.0, ge=0, description="Longest Retry-After honoured")
+    breaker_failures: int = Field(5, ge=1, description="Consecutive transient failures that open a model's circuit")
+    breaker_cooldown_s: float = Field(30.0, ge=0, description="Open-circuit time before a half-open probe")
+    max_concurrency: int = Field(8, ge=1, description="Calls in flight per model")
+    budget_tokens: int | None = Field(None, ge=0, description="Token budget per resource per window (None: none)")
+    budget_window_s: float = Field(3600.0, gt=0, description="Sliding window of the token budget")
+    budget_overrides: dict[str, int] = Field(
+        default_factory=dict, description="Token budget of given resources (JSON object: resource id -> tokens)")
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict, description="USD prices by model (private deployments), winning over litellm's map "
+                                          "(JSON object: model -> {input_per_million, output_per_million, "
+                                          "cached_input_per_million})")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OM_", env_nested_delimiter="_", env_nested_max_split=1,
                                       frozen=True, extra="ignore")
@@ -142,6 +191,7 @@ class Settings(BaseSettings):
     qdrant: QdrantSettings = QdrantSettings()
     worker: WorkerSettings = WorkerSettings()
     memory: MemorySettings = MemorySettings()
+    gateway: GatewaySettings = GatewaySettings()
     log_level: str = Field("info", description="Log level of the om-stream process")
 
 

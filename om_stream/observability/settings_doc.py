@@ -36,7 +36,7 @@ CHART_MANAGED = {"OM_WORKER_WEB_HOST": "0.0.0.0 (always, in the pod)", "OM_WORKE
 @dataclass(frozen=True)
 class SettingDoc:
     env: str
-    type: str  # string, integer, number, boolean
+    type: str  # string, integer, number, boolean, json (a JSON object in a string)
     default: Any
     description: str
     secret: bool
@@ -57,6 +57,8 @@ def _describe(annotation: Any) -> tuple[str, bool, bool, tuple[str, ...]]:
         return "string", nullable, False, tuple(str(a) for a in get_args(annotation))
     if annotation is SecretStr:
         return "string", nullable, True, ()
+    if origin is dict:  # a table, given as a JSON object; a table of secrets is a secret
+        return "json", nullable, get_args(annotation)[1] is SecretStr, ()
     kinds = {str: "string", int: "integer", float: "number", bool: "boolean"}
     if annotation not in kinds:
         raise TypeError(f"settings_doc: no JSON type for {annotation!r}")
@@ -71,7 +73,9 @@ def settings_docs() -> list[SettingDoc]:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             for name, sub in annotation.model_fields.items():
                 kind, nullable, secret, choices = _describe(sub.annotation)
-                default = None if secret else sub.default
+                default = None if secret else sub.get_default(call_default_factory=True)
+                if isinstance(default, dict):
+                    default = json.dumps(default)
                 docs.append(SettingDoc(f"OM_{group}_{name}".upper(), kind, default, sub.description or "", secret,
                                        nullable, choices))
         else:

@@ -8,8 +8,7 @@ into a cache by ``infra/tools/install-prometheus.sh``) scrapes the worker every 
 with the Grafana variables substituted, must return a series with a finite value, and every template variable must
 have values.
 
-Run as a module (``python -m tests.integration.test_dashboards_prometheus``) this file is the worker: the production
-worker plus ``instrument_worker`` and the gateway settings of the scenario.
+The worker is the production ``om-stream worker``; the scenario's budget and retries are ``OM_GATEWAY_*`` settings.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import math
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -44,59 +42,6 @@ RATE_INTERVAL_S = 10
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
                            "reflection": {"observationTokens": 250}}
 WORDS = "the deployment moved to friday because the staging cluster needs a new partition plan"
-
-
-# -- the worker of the scenario (this module run with -m) ---------------------------------------------------------
-
-def _run_worker() -> int:
-    import logging
-
-    from faust.worker import Worker as FaustWorker
-
-    from om_stream.adapters.gateway import GatewaySettings, build_gateway
-    from om_stream.runtime.worker.app import Worker
-    from om_stream.runtime.worker.deps import build_deps
-    from om_stream.runtime.worker.main import _prepare
-    from om_stream.settings import Settings
-
-    settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    deps = build_deps(settings)
-    # gateway settings have no OM_* variables yet: the scenario's budget and fast retries are set here
-    deps.model = build_gateway(deps.config, settings.memory, settings=GatewaySettings(
-        budget_overrides={CAPPED: 0}, max_retries=3, backoff_initial_s=0.05, backoff_max_s=0.2, timeout_s=10))
-    worker = Worker(deps)
-    _instrument(worker)
-    asyncio.run(_prepare(worker))
-    FaustWorker(worker.app, loglevel=settings.log_level.upper(), quiet=True,
-                redirect_stdouts=False).execute_from_commandline()
-    return 0
-
-
-def _instrument(worker: Any) -> None:
-    """``instrument_worker`` plus, until the memory processor observes it itself, buffer→activation latency from the
-    state table's writes (the state before and after each batch)."""
-    from om_stream.core.state import RecordState
-    from om_stream.observability.worker_metrics import activation_latencies, instrument_worker
-
-    instrument_worker(worker)
-    processor = worker.processor
-    table, histogram, clock = processor.table, worker.deps.metrics.buffer_to_activation, worker.clock
-
-    class TimedTable:
-        def get(self, key: str) -> bytes | None:
-            value: bytes | None = table.get(key)
-            return value
-
-        def set(self, key: str, value: bytes) -> None:
-            before = table.get(key)
-            if before is not None:
-                for seconds in activation_latencies(RecordState.from_dict(json.loads(before)),
-                                                    RecordState.from_dict(json.loads(value)), clock.now_ms()):
-                    histogram.observe(seconds)
-            table.set(key, value)
-
-    processor.table = TimedTable()
 
 
 # -- the scripted model provider -------------------------------------------------------------------------------
@@ -236,11 +181,11 @@ def fake_provider() -> Iterator[FakeOpenAI]:
 def scenario_worker(kafka_bootstrap: str, tmp_path: Path, fake_provider: FakeOpenAI) -> Iterator[WorkerProcess]:
     process = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, extra={
         "OM_MEMORY_MODEL": MODEL, "OM_MEMORY_API_BASE": fake_provider.base_url,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OM_WORKER_TIMER_INTERVAL_S": "0.5"})
-    with process.log.open("ab") as out:
-        process.popen = subprocess.Popen([sys.executable, "-m", "tests.integration.test_dashboards_prometheus"],
-                                         cwd=ROOT, env=process.env, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OM_WORKER_TIMER_INTERVAL_S": "0.5",
+        # the scenario's gateway: one tenant without budget, fast retries
+        "OM_GATEWAY_BUDGET_OVERRIDES": json.dumps({CAPPED: 0}), "OM_GATEWAY_MAX_RETRIES": "3",
+        "OM_GATEWAY_BACKOFF_INITIAL_S": "0.05", "OM_GATEWAY_BACKOFF_MAX_S": "0.2", "OM_GATEWAY_TIMEOUT_S": "10"})
+    process.start()
     try:
         yield process
     finally:
@@ -318,7 +263,3 @@ async def test_every_dashboard_query_returns_data_from_prometheus(scenario_worke
         assert {r["metric"]["om_role"] for r in roles} >= {"observer", "reflector"}
     finally:
         prometheus.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(_run_worker())

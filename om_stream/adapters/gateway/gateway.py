@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import SecretStr
 
 from om_stream.adapters.gateway.budget import Reservation, TokenBudget
-from om_stream.adapters.gateway.pricing import ModelPrice, priced
+from om_stream.adapters.gateway.pricing import priced
 from om_stream.adapters.gateway.resilience import Bulkhead, CircuitBreaker, RetryPolicy, is_transient
 from om_stream.adapters.gateway.routing import RouteEntry, api_base_for, apply_entry, lookup, resolve_route
 from om_stream.adapters.litellm_model import (
@@ -46,7 +46,7 @@ from om_stream.core.config import ResolvedConfig
 from om_stream.core.model_spec import DEFAULT_MODEL, ModelSpec
 from om_stream.errors import ModelError, ModelUnavailable
 from om_stream.ports import ChatModel, ChatRequest, ChatResponse, Usage
-from om_stream.settings import MemorySettings
+from om_stream.settings import GatewaySettings, MemorySettings
 
 __all__ = ["CallObserver", "CallRecord", "GatewaySettings", "GatewayStats", "ModelGateway", "build_gateway",
            "gateway_for_cli"]
@@ -54,32 +54,6 @@ __all__ = ["CallObserver", "CallRecord", "GatewaySettings", "GatewayStats", "Mod
 log = logging.getLogger(__name__)
 Role = Literal["observer", "reflector", "extractor"]
 _ROLES: tuple[Role, ...] = ("observer", "reflector", "extractor")
-
-
-class GatewaySettings(BaseModel):
-    """How the gateway reaches models and how hard it tries. Per-model tables (``api_bases``, ``api_keys``,
-    ``prices``) are keyed by model name (``openai/gpt-5-mini``) or provider (``openai``); the model wins."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    api_bases: dict[str, str] = Field(default_factory=dict, description="API base URL by model, provider or '*'")
-    api_keys: dict[str, SecretStr] = Field(default_factory=dict, description="API key by model, provider or '*'")
-    timeout_s: float = Field(60.0, gt=0, description="Longest single model call")
-    deadline_s: float = Field(120.0, gt=0, description="Longest gateway call: every retry, fallback and wait")
-    max_retries: int = Field(2, ge=0, le=10, description="Retries of a single-model spec (fallback entries carry "
-                                                          "their own maxRetries)")
-    backoff_initial_s: float = Field(1.0, ge=0, description="First retry delay; doubles each retry")
-    backoff_max_s: float = Field(30.0, ge=0, description="Longest retry delay")
-    backoff_jitter: float = Field(0.2, ge=0, le=1, description="± fraction of random jitter on retry delays")
-    retry_after_max_s: float = Field(30.0, ge=0, description="Longest Retry-After honoured")
-    breaker_failures: int = Field(5, ge=1, description="Consecutive transient failures that open a model's circuit")
-    breaker_cooldown_s: float = Field(30.0, ge=0, description="Open-circuit time before a half-open probe")
-    max_concurrency: int = Field(8, ge=1, description="Calls in flight per model")
-    budget_tokens: int | None = Field(None, ge=0, description="Token budget per resource per window (None: none)")
-    budget_window_s: float = Field(3600.0, gt=0, description="Sliding window of the token budget")
-    budget_overrides: dict[str, int] = Field(default_factory=dict, description="Token budget of given resources")
-    prices: dict[str, ModelPrice] = Field(default_factory=dict, description="USD prices by model (private "
-                                                                            "deployments); win over litellm's map")
 
 
 @dataclass

@@ -26,6 +26,7 @@ from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
+from om_stream.observability.worker_metrics import instrument_worker
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded import SystemClock
@@ -121,6 +122,7 @@ class Worker:
         self._rebuild_timers = True
         self._define_agents()
         register_views(self)
+        instrument_worker(self)  # model-call, cycle, lag and recovery metrics (registers a timer: before start)
 
     def _remember_context(self, context: ContextRecord) -> None:
         self.contexts[context.thread_id] = context

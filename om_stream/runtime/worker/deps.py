@@ -63,7 +63,7 @@ def _model(settings: Settings, config: ResolvedConfig, offline: ChatModel) -> Ch
         return offline
     from om_stream.adapters.gateway import build_gateway
 
-    return build_gateway(config, settings.memory)
+    return build_gateway(config, settings.memory, settings=settings.gateway)
 
 
 def build_deps(settings: Settings) -> WorkerDeps:

@@ -46,6 +46,7 @@ from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import OMError, StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.worker_metrics import activation_latencies
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
@@ -161,13 +162,15 @@ class MemoryProcessor:
             state = states.get(key) or self._load(key, resource)
             if state is None:  # a result or timer for a record this worker no longer has
                 continue
-            began = time.perf_counter()
+            began, now_ms = time.perf_counter(), self.clock.now_ms()
             try:
-                decision = decide(state, event, self.clock.now_ms(), self.config, self.accountant, self.limits)
+                decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
             except OMError as exc:
                 publications.append(self._dead_letter(record, "processing_error", str(exc)))
                 continue
             self.metrics.decide_seconds.observe(time.perf_counter() - began)
+            for seconds in activation_latencies(state, decision.state, now_ms):
+                self.metrics.buffer_to_activation.observe(seconds)
             await self._write(decision.commands)
             states[key] = decision.state
             for command in decision.commands:
