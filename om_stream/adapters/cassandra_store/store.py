@@ -50,6 +50,8 @@ from om_stream.settings import CassandraSettings
 __all__ = ["CassandraContentStore"]
 
 log = logging.getLogger(__name__)
+# the message body is written twice in a batch; Cassandra warns above 5 KiB per batch and refuses above 50 KiB
+_BATCH_BODY_CHARS = 2_000
 
 
 def _bucket(created_at: int) -> int:
@@ -151,33 +153,49 @@ class CassandraContentStore:
             self._cache.popitem(last=False)
 
     async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None:
+        """One unlogged batch per message (by thread, by id, the thread's times): a single request, and no batch
+        log. Not atomic across the tables, which a replay repairs: every statement in it is idempotent. Large
+        messages (long tool results) go as separate concurrent requests, below the server's batch size limits."""
         resource, thread = message.resource_id, message.thread_id
         created = message.created_at_ms
         bucket = _bucket(created)
         body = message.model_dump_json()
         ttl = self._ttl
-        writes = [
-            self._run("put_message", (resource, thread, bucket, created, seq, message.message_id, record_key,
-                                      message.role, tokens, body, ttl)),
-            self._run("put_message_by_id", (message.message_id, resource, thread, bucket, created, seq, record_key,
-                                            message.role, tokens, body, ttl)),
+        writes: list[tuple[str, tuple[Any, ...]]] = [
+            ("put_message", (resource, thread, bucket, created, seq, message.message_id, record_key, message.role,
+                             tokens, body, ttl)),
+            ("put_message_by_id", (message.message_id, resource, thread, bucket, created, seq, record_key,
+                                   message.role, tokens, body, ttl)),
         ]
         if (resource, thread, bucket) not in self._buckets:
-            writes.append(self._run("put_bucket", (resource, thread, bucket, ttl)))
+            writes.append(("put_bucket", (resource, thread, bucket, ttl)))
         first, newest = self._spans.get((resource, thread), (None, None))
         if newest is None or created > newest:
-            writes.append(self._run("thread_updated", (created * 1000, ttl, created, resource, thread)))
+            writes.append(("thread_updated", (created * 1000, ttl, created, resource, thread)))
         if first is None or created < first:
-            writes.append(self._run("thread_created", (CREATED_TS_BASE - created * 1000, ttl, created, resource,
-                                                       thread)))
+            writes.append(("thread_created", (CREATED_TS_BASE - created * 1000, ttl, created, resource, thread)))
         if self._record_resources.get(record_key) != resource:
-            writes.append(self._run("record_resource", (resource, record_key)))
-        await _all(writes)
+            writes.append(("record_resource", (resource, record_key)))
+        if len(body) <= _BATCH_BODY_CHARS:
+            await self._batch(writes, what="put_message")
+        else:  # a batch this large would pass Cassandra's batch size thresholds: separate requests
+            await _all([self._run(name, params) for name, params in writes])
         self._buckets.add((resource, thread, bucket))
         self._spans[(resource, thread)] = (min(created, first if first is not None else created),
                                            max(created, newest if newest is not None else created))
         self._record_resources.setdefault(record_key, resource)
         self._remember(message)
+
+    async def _batch(self, writes: Sequence[tuple[str, Sequence[Any]]], *, what: str) -> None:
+        from cassandra import ConsistencyLevel
+        from cassandra.query import BatchStatement, BatchType
+
+        session = await self._ready()
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED,
+                               consistency_level=ConsistencyLevel.name_to_value[self.settings.write_consistency])
+        for name, params in writes:
+            batch.add(self._statements[name], params)
+        await session.execute(batch, None, what=what)
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
         """The messages in the order asked; ids not found are left out. ``resource_id`` restricts to a tenant."""
