@@ -46,6 +46,10 @@ bench-faults: ## 300 turns through litellm to a local server failing 30% of call
 bench-engine: ## engine overhead per turn and model tokens on a 2000-turn synthetic conversation (offline model)
 	$(PY) bench/engine.py --runs 5
 
+.PHONY: bench-store
+bench-store: ## messages/s written to Cassandra and recall p50/p99 over 100,000 stored messages (starts Cassandra if OM_CASSANDRA_HOSTS is unset)
+	$(PY) bench/store_bench.py --runs 3
+
 demo: ## replay a sample conversation through Observational Memory (no broker, no API key)
 	$(VENV)/bin/om-stream demo
 
