@@ -116,6 +116,11 @@ class Message(BaseModel):
     def created_at_ms(self) -> int:
         return to_ms(self.created_at)
 
+    @cached_property
+    def compact_json(self) -> str:
+        """Compact JSON (aliases, nulls left out), computed once: a message is written into many contexts."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
     @property
     def text(self) -> str:
         """The plain text of the message (text parts joined), for rendering and offline observation."""

@@ -16,6 +16,7 @@ Vocabulary:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any, Literal
 
 __all__ = [
@@ -140,6 +141,16 @@ def _plain(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in type(value).__slots__}
 
 
+# a message reference is written to the table as a positional list (the fields of MessageRef, in order): the
+# unobserved list is the one part of the state that grows, and a list is half the bytes of an object and much
+# faster to encode; references written as objects (older changelogs) are still read
+_MESSAGE_ROW = attrgetter(*MessageRef.__slots__)
+
+
+def _message_ref(raw: list[Any] | tuple[Any, ...] | dict[str, Any]) -> MessageRef:
+    return MessageRef(**raw) if isinstance(raw, dict) else MessageRef(*raw)
+
+
 def _copy_thread(thread: ThreadState) -> ThreadState:
     new: ThreadState = _shallow(thread)
     new.open_tool_calls = list(thread.open_tool_calls)
@@ -215,7 +226,7 @@ class RecordState:
         """JSON-compatible. Written by hand: ``dataclasses.asdict`` deep-copies every value and costs ~2 ms on a
         busy record, once per input."""
         out: dict[str, Any] = {name: getattr(self, name) for name in _SCALARS}
-        out["unobserved"] = [_plain(m) for m in self.unobserved]
+        out["unobserved"] = [_MESSAGE_ROW(m) for m in self.unobserved]
         out["buffered"] = [_plain(c) for c in self.buffered]
         out["log"] = [_plain(s) for s in self.log]
         out["cycles"] = [_plain(c) for c in self.cycles]
@@ -230,7 +241,7 @@ class RecordState:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RecordState:
         values = dict(data)
-        values["unobserved"] = [MessageRef(**m) for m in values.get("unobserved", [])]
+        values["unobserved"] = [_message_ref(m) for m in values.get("unobserved", [])]
         values["buffered"] = [ChunkRef(**{**c, "thread_ids": tuple(c["thread_ids"])})
                               for c in values.get("buffered", [])]
         values["log"] = [SegmentRef(**{**s, "thread_ids": tuple(s["thread_ids"])}) for s in values.get("log", [])]
@@ -242,7 +253,7 @@ class RecordState:
         for tid, raw in values.get("threads", {}).items():
             thread = dict(raw)
             if thread.get("turn_message"):
-                thread["turn_message"] = MessageRef(**thread["turn_message"])
+                thread["turn_message"] = _message_ref(thread["turn_message"])
             threads[tid] = ThreadState(**thread)
         values["threads"] = threads
         known = {f.name for f in fields(cls)}

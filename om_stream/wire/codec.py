@@ -7,12 +7,14 @@ topic with that reason. Encoding is compact JSON of the models' wire (alias) for
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from functools import cache
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
 from om_stream.errors import WireDecodeError
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
+from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
 
 __all__ = ["decode_command", "decode_json", "decode_message", "encode"]
@@ -21,7 +23,34 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def encode(model: BaseModel) -> bytes:
-    return model.model_dump_json(by_alias=True, exclude_none=True).encode()
+    """Compact JSON of the wire form: optional fields left out when null, required nullable ones written as null.
+
+    A context's messages are spliced in from each message's own cached JSON (``Message.compact_json``): a thread's
+    unobserved messages appear in every context published until they are observed, so they are encoded once."""
+    if isinstance(model, ContextRecord):
+        head = model.model_dump_json(by_alias=True, exclude_none=True, exclude={"messages"})
+        messages = ",".join(message.compact_json for message in model.messages)
+        return f'{_with_required_nulls(model, head)[:-1]},"messages":[{messages}]}}'.encode()
+    return _with_required_nulls(model, model.model_dump_json(by_alias=True, exclude_none=True)).encode()
+
+
+def _with_required_nulls(model: BaseModel, dumped: str) -> str:
+    nulls = [name for name in _required_nullable(type(model)) if getattr(model, name) is None]
+    if not nulls:
+        return dumped
+    fields = type(model).model_fields
+    extra = ",".join(f'"{fields[name].alias or name}":null' for name in nulls)
+    return f"{dumped[:-1]},{extra}}}" if dumped != "{}" else f"{{{extra}}}"
+
+
+@cache
+def _required_nullable(model: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(name for name, field in model.model_fields.items()
+                 if field.is_required() and _admits_none(field.annotation))
+
+
+def _admits_none(annotation: Any) -> bool:
+    return annotation is None or type(None) in get_args(annotation)
 
 
 def decode_json(value: bytes | None, max_bytes: int) -> dict[str, Any]:

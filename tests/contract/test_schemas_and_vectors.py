@@ -169,15 +169,7 @@ def test_a_valid_vector_validates_and_reserialises_to_its_canonical_bytes(name: 
     assert rfc8785.dumps(wire_form(decode_payload(schema_name, canonical))) == canonical
 
 
-# The worker's encoder leaves out every null field, required or not. A context published before the thread has a
-# message (after `clear`) then lacks through_message_id, which the model and the schema require.
-# Strict: once the encoder keeps it, this xfail fails and must go.
-_ENCODER_DROPS_REQUIRED_NULL = pytest.mark.xfail(
-    strict=True, reason="codec.encode drops ContextRecord.through_message_id when it is null (required-nullable)")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_ENCODER_DROPS_REQUIRED_NULL)
-                                  if n == "context-before-any-message" else n for n in VALID])
+@pytest.mark.parametrize("name", VALID)
 def test_the_worker_encoder_writes_the_normal_form(name: str) -> None:
     record = decode_payload(SCHEMA_OF[name], _raw("valid", name))
     assert rfc8785.dumps(json.loads(encode(record))) == _raw("valid", name, ".canonical")
