@@ -58,7 +58,9 @@ class WorkerSettings(_Group):
     web_host: str = Field("127.0.0.1", description="Interface the HTTP API listens on (never 0.0.0.0 by default)")
     web_port: int = Field(6066, ge=0, le=65535, description="Port of the HTTP API")
     model_concurrency: int = Field(8, ge=1, description="Observer/Reflector calls running at once per worker")
-    batch_max: int = Field(256, ge=1, description="Inputs processed per batch by the memory agent")
+    batch_max: int = Field(1024, ge=1, description="Most inputs processed per batch by the memory agent: under load a "
+                                                   "thread's messages in one batch share one context and one state "
+                                                   "write")
     batch_within_s: float = Field(0.02, gt=0, description="Longest wait to fill a batch (larger batches amortise "
                                                           "Faust's per-batch cost; adds at most this much latency)")
     table_store: str = Field("memory://", description="Faust table store (memory:// or rocksdb://)")

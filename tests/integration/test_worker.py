@@ -104,6 +104,28 @@ async def test_bad_input_goes_to_the_dead_letter_topic_and_the_partition_moves_o
             assert letter["detail"]
 
 
+async def test_compressed_input_is_read_whatever_the_codec(worker) -> None:  # type: ignore[no-untyped-def]
+    """Agents' producers compress as they like (franz-go and librdkafka default to snappy or lz4)."""
+    from aiokafka import AIOKafkaProducer
+
+    async with agent_for(worker) as agent:
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            producer = AIOKafkaProducer(bootstrap_servers=worker.bootstrap, compression_type=codec, linger_ms=5)
+            await producer.start()
+            try:
+                for index in range(3):
+                    record = message_record(f"zip-{codec}", index, "user", f"{codec} {WORDS} {index}")
+                    await producer.send(worker.topics["messages"], json.dumps(record).encode(),
+                                        key=f"zip-{codec}".encode())
+                await producer.flush()
+            finally:
+                await producer.stop()
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            context = await agent.context_through(f"zip-{codec}", f"zip-{codec}-m2")
+            assert [m["message_id"] for m in context["messages"]][-3:] == [f"zip-{codec}-m{i}" for i in range(3)]
+        assert not agent.dead
+
+
 async def test_http_api_reads_status_and_context_and_queues_manual_commands(worker) -> None:  # type: ignore[no-untyped-def]
     async with agent_for(worker) as agent:
         for index in range(4):

@@ -95,7 +95,7 @@ class Worker:
             broker_heartbeat_interval=max(1.0, kafka.session_timeout_s / 10),
             processing_guarantee="at_least_once",
             consumer_auto_offset_reset="earliest",
-            stream_buffer_maxsize=1024,
+            stream_buffer_maxsize=max(4096, 4 * worker.batch_max),
             web_enabled=True,
             web_bind=worker.web_host,
             web_host=worker.web_host,
