@@ -6,21 +6,29 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-unit test-clients lint type bench bench-engine demo services-up services-down services-status clean
+.PHONY: help install test test-unit test-clients lint type bench bench-engine bench-e2e demo services-up services-down services-status clean
 
 help: ## list the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-install: $(PY) ## create .venv, install the pinned dependencies and om-stream, fetch the Kafka/Cassandra jars
+# the environment is rebuilt when the pinned dependencies change; `make install` forces it
+INSTALLED := $(VENV)/.om-stream-installed
+
+$(INSTALLED): requirements.lock pyproject.toml | $(PY)
 	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -m om_stream.devservices fetch
+	touch $@
 
-test: ## run every test tier (unit, component, contract, integration on real Kafka and Cassandra)
+install: ## create .venv, install the pinned dependencies and om-stream, fetch the Kafka/Cassandra jars
+	rm -f $(INSTALLED)
+	$(MAKE) $(INSTALLED)
+
+test: $(INSTALLED) ## run every test tier (unit, component, contract, integration on real Kafka and Cassandra)
 	$(PY) -m pytest
 
 test-unit: ## unit tests only (no services)
@@ -38,7 +46,10 @@ lint: ## ruff
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy
 
-bench: bench-engine ## run every benchmark and print the figures
+bench: bench-engine bench-e2e bench-store bench-faults ## run every benchmark and print the figures
+
+bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka (medians of 3)
+	$(PY) bench/e2e.py --trials 3
 
 bench-faults: ## 300 turns through litellm to a local server failing 30% of calls: no message lost, context bounded
 	$(PY) bench/fault_run.py
@@ -50,7 +61,7 @@ bench-engine: ## engine overhead per turn and model tokens on a 2000-turn synthe
 bench-store: ## messages/s written to Cassandra and recall p50/p99 over 100,000 stored messages (starts Cassandra if OM_CASSANDRA_HOSTS is unset)
 	$(PY) bench/store_bench.py --runs 3
 
-demo: ## replay a sample conversation through Observational Memory (no broker, no API key)
+demo: $(INSTALLED) ## replay a sample conversation through Observational Memory (no broker, no API key)
 	$(VENV)/bin/om-stream demo
 
 services-up: ## start Apache Kafka and Apache Cassandra in the background; prints their addresses
