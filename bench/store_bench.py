@@ -247,7 +247,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=128, help="threads written concurrently")
     parser.add_argument("--in-flight", type=int, default=256, help="Cassandra queries in flight at most")
     parser.add_argument("--calls", type=int, default=500, help="recall calls per run")
-    parser.add_argument("--search-messages", type=int, default=2_000, help="messages indexed for search (0: skip)")
+    parser.add_argument("--search-messages", type=int, default=1_000, help="messages indexed for search (0: skip)")
     parser.add_argument("--search-calls", type=int, default=100)
     args = parser.parse_args()
     with cassandra_hosts() as hosts:

@@ -11,6 +11,7 @@ here: indexing an observation group and the messages it covers (``IndexForRecall
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -169,7 +170,9 @@ class RecallService:
         limit = args.effective_limit()
         page = args.effective_page()
         target = self._target_thread(scope, args)
-        if target is not None and not scope.thread_only:
+        if target is not None and not scope.thread_only and target != scope.current_thread_id:
+            # another thread must be the tenant's (the current one may not have a message stored yet; its reads
+            # are keyed by the tenant like every other, so a current thread id of someone else reads as empty)
             await self._owned_thread(scope, target)
         if args.cursor is None:
             if args.part_index is not None:
@@ -250,16 +253,18 @@ class RecallService:
         window: list[StoredMessage] = []
         if cursor is not None and visible_parts(cursor.message, args.part_type, args.tool_name):
             window.append(cursor)  # the cursor opens both page 1 and page -1
-        found = await self._window(scope.resource_id, thread_id, forward=plan.forward,
-                                   start=cursor.position if cursor else None, need=plan.need - len(window),
-                                   part_type=part_type, tool_name=tool_name)
+        reading = self._window(scope.resource_id, thread_id, forward=plan.forward,
+                               start=cursor.position if cursor else None, need=plan.need - len(window),
+                               part_type=part_type, tool_name=tool_name)
+        if cursor is None:
+            found, beyond = await reading, False
+        else:  # is there anything on the other side of the cursor? (asked at the same time)
+            probe = self._window(scope.resource_id, thread_id, forward=not plan.forward, start=cursor.position,
+                                 need=1, part_type=part_type, tool_name=tool_name)
+            found, other_side = await asyncio.gather(reading, probe)
+            beyond = bool(other_side.messages)
         window += found.messages
         sliced = slice_page(plan, window)
-        beyond = False
-        if cursor is not None:
-            probe = await self._window(scope.resource_id, thread_id, forward=not plan.forward,
-                                       start=cursor.position, need=1, part_type=part_type, tool_name=tool_name)
-            beyond = bool(probe.messages)
         has_next, has_prev = page_flags(plan, sliced, beyond_anchor=beyond)
         items = sliced.items
         first_id = cursor.message.message_id if cursor else (items[0].message.message_id if items else "")

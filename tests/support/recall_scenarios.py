@@ -207,6 +207,11 @@ async def check_thread_targets_and_access(w: World) -> None:
     assert isinstance(no_current, MessagesResult) and no_current.count == 4
     with pytest.raises(RecallError, match="no current thread"):
         await w.service.recall(w.scope(thread=None), {})
+    fresh = RecallScope(w.alice, f"{w.p}thread:brand-new", RetrievalConfig())  # nothing stored for it yet
+    empty = await w.service.recall(fresh, {"threadId": "current"})
+    assert isinstance(empty, MessagesResult) and empty.count == 0 and "no messages in this thread" in empty.messages
+    posing = RecallScope(w.alice, w.bob_thread, RetrievalConfig())  # a current thread that is someone else's
+    assert (await w.service.recall(posing, {})).count == 0  # type: ignore[union-attr]
 
 
 async def check_thread_scope(w: World) -> None:

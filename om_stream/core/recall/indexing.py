@@ -12,7 +12,7 @@ from om_stream.core.recall.render import TokenCount, part_text, truncate_tokens
 __all__ = ["EMBED_CHUNK_TOKENS", "MAX_CHUNKS", "embedding_chunks", "message_search_text"]
 
 EMBED_CHUNK_TOKENS = 200
-MAX_CHUNKS = 16  # a 50-page tool result is not worth 400 vectors: its start is what a search can use
+MAX_CHUNKS = 8  # a 50-page tool result is not worth 400 vectors: its start is what a search can use
 
 
 def message_search_text(message: Message) -> str:
