@@ -59,7 +59,7 @@ def _ssl_context(settings: CassandraSettings) -> ssl.SSLContext | None:
 
 def build_cluster(settings: CassandraSettings) -> Any:
     """A ``cassandra.cluster.Cluster`` from settings: contact points, auth, TLS, load balancing, reconnection."""
-    from cassandra import ConsistencyLevel
+    from cassandra import ConsistencyLevel, DriverException
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
@@ -75,15 +75,16 @@ def build_cluster(settings: CassandraSettings) -> Any:
         serial_consistency_level=ConsistencyLevel.name_to_value[settings.serial_consistency])
     points = settings.contact_points()
     try:
+        context = _ssl_context(settings)
         return Cluster(
             contact_points=[host for host, _ in points] if len({p for _, p in points}) == 1 else points,
-            port=points[0][1], auth_provider=auth, ssl_context=_ssl_context(settings),
+            port=points[0][1], auth_provider=auth, ssl_context=context,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=settings.connect_timeout_s,
             control_connection_timeout=settings.connect_timeout_s,
             reconnection_policy=ExponentialReconnectionPolicy(0.5, settings.reconnect_max_delay_s),
             protocol_version=5, idle_heartbeat_interval=10)
-    except (OSError, ssl.SSLError, ValueError) as exc:
-        raise StorageError(f"Cassandra: invalid connection settings: {exc}") from exc
+    except (OSError, ssl.SSLError, ValueError, DriverException) as exc:  # e.g. contact points that do not resolve
+        raise StorageError(f"Cassandra: invalid connection settings: {type(exc).__name__}: {exc}") from exc
 
 
 class CassandraSession:
