@@ -1,9 +1,8 @@
-"""The TypeScript and Go clients end to end: real Apache Kafka, a running ``om-stream worker`` and a recall responder.
+"""The TypeScript and Go clients end to end: real Apache Kafka and a running ``om-stream worker`` (recall included).
 
 Each suite runs as a subprocess (``npm run test:e2e``, ``go test -tags e2e``) with the worker's own ``OM_KAFKA_*``
 variables (bootstrap, partitions, topic names) in its environment, and must exit 0. The worker is started exactly
-as ``tests/support/worker.py`` starts it (offline model, SQLite store, unique topic names). The worker does not
-serve recall yet: ``RecallResponder`` answers the recall topic pair from the worker's SQLite file meanwhile.
+as ``tests/support/worker.py`` starts it (offline model, SQLite store, unique topic names).
 
     .venv/bin/pytest clients/test_clients_e2e.py      (OM_KAFKA_BOOTSTRAP=host:port to use a running broker)
 """
@@ -17,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.recall_responder import RecallResponder
 from tests.support.worker import WorkerProcess, worker_process
 
 CLIENTS = Path(__file__).resolve().parent
@@ -33,16 +31,10 @@ SUITES = {
 async def stack(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[WorkerProcess]:
     worker = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite", partitions=3)
     worker.start()
-    responder: RecallResponder | None = None
     try:
         await worker.wait_ready()
-        responder = RecallResponder(kafka_bootstrap, worker.topics["recall_requests"],
-                                    worker.topics["recall_responses"], Path(worker.env["OM_MEMORY_SQLITE_PATH"]))
-        await responder.start()
         yield worker
     finally:
-        if responder is not None:
-            await responder.stop()
         worker.stop()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
+    "InputRejected",
     "ModelError",
     "ModelUnavailable",
     "OMError",
@@ -43,6 +44,16 @@ class ConfigError(OMError, ValueError):
 
 class WireDecodeError(OMError, ValueError):
     """A payload that does not match the wire contract. ``reason`` is machine-readable (e.g. ``invalid_json``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class InputRejected(OMError, ValueError):
+    """The memory refused an input (for example a message naming another resource than its thread's). ``reason``
+    is machine-readable; the input was not recorded."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")

@@ -160,8 +160,9 @@ class ContentStore(Protocol):
 
     async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None: ...
 
-    async def get_messages(self, message_ids: Sequence[str]) -> list[Message]:
-        """The messages in the order asked; ids not found are left out."""
+    async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
+        """The messages in the order asked; ids not found are left out. ``resource_id`` restricts the answer to
+        one tenant's messages (message ids are only unique within a resource); the runtime always gives it."""
         ...
 
     async def put_segment(self, segment: PersistSegment) -> None: ...

@@ -20,8 +20,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 if TYPE_CHECKING:
     from om_stream.ports import Usage
 
-__all__ = ["CassandraSettings", "GatewaySettings", "KafkaSettings", "MemorySettings", "ModelPrice", "QdrantSettings",
-           "Settings", "WorkerSettings", "load_om_options"]
+__all__ = ["CassandraSettings", "EmbeddingSettings", "GatewaySettings", "KafkaSettings", "MemorySettings",
+           "ModelPrice", "QdrantSettings", "Settings", "WorkerSettings", "load_om_options"]
 
 
 class _Group(BaseModel):
@@ -58,6 +58,7 @@ class WorkerSettings(_Group):
     web_host: str = Field("127.0.0.1", description="Interface the HTTP API listens on (never 0.0.0.0 by default)")
     web_port: int = Field(6066, ge=0, le=65535, description="Port of the HTTP API")
     model_concurrency: int = Field(8, ge=1, description="Observer/Reflector calls running at once per worker")
+    recall_concurrency: int = Field(16, ge=1, description="Recall tool calls answered at once per worker")
     batch_max: int = Field(1024, ge=1, description="Most inputs processed per batch by the memory agent: under load a "
                                                    "thread's messages in one batch share one context and one state "
                                                    "write")
@@ -139,6 +140,19 @@ class QdrantSettings(_Group):
     timeout_s: int = Field(10, ge=1, description="Timeout of one Qdrant request")
 
 
+class EmbeddingSettings(_Group):
+    kind: Literal["offline", "litellm"] = Field("offline", description="Embedder of the recall index: the bundled "
+                                                                       "all-MiniLM-L6-v2 (ONNX, no network) or any "
+                                                                       "litellm embedding model")
+    model: str | None = Field(None, description="litellm embedding model, e.g. openai/text-embedding-3-small")
+    dimension: int | None = Field(None, ge=1, description="Size of the litellm model's vectors")
+    api_base: str | None = Field(None, description="API base URL of the embedding model")
+    api_key: SecretStr | None = Field(None, description="API key of the embedding model (else the provider's "
+                                                        "env var)")
+    batch_size: int | None = Field(None, ge=1, description="Texts per embedding call (default 32 offline, 128 "
+                                                           "litellm)")
+
+
 class ModelPrice(_Group):
     """USD per million tokens. Cached input defaults to the input price; reasoning tokens are output tokens."""
 
@@ -191,6 +205,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = KafkaSettings()
     cassandra: CassandraSettings = CassandraSettings()
     qdrant: QdrantSettings = QdrantSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
     worker: WorkerSettings = WorkerSettings()
     memory: MemorySettings = MemorySettings()
     gateway: GatewaySettings = GatewaySettings()

@@ -30,7 +30,7 @@ class _Record:
 class InMemoryContentStore:
     def __init__(self) -> None:
         self._records: dict[str, _Record] = {}
-        self._messages: dict[str, Message] = {}
+        self._messages: dict[str, dict[str, Message]] = {}  # message id -> resource id -> message
         self.segments: dict[str, StoredSegment] = {}
         self._threads: dict[str, ThreadMetadata] = {}
 
@@ -39,10 +39,16 @@ class InMemoryContentStore:
 
     async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None:
         self._record(record_key).messages[message.message_id] = (message, seq, tokens)
-        self._messages[message.message_id] = message
+        self._messages.setdefault(message.message_id, {})[message.resource_id] = message
 
-    async def get_messages(self, message_ids: Sequence[str]) -> list[Message]:
-        return [self._messages[i] for i in message_ids if i in self._messages]
+    async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
+        found = []
+        for message_id in message_ids:
+            tenants = self._messages.get(message_id, {})
+            message = tenants.get(resource_id) if resource_id is not None else next(iter(tenants.values()), None)
+            if message is not None:
+                found.append(message)
+        return found
 
     async def put_segment(self, segment: PersistSegment) -> None:
         existing = self.segments.get(segment.segment_id)
@@ -98,4 +104,4 @@ class InMemoryContentStore:
     # -- views used by reports and tests -------------------------------------------------------------------------
 
     def message_count(self) -> int:
-        return len(self._messages)
+        return sum(len(tenants) for tenants in self._messages.values())

@@ -100,6 +100,14 @@ def _settle(step: Step) -> None:
 def _on_message(step: Step, event: MessageAppended) -> None:
     message = event.message
     state = step.state
+    if message.resource_id != state.resource_id:
+        if state.msg_seq or state.unobserved or state.log:
+            # a thread belongs to one resource: a message naming another one must not read or join its memory
+            step.add(RejectInput(state.key, "resource_mismatch",
+                                 f"thread {message.thread_id!r} belongs to another resource than "
+                                 f"{message.resource_id!r}; message {message.message_id!r} was not recorded"))
+            return
+        state.resource_id = message.resource_id  # a record made by a command before any message: adopt it
     if message.message_id in state.recent_ids or any(m.id == message.message_id for m in state.unobserved):
         # a replay (crash recovery) or an agent re-sending: nothing changes, but the agent still gets its context
         step.owed.add(message.thread_id)

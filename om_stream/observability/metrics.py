@@ -59,6 +59,11 @@ class Metrics:
     rebalances: Counter
     table_recovery_seconds: Gauge
     store_errors: Counter
+    # -- recall ------------------------------------------------------------------------------------------------
+    recall_requests: Counter
+    recall_seconds: Histogram
+    recall_indexed_points: Counter
+    recall_index_failures: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -135,6 +140,17 @@ class Metrics:
                                          registry=reg),
             store_errors=Counter("om_store_errors_total", "Content store operations that failed and were retried",
                                  ["operation"], registry=reg),
+            recall_requests=Counter("om_recall_requests_total", "Recall tool calls by transport (http, kafka), "
+                                    "mode and outcome (ok, invalid_request, unavailable)",
+                                    ["transport", "mode", "outcome"], registry=reg),
+            recall_seconds=Histogram("om_recall_seconds", "Time to answer a recall call", ["mode"],
+                                     buckets=_LATENCY_BUCKETS, registry=reg),
+            recall_indexed_points=Counter("om_recall_indexed_points_total",
+                                          "Vectors written to the recall index (observation groups and messages)",
+                                          registry=reg),
+            recall_index_failures=Counter("om_recall_index_failures_total",
+                                          "Observation groups left out of the recall index after every retry "
+                                          "failed", registry=reg),
         )
 
 

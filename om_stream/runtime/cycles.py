@@ -261,7 +261,7 @@ class CycleRunner:
 
     async def _observe(self, request: RequestObservation, cycle: _Cycle, started: float) -> ModelResultArrived:
         config = self.config
-        messages = await self.store.get_messages(request.message_ids)
+        messages = await self.store.get_messages(request.message_ids, resource_id=request.resource_id)
         if not messages:
             raise ModelError("none of the messages to observe are in the content store")
         texts = await self.store.get_segment_texts(request.previous_segment_ids + request.buffered_segment_ids)

@@ -81,7 +81,9 @@ class Effects:
         for command in commands:
             if isinstance(command, PersistMessage):
                 await self.store.put_message(command.record_key, command.message, command.seq, command.tokens)
-                self.cache.put(f"m:{command.message.message_id}", command.message, command.tokens * 4 + 256)
+                message = command.message
+                self.cache.put(_message_key(message.resource_id, message.message_id), message,
+                               command.tokens * 4 + 256)
             elif isinstance(command, PersistSegment):
                 await self.store.put_segment(command)
                 self.cache.put(f"s:{command.segment_id}", command.text, len(command.text) + 64)
@@ -94,19 +96,20 @@ class Effects:
             elif isinstance(command, ClearStored):
                 await self.store.clear(command.record_key, command.epoch)
 
-    async def messages(self, ids: Sequence[str]) -> list[Message]:
+    async def messages(self, ids: Sequence[str], resource_id: str) -> list[Message]:
+        """Messages of one tenant (message ids are only unique within a resource), from the cache or the store."""
         found: dict[str, Message] = {}
         missing = []
         for message_id in ids:
-            cached = self.cache.get(f"m:{message_id}")
+            cached = self.cache.get(_message_key(resource_id, message_id))
             if isinstance(cached, Message):
                 found[message_id] = cached
             else:
                 missing.append(message_id)
         if missing:
-            for message in await self.store.get_messages(missing):
+            for message in await self.store.get_messages(missing, resource_id=resource_id):
                 found[message.message_id] = message
-                self.cache.put(f"m:{message.message_id}", message, len(message.text) + 256)
+                self.cache.put(_message_key(resource_id, message.message_id), message, len(message.text) + 256)
         return [found[i] for i in ids if i in found]
 
     async def texts(self, ids: Sequence[str]) -> dict[str, str]:
@@ -134,10 +137,10 @@ class Effects:
 
     async def context(self, spec: ContextSpec, *, now_ms: int) -> ContextRecord:
         """Render the agent's context. Relative dates use the thread's newest message time when it is known."""
-        messages = await self.messages(spec.message_ids)
+        messages = await self.messages(spec.message_ids, spec.resource_id)
         texts = await self.texts(spec.segment_ids)
         if spec.through_message_id:
-            newest = await self.messages([spec.through_message_id])
+            newest = await self.messages([spec.through_message_id], spec.resource_id)
             if newest:
                 now_ms = newest[0].created_at_ms
         extracted: dict[str, str] = {}
@@ -155,3 +158,7 @@ class Effects:
             continuation=rendered.continuation,
             tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
             generation=spec.generation, thread_title=spec.thread_title)
+
+
+def _message_key(resource_id: str, message_id: str) -> str:
+    return f"m:{resource_id}\x1f{message_id}"

@@ -53,7 +53,7 @@ from om_stream.core.messages import Message
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
-from om_stream.errors import OMError
+from om_stream.errors import InputRejected, OMError
 from om_stream.ports import ChatModel, Clock, ContentStore
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
@@ -121,7 +121,7 @@ class Memory:
         self._states: dict[str, RecordState] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._threads: dict[str, _Thread] = {}
-        self._seqs: dict[str, int] = {}
+        self._seqs: dict[tuple[str, str], int] = {}  # (thread id, message id) -> seq
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: list[tuple[int, int, str, str]] = []  # (due, order, record key, timer)
         self._timer_order = 0
@@ -155,13 +155,16 @@ class Memory:
 
     async def add_message(self, message: Message | Mapping[str, Any], *, wait: bool = True,
                           timeout: float | None = None) -> ContextRecord | None:
-        """Record a message; returns the context that includes it (after any blocking observation)."""
+        """Record a message; returns the context that includes it (after any blocking observation). Raises
+        ``InputRejected`` when the memory refuses it (a thread belongs to one resource)."""
         msg = message if isinstance(message, Message) else Message.model_validate(message)
         key = record_key(self.config.scope, msg.thread_id, msg.resource_id)
         thread = self._threads.setdefault(msg.thread_id, _Thread())
         future: asyncio.Future[ContextRecord] = asyncio.get_running_loop().create_future()
-        await self._apply(key, msg.resource_id, MessageAppended(msg))
-        seq = self._seqs.get(msg.message_id, -1)
+        refused = await self._apply(key, msg.resource_id, MessageAppended(msg))
+        if refused:
+            raise InputRejected(refused[0].reason, refused[0].detail)
+        seq = self._seqs.get((msg.thread_id, msg.message_id), -1)
         if not wait or (thread.published_seq >= seq and thread.spec is not None):
             return await self.context(msg.thread_id)
         thread.waiters.append(_Waiter(seq, future))
@@ -227,7 +230,8 @@ class Memory:
                                        thread_id)
         await self._apply(record_key(self.config.scope, thread_id, resource), resource, event)
 
-    async def _apply(self, key: str, resource_id: str, event: Input) -> None:
+    async def _apply(self, key: str, resource_id: str, event: Input) -> list[RejectInput]:
+        """One input through ``decide`` and its commands; returns the refusals (the input was not recorded)."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             began = time.perf_counter()
@@ -235,12 +239,13 @@ class Memory:
             decision = decide(state, event, self.clock.now_ms(), self.config, self.accountant, self.limits)
             await self._execute(key, resource_id, decision.state, decision.commands)
             self.engine_seconds += time.perf_counter() - began
+        return [c for c in decision.commands if isinstance(c, RejectInput)]
 
     async def _execute(self, key: str, resource_id: str, new_state: RecordState, commands: list[Command]) -> None:
         """Commit order: 1. content-store writes, 2. publications, 3. the new state."""
         for command in commands:
             if isinstance(command, PersistMessage):
-                self._seqs[command.message.message_id] = command.seq
+                self._seqs[(command.message.thread_id, command.message.message_id)] = command.seq
         await self.effects.write(commands)
         for command in commands:
             if isinstance(command, EmitEvent):
@@ -272,7 +277,8 @@ class Memory:
         spec = command.spec
         thread = self._threads.setdefault(spec.thread_id, _Thread())
         thread.spec = spec
-        thread.published_seq = max(thread.published_seq, self._seqs.get(spec.through_message_id or "", -1))
+        thread.published_seq = max(thread.published_seq,
+                                   self._seqs.get((spec.thread_id, spec.through_message_id or ""), -1))
         ready = [w for w in thread.waiters if w.seq <= thread.published_seq]
         if not ready:
             return

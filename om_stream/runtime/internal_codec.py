@@ -1,4 +1,5 @@
-"""JSON form of the records on the internal topics: model requests, model results, and timers.
+"""JSON form of the records on the internal topics: model requests, model results, timers, and the recall index's
+work (index an observation group; forget a cleared record).
 
 These never leave om-stream (no public schema); they only need to survive a round trip between a memory agent
 and a model worker, possibly across a restart or a version of the same deployment.
@@ -8,17 +9,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from om_stream.core.commands import RequestObservation, RequestReflection
+from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.errors import WireDecodeError
 
-__all__ = ["InternalRecord", "decode_internal", "encode_internal"]
+__all__ = ["ForgetIndexed", "InternalRecord", "decode_internal", "encode_internal"]
 
-InternalRecord = RequestObservation | RequestReflection | ModelResultArrived | TimerFired
+
+@dataclass(frozen=True)
+class ForgetIndexed:
+    """A record was cleared: drop its points from the recall index."""
+
+    resource_id: str
+    record_key: str
+
+
+InternalRecord = (RequestObservation | RequestReflection | ModelResultArrived | TimerFired | IndexForRecall
+                  | ForgetIndexed)
 _TYPES: dict[str, type[Any]] = {"request-observation": RequestObservation, "request-reflection": RequestReflection,
-                                "result": ModelResultArrived, "timer": TimerFired}
+                                "result": ModelResultArrived, "timer": TimerFired, "index": IndexForRecall,
+                                "forget-index": ForgetIndexed}
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
 

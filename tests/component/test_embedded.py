@@ -9,11 +9,14 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from om_stream.adapters.offline_model import OfflineModel, states_personal_fact
 from om_stream.core.config import OMConfig
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.prompts.parsing import parse_observer_output, parse_reflector_output
 from om_stream.core.prompts.tasks import ObserverTask, ReflectorTask
+from om_stream.errors import InputRejected
 from om_stream.ports import ChatRequest
 from om_stream.replay.conversation import load_turns
 from om_stream.replay.demo import run_demo, sample_conversation
@@ -174,3 +177,23 @@ async def test_demo_runs_with_no_broker_and_no_key() -> None:
     assert result.memory.events_by_type.get("data-om-activation", 0) >= 1
     assert sample_conversation().exists()
     assert PLANTED_FACTS  # the generator and the demo share nothing but the format
+
+
+async def test_tenants_sharing_message_ids_never_see_each_others_messages() -> None:
+    def said(resource: str, thread: str, text: str) -> Message:
+        return Message(message_id="m1", thread_id=thread, resource_id=resource, role="user", created_at=START,
+                       parts=(TextPart(text=text),))
+
+    async with Memory(clock=ManualClock(int(START.timestamp() * 1000))) as om:
+        first = await om.add_message(said("ana", "t-ana", "ana's secret"))
+        second = await om.add_message(said("bob", "t-bob", "bob's note"))  # the same message id, another tenant
+        assert first is not None and second is not None
+        assert [m.text for m in second.messages] == ["bob's note"]
+        again = await om.context("t-ana")
+        assert again is not None and [m.text for m in again.messages] == ["ana's secret"]
+        with pytest.raises(InputRejected) as refused:
+            await om.add_message(Message(message_id="m2", thread_id="t-ana", resource_id="bob", role="user",
+                                         created_at=START, parts=(TextPart(text="let me in"),)))
+        assert refused.value.reason == "resource_mismatch"
+        after = await om.context("t-ana")
+        assert after is not None and [m.text for m in after.messages] == ["ana's secret"]

@@ -1,12 +1,12 @@
 """``om_stream.client`` against real Apache Kafka and a running ``om-stream worker`` (offline model, SQLite store).
 
-Recall goes over the request/reply topic pair; the worker does not serve it yet, so ``RecallResponder`` (the same
-``RecallService`` over the worker's SQLite file) answers in its place.
+Recall goes over the request/reply topic pair, answered by the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -19,7 +19,6 @@ from om_stream.client import ClientTopics, EventEnvelope, OMClient, partition_fo
 from om_stream.core.events import EVENT_TYPES
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MessageRecord
-from tests.support.recall_responder import RecallResponder
 from tests.support.worker import WorkerProcess, message_record, worker_process
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
@@ -89,26 +88,20 @@ async def test_a_conversation_reads_its_own_writes_follows_events_and_recalls(wo
         with pytest.raises(TimeoutError, match="never-sent"):
             await om.await_context(thread, "never-sent", timeout=0.5)
 
-        # recall over the request/reply topic pair
-        responder = RecallResponder(worker.bootstrap, worker.topics["recall_requests"],
-                                    worker.topics["recall_responses"], Path(worker.env["OM_MEMORY_SQLITE_PATH"]))
-        await responder.start()
-        try:
-            threads = await om.recall("r1", {"mode": "threads"}, thread_id=thread, timeout=30)
-            assert threads.ok and threads.result is not None and threads.result.mode == "threads"
-            assert thread in threads.result.threads
-            page = await om.recall("r1", {"threadId": "current", "limit": 3}, thread_id=thread, timeout=30)
-            assert page.result is not None and page.result.mode == "messages"
-            assert "turn 0" in page.result.messages and page.result.count == 3
-            other_tenant = await om.recall("someone-else", {"mode": "threads"}, timeout=30)
-            assert other_tenant.result is not None and thread not in json.dumps(other_tenant.result.model_dump())
-            refused = await om.recall("r1", {"partIndex": 1}, thread_id=thread, timeout=30)
-            assert refused.result is None and refused.error is not None
-            assert refused.error.code == "invalid_request" and "cursor" in refused.error.message
-            concurrent = await asyncio.gather(*(om.recall("r1", {"mode": "threads"}, timeout=30) for _ in range(5)))
-            assert all(r.ok for r in concurrent) and responder.answered == 9
-        finally:
-            await responder.stop()
+        # recall over the request/reply topic pair, answered by the worker
+        threads = await om.recall("r1", {"mode": "threads"}, thread_id=thread, timeout=30)
+        assert threads.ok and threads.result is not None and threads.result.mode == "threads"
+        assert thread in threads.result.threads
+        page = await om.recall("r1", {"threadId": "current", "limit": 3}, thread_id=thread, timeout=30)
+        assert page.result is not None and page.result.mode == "messages"
+        assert "turn 0" in page.result.messages and page.result.count == 3
+        other_tenant = await om.recall("someone-else", {"mode": "threads"}, timeout=30)
+        assert other_tenant.result is not None and thread not in json.dumps(other_tenant.result.model_dump())
+        refused = await om.recall("r1", {"partIndex": 1}, thread_id=thread, timeout=30)
+        assert refused.result is None and refused.error is not None
+        assert refused.error.code == "invalid_request" and "cursor" in refused.error.message
+        concurrent = await asyncio.gather(*(om.recall("r1", {"mode": "threads"}, timeout=30) for _ in range(5)))
+        assert all(r.ok for r in concurrent)
 
 
 async def test_contexts_of_other_threads_and_older_versions_do_not_satisfy_a_wait(worker: WorkerProcess) -> None:
@@ -126,8 +119,9 @@ async def test_contexts_of_other_threads_and_older_versions_do_not_satisfy_a_wai
         assert om.latest_context("py-a") == newer
 
 
-async def test_a_recall_without_a_responder_times_out(worker: WorkerProcess) -> None:
-    async with OMClient(worker.bootstrap, topics=_topics(worker)) as om:
+async def test_a_recall_nobody_answers_times_out(worker: WorkerProcess) -> None:
+    topics = dataclasses.replace(_topics(worker), recall_requests=f"{worker.topics['recall_requests']}.unserved")
+    async with OMClient(worker.bootstrap, topics=topics) as om:
         with pytest.raises(TimeoutError, match="recall"):
             await om.recall("r1", {"mode": "threads"}, timeout=1.0)
 

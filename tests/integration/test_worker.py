@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.worker import Agent, agent_for, message_record, worker_process
+from tests.support.worker import Agent, agent_for, http_call, message_record, worker_process
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
                            "reflection": {"observationTokens": 250}}
@@ -91,6 +91,10 @@ async def test_bad_input_goes_to_the_dead_letter_topic_and_the_partition_moves_o
         await agent.send(good, key=b"dlq-thread")
         context = await agent.context_through("dlq-thread", "dlq-thread-m0")
         assert [m["message_id"] for m in context["messages"]] == ["dlq-thread-m0"]
+        # the thread belongs to resource r1: another resource can neither join it nor read it
+        intruder = {**message_record("dlq-thread", 1, "user", "let me in", resource="intruder")}
+        cases.append((b"dlq-thread", json.dumps(intruder).encode(), "resource_mismatch"))
+        await agent.send(intruder, key=b"dlq-thread")
         await agent.until(lambda a: len(a.dead) >= len(cases))
         # dead letters are keyed like their input, so partitions may interleave them: compare as sets
         assert sorted(d["reason"] for d in agent.dead) == sorted(reason for _, _, reason in cases)
@@ -132,42 +136,24 @@ async def test_http_api_reads_status_and_context_and_queues_manual_commands(work
             await agent.send(message_record("api", index, "user" if index % 2 == 0 else "assistant",
                                             f"{WORDS} {index}"), key=b"api")
         await agent.context_through("api", "api-m3")
-        status = await _http(worker.port, "GET", "/v1/threads/api/status")
+        status = await http_call(worker.port, "GET", "/v1/threads/api/status")
         assert status["windows"]["active"]["messages"]["threshold"] == 150
         assert status["threadId"] == "api"
-        context = await _http(worker.port, "GET", "/v1/threads/api/context")
+        context = await http_call(worker.port, "GET", "/v1/threads/api/context")
         assert context["through_message_id"] == "api-m3"
-        missing = await _http(worker.port, "GET", "/v1/threads/nobody/context", expect=404)
+        missing = await http_call(worker.port, "GET", "/v1/threads/nobody/context", expect=404)
         assert missing["error"] == "not_found"
-        accepted = await _http(worker.port, "POST", "/v1/threads/api/observe", {})
+        accepted = await http_call(worker.port, "POST", "/v1/threads/api/observe", {})
         assert accepted["accepted"] is True
         for _ in range(120):  # observe() activates what is buffered and observes the rest
-            after = await _http(worker.port, "GET", "/v1/threads/api/status")
+            after = await http_call(worker.port, "GET", "/v1/threads/api/status")
             if after["windows"]["active"]["messages"]["tokens"] == 0:
                 break
             await agent.pump(250)
         assert after["windows"]["active"]["messages"]["tokens"] == 0
         assert after["windows"]["active"]["observations"]["tokens"] > 0
-        bad = await _http(worker.port, "POST", "/v1/threads/api/observe", {"guidance": "no"}, expect=400)
+        bad = await http_call(worker.port, "POST", "/v1/threads/api/observe", {"guidance": "no"}, expect=400)
         assert bad["error"] == "invalid_fields"
-        metrics = await _http(worker.port, "GET", "/metrics", raw=True)
+        metrics = await http_call(worker.port, "GET", "/metrics", raw=True)
         assert "om_contexts_published_total" in metrics
         assert 'om_messages_in_total{topic="' in metrics
-
-
-async def _http(port: int, method: str, path: str, body: dict[str, Any] | None = None, *, expect: int = 0,
-                raw: bool = False) -> Any:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    payload = json.dumps(body).encode() if body is not None else b""
-    writer.write(f"{method} {path} HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
-                 f"\r\n\r\n".encode() + payload)
-    await writer.drain()
-    response = await reader.read()
-    writer.close()
-    head, _, content = response.partition(b"\r\n\r\n")
-    status = int(head.split()[1])
-    if expect:
-        assert status == expect, response[:500]
-    else:
-        assert status in (200, 202), response[:500]
-    return content.decode() if raw else json.loads(content)

@@ -165,3 +165,22 @@ async def agent_for(worker: WorkerProcess) -> AsyncIterator[Agent]:
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+async def http_call(port: int, method: str, path: str, body: dict[str, Any] | None = None, *, expect: int = 0,
+                raw: bool = False) -> Any:
+    """One HTTP/1.0 call to the worker's API; asserts the status (``expect``, else 200 or 202)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    payload = json.dumps(body).encode() if body is not None else b""
+    writer.write(f"{method} {path} HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
+                 f"\r\n\r\n".encode() + payload)
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head, _, content = response.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    if expect:
+        assert status == expect, response[:500]
+    else:
+        assert status in (200, 202), response[:500]
+    return content.decode() if raw else json.loads(content)

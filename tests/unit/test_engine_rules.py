@@ -614,3 +614,23 @@ def test_a_resend_timer_asks_for_an_in_flight_call_again_with_the_same_request_i
     assert sim.state().cycles == state.cycles  # nothing else changes
     sim.apply(state.key, state.resource_id, TimerFired("resend:no-such-cycle"))
     assert len([r for r in sim.requests if isinstance(r, RequestObservation)]) == len(again)
+
+
+def test_a_thread_belongs_to_one_resource() -> None:
+    from om_stream.core.commands import RejectInput
+
+    sim = Sim({})
+    sim.say("t1", "user", "secret of resource a", resource="a")
+    sim.say("t1", "user", "hello from resource b", resource="b")
+    state = sim.state("t1", "a")
+    assert state.resource_id == "a" and [m.id for m in state.unobserved] == ["m1"]
+    rejected = [c for c in sim.commands if isinstance(c, RejectInput)]
+    assert [c.reason for c in rejected] == ["resource_mismatch"] and "'a'" not in rejected[0].detail
+    assert all("m2" not in c.spec.message_ids for c in sim.contexts)
+
+
+def test_a_record_made_by_a_command_takes_the_resource_of_its_first_message() -> None:
+    sim = Sim({})
+    sim.apply("t1", "t1", ObserveNow("t1"))  # a command for a thread nobody wrote to yet
+    sim.say("t1", "user", "first message", resource="a")
+    assert sim.state("t1", "a").resource_id == "a" and len(sim.state("t1", "a").unobserved) == 1

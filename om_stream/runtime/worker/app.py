@@ -6,7 +6,10 @@ Agents (each with concurrency 1; at-least-once; effects idempotent):
   model call.
 * ``ingest`` (resource scope only): validates messages and commands and re-keys them by resource id.
 * ``model_workers``: Observer/Reflector requests, run as bounded concurrent tasks; each result goes back to the
-  results topic. A request lost with a crashed worker is asked again by the record's deadline timer.
+  results topic. A request lost with a crashed worker is asked again by the record's deadline timer. The recall
+  index's work (index an observation group, forget a cleared record) travels the same way.
+* ``recall``: the recall tool over ``om.recall.requests`` → ``om.recall.responses`` (key = resource id), answered
+  as bounded concurrent tasks; the HTTP API answers ``POST /v1/recall`` with the same endpoint.
 Timers are checked every ``worker.timer_interval_s`` from table state (``timers.TimerWheel``).
 """
 
@@ -22,6 +25,7 @@ from typing import Any, cast
 import faust
 from faust.types import EventT
 
+from om_stream.core.commands import IndexForRecall
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -30,13 +34,15 @@ from om_stream.observability.worker_metrics import instrument_worker
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded import SystemClock
-from om_stream.runtime.internal_codec import decode_internal, encode_internal
+from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
+from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.processor import MemoryProcessor, SourceRecord
 from om_stream.runtime.worker.timers import TimerWheel
 from om_stream.runtime.worker.web import register_views
-from om_stream.wire.codec import decode_command, decode_message
+from om_stream.wire.codec import decode_command, decode_message, encode
 from om_stream.wire.context import ContextRecord
+from om_stream.wire.recall import RecallFailure, RecallResponse
 
 __all__ = ["Worker", "build_app"]
 
@@ -109,15 +115,18 @@ class Worker:
         self.table = self.app.Table("om_state", default=None, partitions=kafka.partitions, use_partitioner=True,
                                     key_type=str, value_type=bytes)
         self.effects = Effects(deps.store, deps.config, cache_bytes=worker.content_cache_mb * 1024 * 1024)
+        self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=_FaustPublisher(self.app), table=_Table(self.table), clock=self.clock, metrics=deps.metrics,
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
+            index_for_recall=self.recall.indexing,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
                                 blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
         self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
                                   count_text=deps.counter.count)
         self.model_slots = asyncio.Semaphore(worker.model_concurrency)
+        self.recall_slots = asyncio.Semaphore(worker.recall_concurrency)
         self._model_tasks: set[asyncio.Task[None]] = set()
         self._rebuild_timers = True
         self._define_agents()
@@ -157,6 +166,17 @@ class Worker:
                 task.add_done_callback(self._model_tasks.discard)
                 yield None
 
+        responses_topic = app.topic(kafka.topic_recall_responses, **_RAW)
+
+        @app.agent(app.topic(kafka.topic_recall_requests, **_RAW), name="recall", concurrency=1)
+        async def recall(stream: faust.StreamT[bytes]) -> AsyncIterable[None]:
+            async for event in stream.events():
+                await self.recall_slots.acquire()
+                task = asyncio.create_task(self._answer_recall(_source(event), responses_topic))
+                self._model_tasks.add(task)
+                task.add_done_callback(self._model_tasks.discard)
+                yield None
+
         if resource_scope:
             records_topic = app.topic(kafka.topic_records, **_RAW)
             dlq_topic = app.topic(kafka.topic_dlq, **_RAW)
@@ -191,11 +211,17 @@ class Worker:
 
         cast(Any, app.on_rebalance_complete).connect(on_rebalance)
 
-        self.agents = {"memory": memory, "model_workers": model_workers}
+        self.agents = {"memory": memory, "model_workers": model_workers, "recall": recall}
 
     async def _run_model_call(self, key: bytes, value: bytes, results_topic: Any) -> None:
         try:
             request = decode_internal(value)
+            if isinstance(request, IndexForRecall):
+                await self.recall.index(request)
+                return
+            if isinstance(request, ForgetIndexed):
+                await self.recall.forget(request.resource_id, request.record_key)
+                return
             result = await self.runner.run(request)  # type: ignore[arg-type]
             await results_topic.send(key=key, value=encode_internal(result))
         except WireDecodeError as exc:
@@ -204,6 +230,30 @@ class Worker:
             log.exception("model call failed unexpectedly; its deadline timer will ask again")
         finally:
             self.model_slots.release()
+
+    async def _answer_recall(self, source: SourceRecord, responses_topic: Any) -> None:
+        """One recall call from the request topic. An unreadable request is answered with ``invalid_request`` when
+        it names its correlation id (the caller is waiting), else it goes to the dead-letter topic."""
+        try:
+            try:
+                request = decode_recall_request(source.value, self.deps.settings.kafka.max_message_bytes)
+            except WireDecodeError as exc:
+                refusal = _refusal(source.value, exc)
+                if refusal is None:
+                    topic, key, body, headers = self.processor._dead_letter(source, exc.reason, exc.detail)
+                    await self.app.topic(topic, **_RAW).send(key=key, value=body, headers=headers)
+                else:
+                    self.deps.metrics.recall_requests.labels("kafka", "unknown", "invalid_request").inc()
+                    await responses_topic.send(key=source.key, value=encode(refusal))
+                return
+            await self.effects.start()
+            response = await self.recall.answer(request, "kafka")
+            await responses_topic.send(key=request.resource_id.encode(), value=encode(response))
+        except Exception:
+            log.exception("recall request at %s[%d]@%d was not answered", source.topic, source.partition,
+                          source.offset)
+        finally:
+            self.recall_slots.release()
 
     async def _rekey(self, event: EventT[bytes], records_topic: Any, dlq_topic: Any) -> None:
         """Resource scope: validate, then re-key by resource id so one record owner sees all its threads."""
@@ -229,6 +279,18 @@ class Worker:
     def state(self, key: str) -> RecordState | None:
         raw = self.table.get(key)
         return RecordState.from_dict(json.loads(raw)) if isinstance(raw, bytes) else None
+
+
+def _refusal(raw: bytes | None, error: WireDecodeError) -> RecallResponse | None:
+    """The ``invalid_request`` answer to an unreadable recall request that still names its correlation id."""
+    try:
+        correlation = json.loads(raw or b"").get("correlation_id")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(correlation, str) or not 0 < len(correlation) <= 256:
+        return None
+    return RecallResponse(correlation_id=correlation, error=RecallFailure(
+        code="invalid_request", message=f"{error.reason}: {error.detail}"))
 
 
 def _headers(raw: Any) -> list[tuple[str, bytes]]:

@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from om_stream.adapters.offline_model import OfflineModel
+from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
-from om_stream.ports import ChatModel, ContentStore
+from om_stream.ports import ChatModel, ContentStore, RecallStore
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
-__all__ = ["WorkerDeps", "build_deps", "kafka_client_options"]
+__all__ = ["WorkerDeps", "build_deps", "build_recall", "kafka_client_options"]
 
 
 @dataclass
@@ -28,6 +29,7 @@ class WorkerDeps:
     model: ChatModel
     offline: ChatModel
     metrics: Metrics
+    recall: RecallService | None = None  # None: the content store cannot be browsed (memory store)
 
 
 def kafka_client_options(kafka: KafkaSettings) -> dict[str, Any]:
@@ -66,6 +68,27 @@ def _model(settings: Settings, config: ResolvedConfig, offline: ChatModel) -> Ch
     return build_gateway(config, settings.memory, settings=settings.gateway)
 
 
+def build_recall(settings: Settings, config: ResolvedConfig, store: ContentStore,
+                 counter: TiktokenCounter) -> RecallService | None:
+    """The recall tool over the content store; with ``retrieval.vector`` in the OM options, semantic search too
+    (the configured embedder and the Qdrant index: a server with ``OM_QDRANT_URL``, else local mode)."""
+    if not isinstance(store, RecallStore):
+        return None
+    if config.retrieval is None or not config.retrieval.vector:
+        return RecallService(store, counter.count)
+    from om_stream.adapters.embedders import build_embedder
+    from om_stream.adapters.qdrant_index import QdrantRecallIndex
+
+    embedding, qdrant = settings.embedding, settings.qdrant
+    embedder = build_embedder(embedding.kind, embedding.model, dimension=embedding.dimension,
+                              api_base=embedding.api_base, api_key=embedding.api_key, batch_size=embedding.batch_size)
+    index = QdrantRecallIndex(embedder.model_id, embedder.dimension, url=qdrant.url,
+                              api_key=qdrant.api_key.get_secret_value() if qdrant.api_key else None,
+                              path=qdrant.path, collection_prefix=qdrant.collection_prefix,
+                              timeout_s=qdrant.timeout_s)
+    return RecallService(store, counter.count, index=index, embedder=embedder)
+
+
 def build_deps(settings: Settings) -> WorkerDeps:
     options = OMConfig.parse(load_om_options(settings.memory))
     if settings.memory.model and settings.memory.model != "offline":
@@ -75,6 +98,7 @@ def build_deps(settings: Settings) -> WorkerDeps:
     config = options.resolve()
     counter = TiktokenCounter(config.token_encoding)
     offline = OfflineModel(counter.count)
+    store = _store(settings)
     return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
-                      store=_store(settings), model=_model(settings, config, offline), offline=offline,
-                      metrics=Metrics.create())
+                      store=store, model=_model(settings, config, offline), offline=offline,
+                      metrics=Metrics.create(), recall=build_recall(settings, config, store, counter))

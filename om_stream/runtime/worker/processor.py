@@ -3,7 +3,8 @@
 Commit order for each batch (ARCHITECTURE §4), everything after step 1 queued on the one Kafka producer in order:
   1. content-store writes of every input, in order, awaited (idempotent: deterministic ids);
   2. the new states written to the table (its changelog);
-  3. publications: events, contexts (one per thread per batch: the newest), model requests, dead letters;
+  3. publications: events, contexts (one per thread per batch: the newest), model requests, recall indexing work,
+     dead letters;
   4. the input offsets, committed by Faust, which flushes the producer (every acknowledgement) first.
 A crash replays from the last committed offsets. A replayed input meets either the old state (every command is
 produced again with the same ids: consumers dedupe by ce_id / version) or the new one (the duplicate is
@@ -23,8 +24,10 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from om_stream.core.commands import (
+    ClearStored,
     Command,
     EmitEvent,
+    IndexForRecall,
     PublishContext,
     RejectInput,
     RequestObservation,
@@ -37,9 +40,11 @@ from om_stream.core.inputs import (
     ClearRecord,
     Input,
     MessageAppended,
+    ModelResultArrived,
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    TimerFired,
 )
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -49,13 +54,13 @@ from om_stream.observability.metrics import Metrics
 from om_stream.observability.worker_metrics import activation_latencies
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.internal_codec import decode_internal, encode_internal
+from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, decode_internal, encode_internal
 from om_stream.runtime.worker.timers import TimerWheel
 from om_stream.settings import KafkaSettings
 from om_stream.wire.codec import decode_command, decode_message, encode
 from om_stream.wire.commands import CommandRecord
 from om_stream.wire.context import ContextRecord
-from om_stream.wire.dlq import DeadLetterRecord
+from om_stream.wire.dlq import DLQ_REASONS, DeadLetterRecord
 
 __all__ = ["MemoryProcessor", "Publisher", "SourceRecord", "StateTable"]
 
@@ -98,7 +103,7 @@ class MemoryProcessor:
     def __init__(self, *, kafka: KafkaSettings, config: ResolvedConfig, accountant: TokenAccountant,
                  effects: Effects, publisher: Publisher, table: StateTable, clock: Clock, metrics: Metrics,
                  timers: TimerWheel, limits: EngineLimits | None = None, source: str = "om-stream",
-                 on_context: Callable[[ContextRecord], None] | None = None) -> None:
+                 on_context: Callable[[ContextRecord], None] | None = None, index_for_recall: bool = False) -> None:
         self.kafka = kafka
         self.config = config
         self.accountant = accountant
@@ -111,6 +116,7 @@ class MemoryProcessor:
         self.limits = limits or EngineLimits()
         self.source = source
         self.on_context = on_context
+        self.index_for_recall = index_for_recall  # publish the recall index's work (a search index is configured)
         self.near_limit: set[str] = set()
         # record key -> (the bytes last written to the table, the state they encode); bounded by the keys held
         self._last_written: dict[str, tuple[bytes, RecordState]] = {}
@@ -137,8 +143,8 @@ class MemoryProcessor:
             if record.key is None or record.value is None:
                 raise WireDecodeError("missing_key", "internal records carry the record key")
             internal = decode_internal(record.value)
-            if isinstance(internal, RequestObservation | RequestReflection):
-                raise WireDecodeError("invalid_fields", "a model request on the results topic")
+            if not isinstance(internal, ModelResultArrived | TimerFired):
+                raise WireDecodeError("invalid_fields", "only model results and timers belong on the results topic")
             return record.key.decode(), "", internal
         raise WireDecodeError("unknown_schema", f"records from {record.topic!r} are not inputs")
 
@@ -179,6 +185,9 @@ class MemoryProcessor:
                 elif isinstance(command, EmitEvent) and isinstance(command.event, StatusEvent):
                     # a status is a snapshot: within a batch only a thread's newest one says anything
                     statuses[command.event.thread_id] = command
+                elif isinstance(command, ClearStored):
+                    if self.index_for_recall:
+                        publications.append(self._internal(key, ForgetIndexed(decision.state.resource_id, key)))
                 else:
                     publication = await self._publication(command, record)
                     if publication is not None:
@@ -235,9 +244,17 @@ class MemoryProcessor:
         if isinstance(command, RequestObservation | RequestReflection):
             return (topics.topic_model_requests, command.record_key.encode(), encode_internal(command),
                     [("om_request_id", command.request_id.encode())])
+        if isinstance(command, IndexForRecall):
+            return self._internal(command.record_key, command) if self.index_for_recall else None
         if isinstance(command, RejectInput):
+            if command.reason in DLQ_REASONS:
+                return self._dead_letter(record, command.reason, command.detail)
             return self._dead_letter(record, "rejected_command", f"{command.reason}: {command.detail}")
-        return None  # timers live in the state (TimerWheel); IndexForRecall is served by the recall indexer
+        return None  # timers live in the state (TimerWheel)
+
+    def _internal(self, key: str, work: InternalRecord) -> tuple[str, bytes, bytes, list[tuple[str, bytes]]]:
+        """Work for the model workers (keyed like the record, so it stays on the record's partition)."""
+        return self.kafka.topic_model_requests, key.encode(), encode_internal(work), []
 
     async def _context_publication(self, command: PublishContext,
                                    received_at: float) -> tuple[str, bytes, bytes, list[tuple[str, bytes]]]:

@@ -4,6 +4,8 @@ GET  /v1/threads/{id}/context   the latest context of a thread owned by this wor
 GET  /v1/threads/{id}/status    its ``data-om-status`` payload
 POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``); body: {"resource_id"?}
 POST /v1/threads/{id}/reflect   queue a manual reflection; body: {"guidance"?, "resource_id"?}
+POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
+                                (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
 GET  /healthz                   200 once the state table is recovered and the worker is not rebalancing
 GET  /metrics                   Prometheus text format
 """
@@ -20,6 +22,8 @@ from pydantic import ValidationError
 
 from om_stream.core.engine import record_key
 from om_stream.core.views import context_spec, status_event
+from om_stream.errors import WireDecodeError
+from om_stream.runtime.recall import decode_recall_request
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord
 
@@ -86,6 +90,19 @@ def register_views(worker: Worker) -> None:
     class ReflectView(web.View):
         async def post(self, request: web.Request, thread_id: str) -> web.Response:
             return await command(self, request, thread_id, "reflect")
+
+    @app.page("/v1/recall")
+    class RecallView(web.View):
+        async def post(self, request: web.Request) -> web.Response:
+            try:
+                call = decode_recall_request(await request.read(), kafka.max_message_bytes)
+            except WireDecodeError as exc:
+                worker.deps.metrics.recall_requests.labels("http", "unknown", "invalid_request").inc()
+                return self.json({"error": exc.reason, "detail": exc.detail}, status=400)
+            await worker.effects.start()
+            response = await worker.recall.answer(call, "http")
+            status = 200 if response.error is None else 400 if response.error.code == "invalid_request" else 503
+            return self.bytes(encode(response), content_type="application/json", status=status)
 
     @app.page("/healthz")
     class HealthView(web.View):

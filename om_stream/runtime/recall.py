@@ -1,0 +1,111 @@
+"""Recall in a running om-stream: answering the recall tool (HTTP and the request/reply topics share this) and
+indexing observation groups for semantic search (the engine's ``IndexForRecall`` commands).
+
+The recall tool reads the content store, so it needs a store that can be browsed (SQLite or Cassandra). Search
+also needs ``retrieval.vector`` in the OM options, an embedder and the Qdrant index; without them a search call is
+answered with the tool's own "search is not configured" result, never an error.
+
+Indexing runs beside the memory agent, never inside it: a failure is retried with backoff, then counted
+(``om_recall_index_failures_total``) and logged. An unindexed group weakens search; it loses no conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from pydantic import ValidationError
+
+from om_stream.adapters.recall_service import RecallService
+from om_stream.core.commands import IndexForRecall
+from om_stream.core.config import RetrievalConfig
+from om_stream.errors import ModelError, StorageError, WireDecodeError
+from om_stream.observability.metrics import Metrics
+from om_stream.wire.recall import RecallFailure, RecallRequest, RecallResponse
+
+__all__ = ["RecallEndpoint", "decode_recall_request"]
+
+log = logging.getLogger(__name__)
+
+NO_STORE = ("recall is unavailable: it reads the content store, and this deployment keeps contents in memory only "
+            "(set OM_MEMORY_STORE to cassandra or sqlite)")
+
+
+def decode_recall_request(raw: bytes | None, max_bytes: int) -> RecallRequest:
+    """An ``om.recall.request/v1`` from bytes; raises ``WireDecodeError`` with the reason it cannot be read."""
+    if not raw:
+        raise WireDecodeError("invalid_json", "the request has no body")
+    if len(raw) > max_bytes:
+        raise WireDecodeError("oversize", f"{len(raw)} bytes is more than the {max_bytes} allowed")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise WireDecodeError("invalid_json", str(exc)) from None
+    if not isinstance(data, dict):
+        raise WireDecodeError("invalid_json", "the request must be a JSON object")
+    if data.get("schema", "om.recall.request/v1") != "om.recall.request/v1":
+        raise WireDecodeError("unknown_schema", f"schema {data.get('schema')!r} is not om.recall.request/v1")
+    try:
+        return RecallRequest.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise WireDecodeError("invalid_fields", problems) from None
+
+
+class RecallEndpoint:
+    def __init__(self, service: RecallService | None, metrics: Metrics, *,
+                 retrieval: RetrievalConfig | None = None, index_attempts: int = 4,
+                 index_backoff_s: float = 0.5) -> None:
+        self.service = service
+        self.retrieval = retrieval  # the deployment's: applies to calls that do not carry their own
+        self.metrics = metrics
+        self.index_attempts = index_attempts
+        self.index_backoff_s = index_backoff_s
+
+    @property
+    def indexing(self) -> bool:
+        return self.service is not None and self.service.search_available
+
+    async def answer(self, request: RecallRequest, transport: str) -> RecallResponse:
+        mode = request.arguments.mode
+        began = time.perf_counter()
+        if "retrieval" not in request.model_fields_set and self.retrieval is not None:
+            request = request.model_copy(update={"retrieval": self.retrieval})
+        if self.service is None:
+            response = RecallResponse(correlation_id=request.correlation_id,
+                                      error=RecallFailure(code="unavailable", message=NO_STORE))
+        else:
+            response = await self.service.handle(request)
+        self.metrics.recall_seconds.labels(mode).observe(time.perf_counter() - began)
+        outcome = "ok" if response.error is None else response.error.code
+        self.metrics.recall_requests.labels(transport, mode, outcome).inc()
+        return response
+
+    async def index(self, command: IndexForRecall) -> None:
+        """Index one observation group and its messages; retried, then counted as a failure (never raised)."""
+        if self.service is None or not self.service.search_available:
+            return
+        delay = self.index_backoff_s
+        for attempt in range(1, self.index_attempts + 1):
+            try:
+                points = await self.service.index_segment(command)
+            except (ModelError, StorageError) as exc:
+                if attempt == self.index_attempts:
+                    self.metrics.recall_index_failures.inc()
+                    log.error("segment %s of %s left out of the recall index after %d attempts: %s",
+                              command.segment_id, command.record_key, attempt, exc)
+                    return
+                log.warning("indexing segment %s failed (attempt %d), retrying in %.1fs: %s", command.segment_id,
+                            attempt, delay, exc)
+                await asyncio.sleep(delay)
+                delay *= 2
+            else:
+                self.metrics.recall_indexed_points.inc(points)
+                return
+
+    async def forget(self, resource_id: str, record_key: str) -> None:
+        if self.indexing:
+            assert self.service is not None
+            await self.service.forget(resource_id, record_key)
