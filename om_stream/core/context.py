@@ -148,8 +148,12 @@ def _meaning_note(match: re.Match[str], *, line: str, today: date) -> str:
 def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Sequence[Message], *,
                    now_ms: int, hints: bool = True, extracted: Mapping[str, str] | None = None,
                    extra_instructions: str | None = None,
-                   other_conversations: Sequence[tuple[str, str]] = ()) -> RenderedContext:
-    """Assemble the agent's context from a ``ContextSpec`` and the stored texts it names."""
+                   other_conversations: Sequence[tuple[str, str]] = (),
+                   group_headings: Mapping[str, str] | None = None) -> RenderedContext:
+    """Assemble the agent's context from a ``ContextSpec`` and the stored texts it names.
+
+    Retrieval mode: ``extra_instructions`` are the recall tool's instructions and ``group_headings`` introduce each
+    segment with its group id and message ranges (the cursors those instructions talk about)."""
     today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
     segment_blocks: list[str] = []
     previous: date | None = None
@@ -158,7 +162,8 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
         if not text:
             continue
         annotated, previous = annotate_relative_times(text, today, previous)
-        segment_blocks.append(annotated)
+        heading = (group_headings or {}).get(segment_id)
+        segment_blocks.append(f"{heading}\n{annotated}" if heading else annotated)
     blocks: list[str] = []
     intro = INTRO if not extra_instructions else f"{INTRO}\n\n{extra_instructions}"
     has_memory = bool(segment_blocks or (hints and (spec.current_task or spec.suggested_response)))

@@ -29,7 +29,9 @@ from om_stream.core.config import ResolvedConfig
 from om_stream.core.context import render_context
 from om_stream.core.events import OMEvent
 from om_stream.core.messages import Message
-from om_stream.ports import ContentStore
+from om_stream.core.recall.groups import group_heading
+from om_stream.core.recall.instructions import recall_instructions
+from om_stream.ports import ContentStore, GroupQueries
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 
 __all__ = ["ContentCache", "Effects"]
@@ -62,9 +64,12 @@ class ContentCache:
 
 
 class Effects:
-    def __init__(self, store: ContentStore, config: ResolvedConfig, *, cache_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, store: ContentStore, config: ResolvedConfig, *, cache_bytes: int = 64 * 1024 * 1024,
+                 search_available: bool = False) -> None:
         self.store = store
         self.config = config
+        # retrieval mode: the recall instructions (offering search only when it works) and group headings
+        self.recall_instructions = recall_instructions(config.retrieval, search_available=search_available) or None
         self.cache = ContentCache(cache_bytes)
         self._started = False
 
@@ -127,6 +132,23 @@ class Effects:
                 self.cache.put(f"s:{segment_id}", text, len(text) + 64)
         return found
 
+    async def group_headings(self, resource_id: str, segment_ids: Sequence[str]) -> dict[str, str]:
+        """Each segment's group heading (id and message ranges), for stores that keep groups; cached, since a
+        segment's ranges never change."""
+        found: dict[str, str] = {}
+        missing = []
+        for segment_id in segment_ids:
+            cached = self.cache.get(f"g:{segment_id}")
+            if isinstance(cached, str):
+                found[segment_id] = cached
+            else:
+                missing.append(segment_id)
+        if missing and isinstance(self.store, GroupQueries):
+            for group_id, group in (await self.store.get_groups(resource_id, missing)).items():
+                found[group_id] = group_heading(group)
+                self.cache.put(f"g:{group_id}", found[group_id], len(found[group_id]) + 64)
+        return found
+
     async def event(self, command: EmitEvent) -> OMEvent:
         event = command.event
         if command.observations_from:
@@ -148,8 +170,10 @@ class Effects:
         if custom:
             metadata = await self.store.get_thread_metadata(spec.thread_id)
             extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
+        headings = await self.group_headings(spec.resource_id, spec.segment_ids) if self.recall_instructions else {}
         rendered = render_context(spec, texts, messages, now_ms=now_ms, hints=self.config.observation_hints,
-                                  extracted=extracted)
+                                  extracted=extracted, extra_instructions=self.recall_instructions,
+                                  group_headings=headings)
         return ContextRecord(
             thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
             through_message_id=spec.through_message_id, observations=rendered.observations,

@@ -72,6 +72,15 @@ def _request(resource: str, arguments: dict[str, Any], thread: str | None = None
 async def test_recall_over_http_browses_searches_and_keeps_tenants_apart(worker) -> None:  # type: ignore[no-untyped-def]
     await _conversation(worker)
 
+    # the context teaches the tool and names each group's messages: a range's first id is a working cursor
+    context = await http_call(worker.port, "GET", "/v1/threads/t-home/context")
+    assert "the recall tool" in context["system_blocks"][0] and 'mode "search"' in context["system_blocks"][0]
+    ranges = re.findall(r"^_range: ([^:_]+):([^_]+)_$", context["observations"], re.M)
+    assert ranges and context["observations"].count("## Group `") == len(ranges)
+    opened = await http_call(worker.port, "POST", "/v1/recall",
+                             _request("ana", {"mode": "messages", "cursor": ranges[0][0]}, "t-home"))
+    assert ranges[0][0] in opened["result"]["messages"] and "Ingrid" in opened["result"]["messages"]
+
     page = await http_call(worker.port, "POST", "/v1/recall", _request("ana", {"mode": "messages"}, "t-home"))
     assert page["schema"] == "om.recall.response/v1" and page["result"]["mode"] == "messages"
     assert "Ingrid" in page["result"]["messages"] and page["result"]["count"] > 0

@@ -87,3 +87,18 @@ def test_observation_group_tags_are_not_shown_to_the_agent() -> None:
     rendered = render_context(spec(("g",)), texts, [message()], now_ms=NOW)
     assert "observation-group" not in rendered.observations
     assert "User likes tea." in rendered.observations
+
+
+def test_retrieval_mode_teaches_the_tool_and_heads_each_group_with_its_ranges() -> None:
+    from om_stream.core.config import RetrievalConfig
+    from om_stream.core.recall.instructions import recall_instructions
+
+    instructions = recall_instructions(RetrievalConfig(vector=True), search_available=False)
+    headings = {"s1": "## Group `s1`\n_range: m1:m4_", "s2": "## Group `s2`\n_range: m5:m8_"}
+    rendered = render_context(spec(("s1", "s2")), TEXTS, [message()], now_ms=NOW, extra_instructions=instructions,
+                              group_headings=headings)
+    first = rendered.system_blocks[0]
+    assert "_range: <firstId>:<lastId>_" in first and 'mode "search"' not in first  # no index: no search offered
+    start = rendered.system_blocks.index("<observations>")
+    assert rendered.system_blocks[start + 1].startswith("## Group `s1`\n_range: m1:m4_\nDate: Mar 1, 2026")
+    assert rendered.system_blocks[start + 2].startswith("## Group `s2`\n_range: m5:m8_\n")

@@ -114,8 +114,9 @@ class Worker:
         # UTF-8, partitioned by the producer's partitioner exactly like the input topics' keys
         self.table = self.app.Table("om_state", default=None, partitions=kafka.partitions, use_partitioner=True,
                                     key_type=str, value_type=bytes)
-        self.effects = Effects(deps.store, deps.config, cache_bytes=worker.content_cache_mb * 1024 * 1024)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
+        self.effects = Effects(deps.store, deps.config, cache_bytes=worker.content_cache_mb * 1024 * 1024,
+                               search_available=self.recall.indexing)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=_FaustPublisher(self.app), table=_Table(self.table), clock=self.clock, metrics=deps.metrics,
