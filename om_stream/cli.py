@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--report", type=Path, required=True, help="where to write the JSON report")
     rep.add_argument("--no-drain", action="store_true",
                      help="do not wait for background cycles between messages (as a fast agent would)")
+    rep.add_argument("--db", type=Path, default=None,
+                     help="keep messages and observations in this SQLite file (default: SQLite in memory)")
     _add_threshold_flags(rep)
     sub.add_parser("worker", help="run the Kafka sidecar (settings from OM_* environment variables)")
     sub.add_parser("migrate", help="create or upgrade the Cassandra keyspace (idempotent)")
@@ -103,6 +105,7 @@ def _model(name: str | None, api_base: str | None) -> tuple[Any, str]:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from om_stream.adapters.sqlite_store import SqliteContentStore
     from om_stream.core.config import OMConfig
     from om_stream.replay.conversation import load_turns
     from om_stream.replay.runner import replay
@@ -110,7 +113,8 @@ def _replay(args: argparse.Namespace) -> int:
     options = OMConfig.parse(_threshold_options(args))
     turns = load_turns(args.file)
     model, _label = _model(args.model, args.api_base)
-    result = asyncio.run(replay(turns, options, model=model, drain=not args.no_drain))
+    store = SqliteContentStore(args.db) if args.db else None
+    result = asyncio.run(replay(turns, options, model=model, drain=not args.no_drain, store=store))
     report = result.report()
     args.report.write_text(json.dumps(report, indent=2))
     timing = report["timing"]["overhead_ms"]

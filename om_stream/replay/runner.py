@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from om_stream.core.config import OMConfig
-from om_stream.ports import ChatModel
+from om_stream.ports import ChatModel, ContentStore
 from om_stream.replay.conversation import Turn
 from om_stream.runtime.cycles import RoleStats
 from om_stream.runtime.embedded import ManualClock, Memory
@@ -117,11 +117,12 @@ def _percentile(values: Sequence[float], pct: float) -> float:
 
 async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel | None = None, drain: bool = True,
                  on_turn: Callable[[Turn, ContextRecord | None, Memory], None] | None = None,
-                 memory: Memory | None = None) -> ReplayResult:
+                 memory: Memory | None = None, store: ContentStore | None = None) -> ReplayResult:
+    """Replay ``turns`` through a ``Memory`` (the given one, else one on ``store``: SQLite in memory by default)."""
     clock = ManualClock(turns[0].messages[0].created_at_ms if turns else 0)
     result = ReplayResult()
     started = time.perf_counter()
-    async with memory or Memory(options, model=model, clock=clock) as om:
+    async with memory or Memory(options, model=model, clock=clock, store=store) as om:
         clock = om.clock if isinstance(om.clock, ManualClock) else clock
         result.memory = om
         for turn in turns:

@@ -18,17 +18,21 @@ import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.adapters.offline_model import OfflineModel
+from om_stream.adapters.qdrant_index import QdrantRecallIndex
+from om_stream.adapters.recall_service import RecallService
+from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
+    ClearStored,
     Command,
     ContextSpec,
     EmitEvent,
+    IndexForRecall,
     PersistMessage,
     PublishContext,
     RejectInput,
@@ -36,7 +40,7 @@ from om_stream.core.commands import (
     RequestReflection,
     ScheduleTimer,
 )
-from om_stream.core.config import OMConfig
+from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
 from om_stream.core.engine import decide, new_record, record_key
 from om_stream.core.events import OMEvent
 from om_stream.core.inputs import (
@@ -50,11 +54,13 @@ from om_stream.core.inputs import (
     TimerFired,
 )
 from om_stream.core.messages import Message
+from om_stream.core.recall.params import RecallArguments, RecallScope
+from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
-from om_stream.errors import InputRejected, OMError
-from om_stream.ports import ChatModel, Clock, ContentStore
+from om_stream.errors import InputRejected, OMError, RecallError
+from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.wire.context import ContextRecord
@@ -100,18 +106,23 @@ class Memory:
     def __init__(self, config: OMConfig | Mapping[str, Any] | bool | None = None, *,
                  store: ContentStore | None = None, model: ChatModel | None = None,
                  offline: ChatModel | None = None, clock: Clock | None = None,
-                 limits: EngineLimits | None = None, on_event: EventListener | None = None) -> None:
+                 limits: EngineLimits | None = None, on_event: EventListener | None = None,
+                 embedder: Embedder | None = None, index: RecallIndex | None = None) -> None:
+        """``store``: where messages and observations live (default: SQLite in memory; give
+        ``SqliteContentStore("om.db")`` to keep them). With ``retrieval`` in the options the recall tool reads that
+        store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory)."""
         self.options = OMConfig.parse(config)
         self.config = self.options.resolve()
         self.counter = TiktokenCounter(self.config.token_encoding)
         self.accountant = TokenAccountant(self.counter.count)
-        self.store: ContentStore = store or InMemoryContentStore()
+        self.store: ContentStore = store or SqliteContentStore(":memory:")
+        self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
         self.model: ChatModel = model or self.offline
         self.clock: Clock = clock or SystemClock()
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
-        self.effects = Effects(self.store, self.config)
+        self.effects = Effects(self.store, self.config, search_available=self._indexing)
         self.runner = CycleRunner(store=self.store, model=self.model, offline=self.offline, config=self.config,
                                   count_text=self.counter.count, stats=self.stats)
         self.listeners: list[EventListener] = [on_event] if on_event else []
@@ -192,6 +203,21 @@ class Memory:
                        observation_tokens: int | None = None, resource_id: str | None = None) -> None:
         await self._command(thread_id, resource_id, OverrideThresholds(message_tokens, observation_tokens, thread_id))
 
+    async def recall(self, resource_id: str, arguments: RecallArguments | Mapping[str, Any], *,
+                     thread_id: str | None = None) -> RecallResult:
+        """The recall tool, as the agent's model calls it (``{"mode": "search", "query": ...}``). ``resource_id``
+        is the tenant; ``thread_id`` the agent's current thread. Raises ``RecallError`` for a call that cannot be
+        answered as asked (the message says how to fix it)."""
+        if self.recall_service is None:
+            raise RecallError("recall reads the content store; this memory's store cannot be browsed")
+        scope = RecallScope(resource_id=resource_id, current_thread_id=thread_id,
+                            retrieval=self.config.retrieval or RetrievalConfig())
+        return await self.recall_service.recall(scope, arguments)
+
+    @property
+    def _indexing(self) -> bool:
+        return self.recall_service is not None and self.recall_service.search_available
+
     def state(self, thread_id: str, resource_id: str | None = None) -> RecordState | None:
         return self._states.get(record_key(self.config.scope, thread_id, resource_id or thread_id))
 
@@ -257,6 +283,10 @@ class Memory:
                 self._spawn(key, resource_id, command)
             elif isinstance(command, ScheduleTimer):
                 self._schedule(key, command.timer, command.due_at)
+            elif isinstance(command, IndexForRecall) and self._indexing:
+                self._background(self._index(command), f"om-index-{command.segment_id}")
+            elif isinstance(command, ClearStored) and self._indexing:
+                self._background(self._forget(resource_id, key), f"om-forget-{key}")
             elif isinstance(command, RejectInput):
                 self.rejections.append(command)
                 log.warning("input refused for %s: %s (%s)", key, command.reason, command.detail)
@@ -291,11 +321,29 @@ class Memory:
     # -- background work -----------------------------------------------------------------------------------------
 
     def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
+        self._background(self._run_cycle(key, resource_id, request), f"om-{request.request_id}")
+
+    def _background(self, work: Coroutine[Any, Any, None], name: str) -> None:
         if self._closed:
+            work.close()
             return
-        task = asyncio.create_task(self._run_cycle(key, resource_id, request), name=f"om-{request.request_id}")
+        task = asyncio.create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _index(self, command: IndexForRecall) -> None:
+        assert self.recall_service is not None
+        try:
+            await self.recall_service.index_segment(command)
+        except OMError as exc:  # a weaker search, never a lost conversation
+            log.warning("segment %s left out of the recall index: %s", command.segment_id, exc)
+
+    async def _forget(self, resource_id: str, key: str) -> None:
+        assert self.recall_service is not None
+        try:
+            await self.recall_service.forget(resource_id, key)
+        except OMError as exc:
+            log.warning("recall index still holds cleared record %s: %s", key, exc)
 
     async def _run_cycle(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
         try:
@@ -332,3 +380,13 @@ class Memory:
             delay = (self._timers[0][0] - now) / 1000 if self._timers else 3600.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout=max(0.01, delay))
+
+
+def _recall_service(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,
+                    embedder: Embedder | None, index: RecallIndex | None) -> RecallService | None:
+    if not isinstance(store, RecallStore):
+        return None
+    if embedder is None or config.retrieval is None or not config.retrieval.vector:
+        return RecallService(store, counter.count)
+    return RecallService(store, counter.count, embedder=embedder,
+                         index=index or QdrantRecallIndex(embedder.model_id, embedder.dimension))

@@ -197,3 +197,25 @@ async def test_tenants_sharing_message_ids_never_see_each_others_messages() -> N
         assert refused.value.reason == "resource_mismatch"
         after = await om.context("t-ana")
         assert after is not None and [m.text for m in after.messages] == ["ana's secret"]
+
+
+async def test_the_library_recalls_and_searches_what_it_observed() -> None:
+    from om_stream.adapters.embedders import OfflineMiniLMEmbedder
+
+    facts = ["my sister Ingrid lives in Trondheim", "the budget review moved to the ninth of April",
+             "I am allergic to peanuts", "the deployment freeze starts in December"]
+    options = {"observation": {"messageTokens": 60, "bufferTokens": False}, "retrieval": {"vector": True}}
+    async with Memory(options, clock=ManualClock(int(START.timestamp() * 1000)),
+                      embedder=OfflineMiniLMEmbedder()) as om:
+        for index, fact in enumerate(facts * 2):
+            await om.add_message(msg(index, "user", f"{fact}, note {index}."))
+        await om.settle()
+        state = om.state("t1", "r1")
+        assert state is not None and state.log, "the messages were observed"
+        page = await om.recall("r1", {"threadId": "current", "limit": 3}, thread_id="t1")
+        assert page.mode == "messages" and "Ingrid" in page.messages
+        found = await om.recall("r1", {"mode": "search", "query": "which city does the sister live in"})
+        assert found.mode == "search" and found.count > 0 and "Trondheim" in found.results
+        context = await om.context("t1")
+        assert context is not None and "## Group `" in context.observations
+        assert "the recall tool" in context.system_blocks[0]
