@@ -116,6 +116,7 @@ class Memory:
         self.counter = TiktokenCounter(self.config.token_encoding)
         self.accountant = TokenAccountant(self.counter.count)
         self.store: ContentStore = store or SqliteContentStore(":memory:")
+        self._owns_store = store is None  # a store the caller gave stays open for the caller
         self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
         self.model: ChatModel = model or self.offline
@@ -160,7 +161,8 @@ class Memory:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.store.close()
+        if self._owns_store:
+            await self.store.close()
 
     # -- the public API ------------------------------------------------------------------------------------------
 

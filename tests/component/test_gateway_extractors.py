@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from om_stream.adapters.gateway import GatewaySettings, ModelGateway
+from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.core.config import OMConfig
 from om_stream.core.events import OMEvent
 from om_stream.core.extractors import ExtractionContext, Extractor, WorkingMemoryExtractor
@@ -71,7 +72,7 @@ async def run(srv: FakeOpenAI, extract: list[Extractor], *, cycles: int = 1, ref
     options = options.model_copy(update={where: group})
     gateway = ModelGateway(GatewaySettings(api_bases={"*": srv.base_url}, api_keys={"*": "test"}, timeout_s=2,
                                            deadline_s=5, max_retries=0))
-    async with Memory(options, model=gateway, clock=ManualClock(0),
+    async with Memory(options, model=gateway, clock=ManualClock(0), store=SqliteContentStore(":memory:"),
                       on_event=lambda e, _i: result.events.append(e)) as om:
         result.memory = om
         for cycle in range(cycles):
