@@ -34,14 +34,13 @@ test: $(INSTALLED) ## run every test tier (unit, component, contract, integratio
 test-unit: ## unit tests only (no services)
 	$(PY) -m pytest tests/unit
 
-test-clients: ## Python, TypeScript and Go clients: shared vectors, unit tests, end to end on real Kafka with a worker
+test-clients: $(INSTALLED) ## TypeScript and Go clients: shared vectors, unit tests, end to end on real Kafka with a worker (Python's run in `make test`)
 	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error && npm test
 	cd clients/go && go test -count=1 ./...
-	$(PY) -m pytest tests/contract/test_schemas_and_vectors.py tests/integration/test_python_client.py \
-		clients/test_clients_e2e.py
+	$(PY) -m pytest clients/test_clients_e2e.py
 
 lint: ## ruff
-	$(VENV)/bin/ruff check om_stream tests bench
+	$(VENV)/bin/ruff check om_stream tests bench clients schemas
 
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy

@@ -5,6 +5,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 
-from tests.conftest import kafka_bootstrap, pytest_collection_modifyitems, pytest_sessionfinish  # noqa: E402
+from tests.conftest import kafka_bootstrap, pytest_collection_modifyitems, pytest_sessionfinish
 
 __all__ = ["kafka_bootstrap", "pytest_collection_modifyitems", "pytest_sessionfinish"]
