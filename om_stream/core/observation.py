@@ -29,11 +29,9 @@ from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
     BufferingFailedEvent,
-    BufferingStartEvent,
     ExtractionFailure,
     ObservationEndEvent,
     ObservationFailedEvent,
-    ObservationStartEvent,
     TemporalMarkerEvent,
     ThreadUpdateEvent,
 )
@@ -252,18 +250,7 @@ def _start_cycle(step: Step, kind: CycleKind, trigger: Trigger, messages: list[M
                   started_at=step.now, deadline_at=step.deadline(kind == "sync"), tokens=tokens,
                   message_ids=tuple(m.id for m in messages), last_seq=messages[-1].seq, thread_ids=thread_ids,
                   blocking=kind == "sync", fallback=offline)
-    step.add_cycle(cycle)
-    main = step.primary_thread(thread_ids)
-    if kind == "buffer":
-        step.emit(BufferingStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
-                                      operation_type="observation", started_at=step.iso_now(),
-                                      tokens_to_buffer=tokens, thread_ids=list(thread_ids),
-                                      config=step.marker_config()))
-    else:
-        step.emit(ObservationStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
-                                        operation_type="observation", started_at=step.iso_now(),
-                                        tokens_to_observe=tokens, thread_ids=list(thread_ids),
-                                        config=step.marker_config()))
+    step.start_cycle(cycle)
     request_observation(step, cycle)
     return cycle
 

@@ -21,11 +21,9 @@ from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
     BufferingFailedEvent,
-    BufferingStartEvent,
     ExtractionFailure,
     ObservationEndEvent,
     ObservationFailedEvent,
-    ObservationStartEvent,
 )
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.model_spec import model_name
@@ -122,18 +120,7 @@ def _start(step: Step, kind: CycleKind, trigger: Trigger, *, guidance: str | Non
                   deadline_at=step.deadline(kind == "sync"), tokens=tokens, thread_ids=thread_ids,
                   generation=state.generation, covers=covers, blocking=kind == "sync", fallback=offline,
                   guidance=guidance)
-    step.add_cycle(cycle)
-    main = step.primary_thread(thread_ids)
-    if kind == "buffer":
-        step.emit(BufferingStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
-                                      operation_type="reflection", started_at=step.iso_now(),
-                                      tokens_to_buffer=tokens, thread_ids=list(thread_ids),
-                                      config=step.marker_config()))
-    else:
-        step.emit(ObservationStartEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
-                                        operation_type="reflection", started_at=step.iso_now(),
-                                        tokens_to_observe=tokens, thread_ids=list(thread_ids),
-                                        config=step.marker_config()))
+    step.start_cycle(cycle)
     request_reflection(step, cycle)
 
 

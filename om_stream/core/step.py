@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from om_stream.core.commands import Command, EmitEvent, PublishContext, ScheduleTimer
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.events import MarkerConfig, OMEvent, StatusEvent
+from om_stream.core.events import BufferingStartEvent, MarkerConfig, ObservationStartEvent, OMEvent, StatusEvent
 from om_stream.core.messages import iso
 from om_stream.core.state import Cycle, RecordState, ThreadState
 from om_stream.core.tokens import TokenAccountant
@@ -59,6 +59,22 @@ class Step:
 
     def emit(self, event: OMEvent, observations_from: tuple[str, ...] = ()) -> None:
         self.add(EmitEvent(self.state.key, event, self.new_id("evt"), observations_from))
+
+    def start_cycle(self, cycle: Cycle) -> None:
+        """Record a new Observer/Reflector cycle and announce it (``buffering-start`` in the background,
+        ``observation-start`` otherwise; reflections use the same events with ``operationType: reflection``)."""
+        self.add_cycle(cycle)
+        main = self.primary_thread(cycle.thread_ids)
+        if cycle.kind == "buffer":
+            self.emit(BufferingStartEvent(record_id=self.record_id, thread_id=main, cycle_id=cycle.id,
+                                          operation_type=cycle.operation, started_at=self.iso_now(),
+                                          tokens_to_buffer=cycle.tokens, thread_ids=list(cycle.thread_ids),
+                                          config=self.marker_config()))
+        else:
+            self.emit(ObservationStartEvent(record_id=self.record_id, thread_id=main, cycle_id=cycle.id,
+                                            operation_type=cycle.operation, started_at=self.iso_now(),
+                                            tokens_to_observe=cycle.tokens, thread_ids=list(cycle.thread_ids),
+                                            config=self.marker_config()))
 
     def schedule(self, timer: str, due_at: int) -> None:
         if self.state.timers.get(timer) == due_at:

@@ -12,7 +12,8 @@ read back from Cassandra what this process wrote a moment ago.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeVar
 
 from om_stream.core.commands import (
     ActivateChunks,
@@ -33,6 +34,8 @@ from om_stream.core.recall.groups import group_heading
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.ports import ContentStore, GroupQueries
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
+
+V = TypeVar("V", Message, str)
 
 __all__ = ["ContentCache", "Effects"]
 
@@ -101,53 +104,46 @@ class Effects:
             elif isinstance(command, ClearStored):
                 await self.store.clear(command.record_key, command.epoch)
 
+    async def _cached(self, ids: Sequence[str], key: Callable[[str], str], kind: type[V],
+                      load: Callable[[list[str]], Awaitable[dict[str, V]]], size: Callable[[V], int]) -> dict[str, V]:
+        """``ids`` found in the cache (under ``key(id)``), the rest loaded (one call) and cached."""
+        found: dict[str, V] = {}
+        missing = []
+        for item in ids:
+            cached = self.cache.get(key(item))
+            if isinstance(cached, kind):
+                found[item] = cached
+            else:
+                missing.append(item)
+        if missing:
+            for item, value in (await load(missing)).items():
+                found[item] = value
+                self.cache.put(key(item), value, size(value))
+        return found
+
     async def messages(self, ids: Sequence[str], resource_id: str) -> list[Message]:
         """Messages of one tenant (message ids are only unique within a resource), from the cache or the store."""
-        found: dict[str, Message] = {}
-        missing = []
-        for message_id in ids:
-            cached = self.cache.get(_message_key(resource_id, message_id))
-            if isinstance(cached, Message):
-                found[message_id] = cached
-            else:
-                missing.append(message_id)
-        if missing:
-            for message in await self.store.get_messages(missing, resource_id=resource_id):
-                found[message.message_id] = message
-                self.cache.put(_message_key(resource_id, message.message_id), message, len(message.text) + 256)
+        async def load(missing: list[str]) -> dict[str, Message]:
+            return {m.message_id: m for m in await self.store.get_messages(missing, resource_id=resource_id)}
+
+        found = await self._cached(ids, lambda i: _message_key(resource_id, i), Message, load,
+                                   lambda m: len(m.text) + 256)
         return [found[i] for i in ids if i in found]
 
     async def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        missing = []
-        for segment_id in ids:
-            cached = self.cache.get(f"s:{segment_id}")
-            if isinstance(cached, str):
-                found[segment_id] = cached
-            else:
-                missing.append(segment_id)
-        if missing:
-            for segment_id, text in (await self.store.get_segment_texts(missing)).items():
-                found[segment_id] = text
-                self.cache.put(f"s:{segment_id}", text, len(text) + 64)
-        return found
+        return await self._cached(ids, lambda i: f"s:{i}", str, self.store.get_segment_texts, lambda t: len(t) + 64)
 
     async def group_headings(self, resource_id: str, segment_ids: Sequence[str]) -> dict[str, str]:
         """Each segment's group heading (id and message ranges), for stores that keep groups; cached, since a
         segment's ranges never change."""
-        found: dict[str, str] = {}
-        missing = []
-        for segment_id in segment_ids:
-            cached = self.cache.get(f"g:{segment_id}")
-            if isinstance(cached, str):
-                found[segment_id] = cached
-            else:
-                missing.append(segment_id)
-        if missing and isinstance(self.store, GroupQueries):
-            for group_id, group in (await self.store.get_groups(resource_id, missing)).items():
-                found[group_id] = group_heading(group)
-                self.cache.put(f"g:{group_id}", found[group_id], len(found[group_id]) + 64)
-        return found
+        store = self.store
+        if not isinstance(store, GroupQueries):
+            return {}
+
+        async def load(missing: list[str]) -> dict[str, str]:
+            return {gid: group_heading(group) for gid, group in (await store.get_groups(resource_id, missing)).items()}
+
+        return await self._cached(segment_ids, lambda i: f"g:{i}", str, load, lambda t: len(t) + 64)
 
     async def event(self, command: EmitEvent) -> OMEvent:
         event = command.event

@@ -236,6 +236,20 @@ def _render(lines: list[str], kept: set[int]) -> str:
         if count:
             out.append(_GAP_MARKER.format(count))
 
+    def keep(line: str) -> None:
+        """Show ``line``, after the gap marker and the thread and date headers it needs."""
+        nonlocal thread_shown, before_thread, dropped, day_shown
+        if thread and not thread_shown:
+            gap(before_thread)
+            out.append(thread)
+            thread_shown, before_thread = True, 0
+        gap(dropped)
+        dropped = 0
+        if day and not day_shown:
+            out.append(day)
+            day_shown = True
+        out.append(line)
+
     for index, line in enumerate(lines):
         if index in kept:
             plain = True
@@ -245,16 +259,7 @@ def _render(lines: list[str], kept: set[int]) -> str:
         if plain:
             # an observation line (the common case): no pattern can match it
             if index in kept:
-                if thread and not thread_shown:
-                    gap(before_thread)
-                    out.append(thread)
-                    thread_shown, before_thread = True, 0
-                gap(dropped)
-                dropped = 0
-                if day and not day_shown:
-                    out.append(day)
-                    day_shown = True
-                out.append(line)
+                keep(line)
             else:
                 dropped += 1
         elif _THREAD_OPEN.match(line):
@@ -270,20 +275,7 @@ def _render(lines: list[str], kept: set[int]) -> str:
             thread, thread_shown, before_thread = None, False, 0
         elif _DATE.match(line):
             day, day_shown = line, False
-        elif not _content(line):
-            continue
-        elif index in kept:
-            if thread and not thread_shown:
-                gap(before_thread)
-                out.append(thread)
-                thread_shown, before_thread = True, 0
-            gap(dropped)
-            dropped = 0
-            if day and not day_shown:
-                out.append(day)
-                day_shown = True
-            out.append(line)
-        else:
+        elif _content(line):  # a kept line never gets here (it is shown above, whatever it looks like)
             dropped += 1
     if out:
         gap(dropped + before_thread)
