@@ -1,7 +1,8 @@
 """The memory agent's work on a batch of input records, independent of Faust (so it is testable on its own).
 
 Commit order for each batch (ARCHITECTURE §4), everything after step 1 queued on the one Kafka producer in order:
-  1. content-store writes of every input, in order, awaited (idempotent: deterministic ids);
+  1. content-store writes of every input, awaited (idempotent: deterministic ids): observation writes in the
+     engine's order, message rows concurrently (they depend on nothing);
   2. the new states written to the table (its changelog);
   3. publications: events, contexts (one per thread per batch: the newest), model requests, recall indexing work,
      dead letters;
@@ -28,6 +29,7 @@ from om_stream.core.commands import (
     Command,
     EmitEvent,
     IndexForRecall,
+    PersistMessage,
     PublishContext,
     RejectInput,
     RequestObservation,
@@ -158,6 +160,7 @@ class MemoryProcessor:
         publications: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
         contexts: dict[str, tuple[PublishContext, float]] = {}
         statuses: dict[str, EmitEvent] = {}
+        messages: list[PersistMessage] = []
         for record in records:
             self.metrics.messages_in.labels(record.topic).inc()
             try:
@@ -177,7 +180,10 @@ class MemoryProcessor:
             self.metrics.decide_seconds.observe(time.perf_counter() - began)
             for seconds in activation_latencies(state, decision.state, now_ms):
                 self.metrics.buffer_to_activation.observe(seconds)
-            await self._write(decision.commands)
+            # message rows are independent of each other and of the observation writes: they are written together
+            # below; every other store write keeps the engine's order
+            messages.extend(c for c in decision.commands if isinstance(c, PersistMessage))
+            await self._write([c for c in decision.commands if not isinstance(c, PersistMessage)])
             states[key] = decision.state
             for command in decision.commands:
                 if isinstance(command, PublishContext):
@@ -192,6 +198,7 @@ class MemoryProcessor:
                     publication = await self._publication(command, record)
                     if publication is not None:
                         publications.append(publication)
+        await asyncio.gather(*(self._write([message]) for message in messages))
         for status in statuses.values():
             publication = await self._publication(status, records[-1])
             if publication is not None:
