@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import statistics
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from om_stream.core.config import OMConfig
 from om_stream.replay.conversation import load_turns
 from om_stream.replay.runner import replay
 from om_stream.replay.synthetic import PLANTED_FACTS, write_jsonl
+from om_stream.runtime import embedded
 
 OPTIONS: dict[str, Any] = {
     "observation": {"messageTokens": 2000, "bufferTokens": 0.2, "bufferActivation": 0.8, "blockAfter": 1.2},
@@ -32,12 +34,38 @@ REFERENCE_MS_PER_TURN = 18.5
 REFERENCE_TOKENS = 14_700_000
 
 
+class DecideTimer:
+    """Times every ``decide()`` the embedded runner makes (inputs: messages, model results, timers, commands)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seconds = 0.0
+        self._decide = embedded.decide
+
+    def __enter__(self) -> DecideTimer:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return self._decide(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - began
+                self.calls += 1
+
+        embedded.decide = timed  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        embedded.decide = self._decide  # type: ignore[assignment]
+
+
 async def one_run(path: Path, store: str = "memory") -> dict[str, Any]:
     turns = load_turns(path)
     content = InMemoryContentStore() if store == "memory" else SqliteContentStore(":memory:")
-    result = await replay(turns, OMConfig.parse(OPTIONS), store=content)
+    with DecideTimer() as timer:
+        result = await replay(turns, OMConfig.parse(OPTIONS), store=content)
     report = result.report()
     report["messages"] = sum(len(t.messages) for t in turns)
+    report["decide"] = {"inputs": timer.calls, "seconds": timer.seconds}
     return report
 
 
@@ -76,6 +104,9 @@ def main() -> None:
           f"(target <= 1.2 ms)")
     print(f"  on the SQLite store (one run): mean {on_sqlite['mean']:.3f} ms, p50 {on_sqlite['p50']:.3f} ms "
           "(store reads and writes on its thread, and the Observer's reads, included)")
+    per_thousand = [r["decide"]["seconds"] / r["decide"]["inputs"] * 1000 for r in reports]
+    print(f"decide(): {last['decide']['inputs']:,} inputs per run (messages, model results, timers), "
+          f"median {statistics.median(per_thousand) * 1000:.0f} ms per 1,000 inputs (tiktoken counting included)")
     print(f"tokens sent to models: {totals['tokens_sent_to_models']:,} "
           f"({totals['tokens_sent_to_models'] / REFERENCE_TOKENS:.3f}x the reference's 14.7 M; target <= 7.4 M)")
     print(f"Observer calls {totals['observer']['calls']} (buffered {totals['observer']['buffered']}, "
