@@ -121,7 +121,18 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(10)
 
 
-def worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder: Path) -> dict[str, str]:
+def worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder: Path,
+               cassandra: str | None = None) -> dict[str, str]:
+    """The worker's settings; with ``cassandra``, a fresh keyspace migrated for it."""
+    env = _worker_env(bootstrap, prefix, partitions, store, folder)
+    if cassandra:
+        env.update(OM_CASSANDRA_HOSTS=cassandra, OM_CASSANDRA_KEYSPACE=f"bench_{prefix}")
+        subprocess.run([sys.executable, "-m", "om_stream", "migrate"], env={**os.environ, **env,
+                       "PYTHONPATH": str(ROOT)}, check=True, capture_output=True, timeout=300)
+    return env
+
+
+def _worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder: Path) -> dict[str, str]:
     names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context", "dlq",
              "recall_requests", "recall_responses")
     return {"OM_KAFKA_BOOTSTRAP": bootstrap, "OM_KAFKA_PARTITIONS": str(partitions), "OM_KAFKA_REPLICATION": "1",
@@ -138,11 +149,7 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
     total = threads * per_thread
     log = folder / f"{prefix}-{kind}.log"
     if kind == "om-stream":
-        env = worker_env(bootstrap, prefix, partitions, store, folder)
-        if cassandra:
-            env.update(OM_CASSANDRA_HOSTS=cassandra, OM_CASSANDRA_KEYSPACE=f"bench_{prefix}")
-            subprocess.run([sys.executable, "-m", "om_stream", "migrate"], env={**os.environ, **env,
-                           "PYTHONPATH": str(ROOT)}, check=True, capture_output=True, timeout=300)
+        env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
         source, sink, through = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"], True
         await create_topics(bootstrap, [source, sink], partitions)
         args = [sys.executable, "-m", "om_stream.runtime.worker"]
@@ -162,9 +169,9 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
 
 
 async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, threads: int, partitions: int,
-                  store: str) -> tuple[float, float]:
+                  store: str, cassandra: str | None) -> tuple[float, float]:
     prefix = f"l{uuid.uuid4().hex[:8]}"
-    env = worker_env(bootstrap, prefix, partitions, store, folder)
+    env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
     await create_topics(bootstrap, [source, sink], partitions)
     process = spawn([sys.executable, "-m", "om_stream.runtime.worker"], env, folder / f"{prefix}.log")
@@ -263,7 +270,8 @@ def main() -> None:
             p50s, p99s = [], []
             for trial in range(args.trials):
                 p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
-                                               threads=args.threads, partitions=args.partitions, store=args.store))
+                                               threads=args.threads, partitions=args.partitions, store=args.store,
+                                               cassandra=cassandra if args.store == "cassandra" else None))
                 p50s.append(p50)
                 p99s.append(p99)
                 print(f"trial {trial + 1}: publish->context at {args.rate} msgs/s p50 {p50:.1f} ms p99 {p99:.1f} ms",

@@ -114,7 +114,9 @@ async def run(args: argparse.Namespace) -> int:
             deadline_s=args.deadline, max_retries=args.retries, backoff_initial_s=0.05, backoff_max_s=0.5,
             retry_after_max_s=1.0, breaker_failures=6, breaker_cooldown_s=1.0))
         began = time.perf_counter()
-        result = await replay(turns, OMConfig.parse(OPTIONS), model=gateway, drain=not args.no_drain)
+        # the in-memory store: the loss check below reads its segments directly
+        result = await replay(turns, OMConfig.parse(OPTIONS), model=gateway, drain=not args.no_drain,
+                              store=InMemoryContentStore())
         wall = time.perf_counter() - began
         requests = server.requests
         faults = Counter(k for k in (plan.fault_for(i) for i in range(len([r for r in requests
