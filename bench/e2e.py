@@ -138,6 +138,7 @@ def _worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder
     return {"OM_KAFKA_BOOTSTRAP": bootstrap, "OM_KAFKA_PARTITIONS": str(partitions), "OM_KAFKA_REPLICATION": "1",
             "OM_KAFKA_SESSION_TIMEOUT_S": "6", "OM_WORKER_APP_ID": prefix, "OM_WORKER_WEB_PORT": str(free_port()),
             "OM_MEMORY_STORE": store, "OM_MEMORY_SQLITE_PATH": str(folder / f"{prefix}.db"),
+            "OM_WORKER_DATA_DIR": str(folder),
             "OM_MEMORY_MODEL": "offline", "OM_LOG_LEVEL": "warning",
             "OM_WORKER_BATCH_WITHIN_S": os.environ.get("BENCH_WITHIN", "0.005"),
             **{f"OM_KAFKA_TOPIC_{n.upper()}": f"{prefix}.{n}" for n in names}}
@@ -157,7 +158,8 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
         source, sink, through = f"{prefix}.in", f"{prefix}.out", False
         await create_topics(bootstrap, [source, sink], partitions)
         env = {"BENCH_BOOTSTRAP": bootstrap, "BENCH_IN": source, "BENCH_OUT": sink, "BENCH_GROUP": prefix,
-               "BENCH_PARTITIONS": str(partitions), "BENCH_WEB_PORT": str(free_port())}
+               "BENCH_PARTITIONS": str(partitions), "BENCH_WEB_PORT": str(free_port()),
+               "BENCH_DATA_DIR": str(folder / f"{prefix}-data")}
         args = [sys.executable, str(ROOT / "bench" / "pipelines.py"), kind]
     last = await preload(bootstrap, source, threads, per_thread)
     process = spawn(args, env, log)

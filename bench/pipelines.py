@@ -41,6 +41,7 @@ def faust_app() -> Any:
 
     raw: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
     app = faust.App(os.environ["BENCH_GROUP"], broker=f"kafka://{os.environ['BENCH_BOOTSTRAP']}", store="memory://",
+                    datadir=os.environ.get("BENCH_DATA_DIR", "."),
                     topic_partitions=int(os.environ.get("BENCH_PARTITIONS", "4")), topic_replication_factor=1,
                     broker_session_timeout=6.0, broker_rebalance_timeout=6.0, producer_linger=0.005,
                     web_enabled=False, web_bind="127.0.0.1", web_port=int(os.environ.get("BENCH_WEB_PORT", "0")),

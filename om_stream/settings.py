@@ -65,6 +65,9 @@ class WorkerSettings(_Group):
     batch_within_s: float = Field(0.02, gt=0, description="Longest wait to fill a batch (larger batches amortise "
                                                           "Faust's per-batch cost; adds at most this much latency)")
     table_store: str = Field("memory://", description="Faust table store (memory:// or rocksdb://)")
+    data_dir: str = Field(".", description="Where the worker keeps its local state (Faust's data dir, "
+                                           "<data_dir>/<app_id>-data: table stores, recovery offsets); a volume "
+                                           "in production")
     table_standby_replicas: int = Field(1, ge=0, description="Standby copies of the state table")
     timer_interval_s: float = Field(1.0, gt=0, description="How often due timers (idle, retries) are checked")
     content_cache_mb: int = Field(256, ge=1, description="In-process cache of message and observation texts")

@@ -15,6 +15,7 @@ def create_app() -> faust.App:
         os.environ["COUNTER_APP_ID"],
         broker=f"kafka://{os.environ['COUNTER_BROKER']}",
         store="memory://",
+        datadir=os.environ.get("COUNTER_DATA_DIR", "."),
         topic_partitions=2,
         topic_replication_factor=1,
         broker_session_timeout=6.0,

@@ -50,7 +50,7 @@ async def test_table_state_is_recovered_from_the_changelog_after_restart(kafka_b
     suffix = uuid.uuid4().hex[:8]
     env = {**os.environ, "COUNTER_BROKER": kafka_bootstrap, "COUNTER_APP_ID": f"counter-{suffix}",
            "COUNTER_IN": f"counter-in-{suffix}", "COUNTER_OUT": f"counter-out-{suffix}",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), "COUNTER_DATA_DIR": str(tmp_path / "faust-data")}
     log = tmp_path / "worker.log"
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     await admin.start()

@@ -85,7 +85,8 @@ def worker_process(bootstrap: str, tmp: Path, *, options: dict[str, Any], store:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OM_KAFKA_BOOTSTRAP": bootstrap,
            "OM_KAFKA_PARTITIONS": str(partitions), "OM_KAFKA_REPLICATION": "1", "OM_KAFKA_SESSION_TIMEOUT_S": "6",
            "OM_WORKER_APP_ID": f"om-it-{suffix}", "OM_WORKER_WEB_PORT": str(port), "OM_MEMORY_STORE": store,
-           "OM_MEMORY_SQLITE_PATH": str(tmp / "content.db"), "OM_MEMORY_MODEL": "offline",
+           "OM_MEMORY_SQLITE_PATH": str(tmp / "content.db"), "OM_WORKER_DATA_DIR": str(tmp),
+           "OM_MEMORY_MODEL": "offline",
            "OM_MEMORY_OPTIONS": json.dumps(options), "OM_LOG_LEVEL": "info", "OM_WORKER_BATCH_WITHIN_S": "0.01",
            **{f"OM_KAFKA_TOPIC_{name.upper()}": topic for name, topic in topics.items()}, **(extra or {})}
     return WorkerProcess(bootstrap, env, tmp / "worker.log", topics, port)

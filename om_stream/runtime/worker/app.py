@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterable, Awaitable
+from pathlib import Path
 from typing import Any, cast
 
 import faust
@@ -92,6 +93,7 @@ class Worker:
             worker.app_id,
             broker=[f"kafka://{host}" for host in kafka.bootstrap.split(",")],
             store=worker.table_store,
+            datadir=str(Path(worker.data_dir) / f"{worker.app_id}-data"),
             topic_partitions=kafka.partitions,
             topic_replication_factor=kafka.replication,
             table_standby_replicas=worker.table_standby_replicas,
