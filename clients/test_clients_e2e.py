@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.worker import WorkerProcess, worker_process
+from tests.support.worker import WorkerProcess, running_worker
 
 CLIENTS = Path(__file__).resolve().parent
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
@@ -29,13 +29,8 @@ SUITES = {
 
 @pytest.fixture
 async def stack(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[WorkerProcess]:
-    worker = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite", partitions=3)
-    worker.start()
-    try:
-        await worker.wait_ready()
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite", partitions=3) as worker:
         yield worker
-    finally:
-        worker.stop()
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES))

@@ -19,7 +19,7 @@ from om_stream.client import ClientTopics, EventEnvelope, OMClient, partition_fo
 from om_stream.core.events import EVENT_TYPES
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MessageRecord
-from tests.support.worker import WorkerProcess, message_record, worker_process
+from tests.support.worker import WorkerProcess, message_record, running_worker
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
                            "reflection": {"observationTokens": 250}}
@@ -29,13 +29,9 @@ PARTITIONS = 3
 
 @pytest.fixture
 async def worker(kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[WorkerProcess]:
-    process = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite", partitions=PARTITIONS)
-    process.start()
-    try:
-        await process.wait_ready()
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite",
+                              partitions=PARTITIONS) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def _topics(worker: WorkerProcess) -> ClientTopics:

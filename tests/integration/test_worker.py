@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.worker import Agent, agent_for, http_call, message_record, worker_process
+from tests.support.worker import Agent, agent_for, http_call, message_record, running_worker
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
                            "reflection": {"observationTokens": 250}}
@@ -19,14 +19,9 @@ WORDS = "the deployment moved to friday because the staging cluster needs a new 
 
 @pytest.fixture
 async def worker(kafka_bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
-    process = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS,
-                             extra={"OM_KAFKA_MAX_MESSAGE_BYTES": "4096"})
-    process.start()
-    try:
-        await process.wait_ready()
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS,
+                              extra={"OM_KAFKA_MAX_MESSAGE_BYTES": "4096"}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def _turns(agent: Agent, threads: list[str], turns: int) -> None:

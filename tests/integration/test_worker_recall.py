@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from tests.support.worker import WorkerProcess, agent_for, http_call, message_record, worker_process
+from tests.support.worker import WorkerProcess, agent_for, http_call, message_record, running_worker
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 120, "bufferTokens": False},
                            "reflection": {"observationTokens": 4000}, "retrieval": {"vector": True}}
@@ -29,14 +29,9 @@ FACTS = ["my sister Ingrid lives in Trondheim and works as a marine biologist",
 
 @pytest.fixture
 async def worker(kafka_bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
-    process = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite",
-                             extra={"OM_EMBEDDING_KIND": "offline", "OM_QDRANT_PATH": ":memory:"})
-    process.start()
-    try:
-        await process.wait_ready()
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite",
+                              extra={"OM_EMBEDDING_KIND": "offline", "OM_QDRANT_PATH": ":memory:"}) as process:
         yield process
-    finally:
-        process.stop()
 
 
 async def _conversation(worker: WorkerProcess) -> None:

@@ -92,6 +92,18 @@ def worker_process(bootstrap: str, tmp: Path, *, options: dict[str, Any], store:
     return WorkerProcess(bootstrap, env, tmp / "worker.log", topics, port)
 
 
+@asynccontextmanager
+async def running_worker(bootstrap: str, tmp: Path, **options: Any) -> AsyncIterator[WorkerProcess]:
+    """A worker started (``worker_process`` options), ready, and stopped at the end."""
+    process = worker_process(bootstrap, tmp, **options)
+    process.start()
+    try:
+        await process.wait_ready()
+        yield process
+    finally:
+        process.stop()
+
+
 def message_record(thread: str, index: int, role: str, text: str, *, resource: str = "r1",
                    start: datetime | None = None) -> dict[str, Any]:
     moment = (start or datetime(2026, 3, 1, 9, 0, tzinfo=UTC)) + timedelta(seconds=30 * index)
