@@ -14,7 +14,6 @@ The promises kept here (each has a test):
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal
 
 from om_stream.core.commands import (
@@ -533,19 +532,8 @@ def _on_failure(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
 
 
 def retry_cycle(step: Step, cycle: Cycle) -> None:
-    """A cycle's deadline passed without a result (e.g. a model worker crashed): ask again, or give up.
-
-    An agent waiting on a blocking cycle is not made to wait for another attempt: the cycle fails over to the
-    offline model at once."""
-    if cycle.attempt >= step.limits.max_cycle_attempts or (cycle.blocking and not cycle.fallback):
-        on_result(step, ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation="observation",
-                                           ok=False, error=f"no result after {cycle.attempt} attempts",
-                                           error_kind="timeout"), cycle)
-        return
-    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.deadline(cycle.blocking))
-    step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
-    step.schedule(f"deadline:{cycle.id}", again.deadline_at)
-    request_observation(step, again)
+    step.retry_cycle(cycle, lambda failed: on_result(step, failed, cycle),
+                     lambda again: request_observation(step, again))
 
 
 def describe_model(step: Step) -> str:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal
 
 from om_stream.core.commands import CommitGeneration, PersistSegment, RequestReflection
@@ -268,12 +267,5 @@ def release_hold(step: Step) -> None:
 
 
 def retry_cycle(step: Step, cycle: Cycle) -> None:
-    if cycle.attempt >= step.limits.max_cycle_attempts or (cycle.blocking and not cycle.fallback):
-        on_result(step, ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation="reflection",
-                                           ok=False, error=f"no result after {cycle.attempt} attempts",
-                                           error_kind="timeout"), cycle)
-        return
-    again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=step.deadline(cycle.blocking))
-    step.state.cycles = [again if c.id == cycle.id else c for c in step.state.cycles]
-    step.schedule(f"deadline:{cycle.id}", again.deadline_at)
-    request_reflection(step, again)
+    step.retry_cycle(cycle, lambda failed: on_result(step, failed, cycle),
+                     lambda again: request_reflection(step, again))

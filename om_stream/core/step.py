@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from om_stream.core.commands import Command, EmitEvent, PublishContext, ScheduleTimer
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.events import BufferingStartEvent, MarkerConfig, ObservationStartEvent, OMEvent, StatusEvent
+from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.messages import iso
 from om_stream.core.state import Cycle, RecordState, ThreadState
 from om_stream.core.tokens import TokenAccountant
@@ -75,6 +77,20 @@ class Step:
                                             operation_type=cycle.operation, started_at=self.iso_now(),
                                             tokens_to_observe=cycle.tokens, thread_ids=list(cycle.thread_ids),
                                             config=self.marker_config()))
+
+    def retry_cycle(self, cycle: Cycle, fail: Callable[[ModelResultArrived], None],
+                    ask: Callable[[Cycle], None]) -> None:
+        """A cycle's deadline passed without a result (e.g. a model worker crashed): ``ask`` again, or ``fail`` it
+        after the last attempt. An agent waiting on a blocking cycle is not made to wait for another attempt: the
+        cycle fails over to the offline model at once."""
+        if cycle.attempt >= self.limits.max_cycle_attempts or (cycle.blocking and not cycle.fallback):
+            fail(ModelResultArrived(cycle_id=cycle.id, attempt=cycle.attempt, operation=cycle.operation, ok=False,
+                                    error=f"no result after {cycle.attempt} attempts", error_kind="timeout"))
+            return
+        again = replace(cycle, attempt=cycle.attempt + 1, deadline_at=self.deadline(cycle.blocking))
+        self.state.cycles = [again if c.id == cycle.id else c for c in self.state.cycles]
+        self.schedule(f"deadline:{cycle.id}", again.deadline_at)
+        ask(again)
 
     def schedule(self, timer: str, due_at: int) -> None:
         if self.state.timers.get(timer) == due_at:
