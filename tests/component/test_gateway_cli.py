@@ -4,7 +4,6 @@ gateway, and the replay report carries cost, failures, retries and offline fallb
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,7 @@ import pytest
 from om_stream.adapters.gateway import ModelGateway
 from om_stream.cli import _model, main
 from om_stream.replay.synthetic import write_jsonl
-from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, RecordedRequest, Reply, Response, Usage
-
-OBSERVED = "<observations>\nDate: Jan 5, 2026\n* 🔴 (09:00) User stated their name is Ada.\n</observations>"
-REFLECTED = "<observations>\nDate: Jan 5, 2026\n* 🔴 User is Ada.\n</observations>"
-
-
-def answer(request: RecordedRequest) -> Response:
-    text = REFLECTED if "Observations to reflect on" in request.prompt_text else OBSERVED
-    return Reply(text, usage=Usage(1000, 500))
-
-
-@pytest.fixture
-def srv() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(default=answer) as server:
-        yield server
+from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ through the embedded runner, the gateway, litellm and the fake OpenAI server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-import pytest
 from pydantic import BaseModel
 
 from om_stream.adapters.gateway import GatewaySettings, ModelGateway
@@ -19,11 +17,9 @@ from om_stream.core.events import OMEvent
 from om_stream.core.extractors import ExtractionContext, Extractor, WorkingMemoryExtractor
 from om_stream.core.messages import Message, TextPart
 from om_stream.runtime.embedded import ManualClock, Memory
-from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, RecordedRequest, Reply, Response, Usage
+from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, RecordedRequest, Reply, Usage
+from tests.support.scripted_provider import START
 
-START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-OBSERVED = "<observations>\nDate: Jan 5, 2026\n* 🔴 (09:00) User stated their name is Ada.\n</observations>"
-REFLECTED = "<observations>\nDate: Jan 5, 2026\n* 🔴 User is Ada.\n</observations>"
 EXTRACTION = "You extract structured values"
 PROFILE = {"type": "object", "properties": {"name": {"type": "string"}, "city": {"type": "string"}},
            "additionalProperties": False}
@@ -32,17 +28,6 @@ PROFILE = {"type": "object", "properties": {"name": {"type": "string"}, "city": 
 class Pet(BaseModel):
     name: str
     species: str | None = None
-
-
-def answer(request: RecordedRequest) -> Response:
-    text = REFLECTED if "Observations to reflect on" in request.prompt_text else OBSERVED
-    return Reply(text, usage=Usage(1000, 500))
-
-
-@pytest.fixture
-def srv() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(default=answer) as server:
-        yield server
 
 
 def extracted(srv: FakeOpenAI, value: Any, times: int | None = None) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from om_stream.adapters.gateway import GatewaySettings, ModelGateway, ModelPrice
+from om_stream.adapters.gateway import ModelGateway, ModelPrice
 from om_stream.core.config import ObserveHooks, OMConfig
 from om_stream.core.events import OMEvent
 from om_stream.core.messages import Message, TextPart
@@ -21,27 +20,11 @@ from om_stream.runtime.embedded import ManualClock, Memory
 from om_stream.testing import fake_openai
 from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, RecordedRequest, Reply, Response
 from om_stream.testing.fake_openai import Usage as ServerUsage
-
-START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-OBSERVED = "<observations>\nDate: Jan 5, 2026\n* 🔴 (09:00) User stated their name is Ada.\n</observations>"
-REFLECTED = "<observations>\nDate: Jan 5, 2026\n* 🔴 User is Ada.\n</observations>"
-
-
-def answer(request: RecordedRequest) -> Response:
-    text = REFLECTED if "Observations to reflect on" in request.prompt_text else OBSERVED
-    return Reply(text, usage=ServerUsage(1000, 500))
-
-
-@pytest.fixture
-def srv() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(default=answer) as server:
-        yield server
+from tests.support.scripted_provider import OBSERVED, REFLECTED, START, fast_settings
 
 
 def gateway(srv: FakeOpenAI, **changes: Any) -> ModelGateway:
-    base: dict[str, Any] = {"api_bases": {"*": srv.base_url}, "api_keys": {"*": "test"}, "timeout_s": 2.0,
-                            "deadline_s": 5.0, "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "max_retries": 0}
-    return ModelGateway(GatewaySettings(**{**base, **changes}))
+    return ModelGateway(fast_settings(srv, **changes))
 
 
 def message(i: int, text: str = "My name is Ada and I live in Lisbon.", role: str = "user") -> Message:

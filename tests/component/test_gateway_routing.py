@@ -3,8 +3,7 @@ settings, provider options, headers, API base and key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,28 +15,10 @@ from om_stream.core.messages import Message, TextPart
 from om_stream.errors import ConfigError, ModelUnavailable
 from om_stream.ports import ChatMessage, ChatRequest
 from om_stream.runtime.embedded import ManualClock, Memory
-from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, RecordedRequest, Reply, Response, Usage
+from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI
+from tests.support.scripted_provider import START, fast_settings
 
-START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-OBSERVED = "<observations>\nDate: Jan 5, 2026\n* 🔴 (09:00) User stated their name is Ada.\n</observations>"
-REFLECTED = "<observations>\nDate: Jan 5, 2026\n* 🔴 User is Ada.\n</observations>"
-
-
-def answer(request: RecordedRequest) -> Response:
-    text = REFLECTED if "Observations to reflect on" in request.prompt_text else OBSERVED
-    return Reply(text, usage=Usage(1000, 500))
-
-
-@pytest.fixture
-def srv() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(default=answer) as server:
-        yield server
-
-
-def settings(srv: FakeOpenAI, **changes: Any) -> GatewaySettings:
-    base: dict[str, Any] = {"api_bases": {"*": srv.base_url}, "api_keys": {"*": "test"}, "timeout_s": 2.0,
-                            "deadline_s": 5.0, "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "max_retries": 0}
-    return GatewaySettings(**{**base, **changes})
+settings = fast_settings
 
 
 def message(i: int, text: str = "My name is Ada and I live in Lisbon.", role: str = "user") -> Message:

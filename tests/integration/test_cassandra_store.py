@@ -21,7 +21,13 @@ from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, RecallStore
 from om_stream.settings import CassandraSettings
-from tests.support.leak_property import HashEmbedder, Thread, assert_no_leak, calls, rename, seed_world, worlds
+from tests.support.leak_property import (
+    Thread,
+    calls,
+    check_no_leak,
+    rename,
+    worlds,
+)
 from tests.support.recall_scenarios import ALL_CHECKS, World, seed
 from tests.support.store_contract import CHECKS, T0, message
 
@@ -204,17 +210,4 @@ def test_no_recall_returns_anything_of_another_resource(settings: CassandraSetti
     world = rename(world, prefix)
     queries = [data.draw(calls(world)) for _ in range(8)]
 
-    async def run() -> None:
-        store = CassandraContentStore(settings)
-        embedder = HashEmbedder()
-        index = QdrantRecallIndex(embedder.model_id, embedder.dimension)
-        service = RecallService(store, COUNTER.count, index=index, embedder=embedder)
-        try:
-            await seed_world(store, service, world)
-            for query in queries:
-                await assert_no_leak(service, world, query)
-        finally:
-            await index.close()
-            await store.close()
-
-    asyncio.run(run())
+    check_no_leak(CassandraContentStore(settings), world, queries)

@@ -8,12 +8,14 @@ in a hint or an error); it may never contain another tenant's marker or title.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -173,3 +175,31 @@ async def assert_no_leak(service: RecallService, threads: list[Thread],
         for foreign in _ids([t for t in threads if t.tenant == other]):
             if foreign in text:
                 assert foreign in typed, (call, foreign, text)
+
+
+@cache
+def _counter() -> Any:
+    from om_stream.adapters.tiktoken_counter import TiktokenCounter
+
+    return TiktokenCounter()
+
+
+def check_no_leak(store: RecallStore, threads: list[Thread],
+                  queries: list[tuple[str, str | None, str, bool, dict[str, Any]]]) -> None:
+    """Seed ``store`` with ``threads`` (indexed in a fresh Qdrant local index), run every query and check it returns
+    nothing of another resource; closes the store and the index."""
+    from om_stream.adapters.qdrant_index import QdrantRecallIndex
+
+    async def run() -> None:
+        embedder = HashEmbedder()
+        index = QdrantRecallIndex(embedder.model_id, embedder.dimension)
+        service = RecallService(store, _counter().count, index=index, embedder=embedder)
+        try:
+            await seed_world(store, service, threads)
+            for query in queries:
+                await assert_no_leak(service, threads, query)
+        finally:
+            await index.close()
+            await store.close()
+
+    asyncio.run(run())
