@@ -73,6 +73,7 @@ class Effects:
         self.config = config
         # retrieval mode: the recall instructions (offering search only when it works) and group headings
         self.recall_instructions = recall_instructions(config.retrieval, search_available=search_available) or None
+        self._groups = store if isinstance(store, GroupQueries) else None  # stores that keep observation groups
         self.cache = ContentCache(cache_bytes)
         self._started = False
 
@@ -136,8 +137,8 @@ class Effects:
     async def group_headings(self, resource_id: str, segment_ids: Sequence[str]) -> dict[str, str]:
         """Each segment's group heading (id and message ranges), for stores that keep groups; cached, since a
         segment's ranges never change."""
-        store = self.store
-        if not isinstance(store, GroupQueries):
+        store = self._groups
+        if store is None:
             return {}
 
         async def load(missing: list[str]) -> dict[str, str]:
