@@ -203,7 +203,7 @@ async def bench(hosts: str, args: argparse.Namespace) -> dict[str, Any]:
                                  max_concurrent_requests=args.in_flight)
     migrate(settings)
     store = CassandraContentStore(settings)
-    await store.connect()
+    await store.start()
     try:
         rates = []
         size = len(threads) // args.runs

@@ -7,7 +7,7 @@
     │   ├── ModelUnavailable        every configured model failed, or its circuit is open
     │   ├── ObservationParseError   the model answered, but not in a usable form
     │   └── BudgetExceeded          a tenant's token budget refuses the call
-    ├── StorageError                the content store failed
+    ├── StorageError                the content store failed (``transient``: worth retrying)
     │   └── StaleVersion            a compare-and-set on a record's version lost
     └── RecallError                 a recall request that cannot be answered
 """
@@ -86,7 +86,13 @@ class BudgetExceeded(ModelError):
 
 
 class StorageError(OMError):
-    """The content store failed."""
+    """The content store failed. ``transient`` says whether trying again can succeed (a node down, a timeout)
+    or not (the store refused the operation itself): a worker retries the first kind and dead-letters the input
+    that caused the second."""
+
+    def __init__(self, message: str, *, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class StaleVersion(StorageError):

@@ -34,6 +34,7 @@ __all__ = [
     "ChatResponse",
     "Clock",
     "ContentStore",
+    "CycleResults",
     "Embedder",
     "GenerationRecord",
     "GroupQueries",
@@ -179,7 +180,51 @@ class ContentStore(Protocol):
 
     async def clear(self, record_key: str, epoch: int) -> None: ...
 
+    async def start(self) -> None:
+        """Connect and check the store is usable, so a worker fails at start-up rather than on its first write:
+        Cassandra is reachable and its keyspace holds every migration this version ships; a SQLite file is open
+        with its schema created or upgraded; the in-memory store needs nothing. Idempotent. Raises
+        :class:`~om_stream.errors.StorageError` saying what is wrong and what fixes it (the contact points,
+        ``om-stream migrate``). An operation on a store not started starts it."""
+        ...
+
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class CycleResults(Protocol):
+    """Model results kept by request key, so a request asked again after a crash or a rebalance reuses the stored
+    answer instead of paying the model twice; a lease says a worker is calling the model for that key right now.
+
+    Keys are opaque, non-empty strings (the request id plus a content digest). Results expire after the store's
+    result TTL (Cassandra: ``cassandra.cycle_result_ttl_s``), leases after their ``lease_s``; neither expiry
+    touches the other. A claim looks at leases only, so a caller reads again after a granted claim (the previous
+    holder may have stored its answer in between) and only then calls the model::
+
+        payload = await results.get_result(key)
+        if payload is None and await results.claim(key, me, lease_s) is None:
+            payload = await results.get_result(key) or await call_the_model()
+            await results.put_result(key, payload)
+
+    The content stores implement it on their own connection: started and closed as the content store.
+    """
+
+    async def get_result(self, key: str) -> bytes | None:
+        """The payload stored under ``key``; None when there is none (never stored, or expired)."""
+        ...
+
+    async def put_result(self, key: str, payload: bytes) -> None:
+        """Store ``payload`` under ``key`` (replacing an earlier one), then end any lease on ``key``: once this
+        returns, every reader sees the result and a claim on ``key`` is granted to anyone."""
+        ...
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
+        """Take or renew the lease on ``key`` for ``lease_s`` seconds (> 0). None when ``owner`` now holds it
+        (there was no lease, an expired one, or its own, which is renewed); otherwise the owner id of the other,
+        live holder, and nothing changes. Atomic where workers race: of several owners claiming a free key,
+        exactly one is granted. A lease lives at least ``lease_s`` (Cassandra counts whole seconds: up to ~2 s
+        more)."""
+        ...
 
 
 # -- recall: reading back what the content store holds ---------------------------------------------------------------

@@ -105,9 +105,14 @@ class CassandraSettings(_Group):
     read_consistency: Consistency = Field("LOCAL_QUORUM", description="Consistency level of reads")
     write_consistency: Consistency = Field("LOCAL_QUORUM", description="Consistency level of writes")
     serial_consistency: Literal["SERIAL", "LOCAL_SERIAL"] = Field(
-        "LOCAL_SERIAL", description="Consistency of the lightweight transactions (generation commits)")
+        "LOCAL_SERIAL", description="Consistency of the lightweight transactions (generation commits, "
+                                    "model-call leases)")
     ttl_seconds: int = Field(0, ge=0, description="Expire stored messages, observations and thread data after "
                                                   "this many seconds (0: keep forever)")
+    cycle_result_ttl_s: int = Field(7 * 24 * 3600, ge=1, le=630_720_000,
+                                    description="Keep each model-call result this many seconds, so a request "
+                                                "asked again (after a crash or a rebalance) reuses it instead of "
+                                                "calling the model twice")
     username: str | None = Field(None, description="User for password authentication")
     password: SecretStr | None = Field(None, description="Password for password authentication")
     tls: bool = Field(False, description="Connect with TLS")

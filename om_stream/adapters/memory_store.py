@@ -1,15 +1,23 @@
-"""An in-memory content store: the twin of the Cassandra and SQLite stores, for the embedded runner and tests."""
+"""An in-memory content store: the twin of the Cassandra and SQLite stores, for the embedded runner and tests.
+
+It keeps model-call results and their leases too (:class:`InMemoryCycleResults`), the reference behaviour of
+``ports.CycleResults``: the other stores do the same with rows that expire.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
 from om_stream.ports import ThreadMetadata
 
-__all__ = ["InMemoryContentStore", "StoredSegment"]
+__all__ = ["RESULT_TTL_S", "InMemoryContentStore", "InMemoryCycleResults", "StoredSegment", "check_request"]
+
+RESULT_TTL_S = 7 * 24 * 3600.0  # how long a model result is kept by default (as ``cassandra.cycle_result_ttl_s``)
 
 
 @dataclass
@@ -27,12 +35,73 @@ class _Record:
     epoch: int = 0
 
 
+def check_request(key: str, lease_s: float | None = None) -> None:
+    """Refuse, in every store alike, what Cassandra cannot hold: an empty partition key, a lease of no time."""
+    if not key:
+        raise ValueError("a cycle result key must not be empty")
+    if lease_s is not None and not lease_s > 0:
+        raise ValueError(f"a lease must last more than 0 s, got {lease_s}")
+
+
+class InMemoryCycleResults:
+    """``ports.CycleResults`` in process: dicts with monotonic expiry, each holding at most ``max_entries``.
+
+    Results are kept in write order, which is their expiry order (one TTL): the expired ones are dropped from the
+    front as new ones arrive, and past the bound the oldest go first. Expired leases are dropped before live ones,
+    so a live lease is only lost when ``max_entries`` leases are live at once.
+    """
+
+    def __init__(self, *, result_ttl_s: float = RESULT_TTL_S, max_entries: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = result_ttl_s
+        self._max = max_entries
+        self._clock = clock
+        self._results: OrderedDict[str, tuple[bytes, float]] = OrderedDict()  # key -> (payload, expires at)
+        self._leases: OrderedDict[str, tuple[str, float]] = OrderedDict()  # key -> (owner, expires at)
+
+    async def get_result(self, key: str) -> bytes | None:
+        check_request(key)
+        found = self._results.get(key)
+        if found is None or found[1] <= self._clock():
+            return None
+        return found[0]
+
+    async def put_result(self, key: str, payload: bytes) -> None:
+        check_request(key)
+        now = self._clock()
+        self._results.pop(key, None)
+        self._results[key] = (bytes(payload), now + self._ttl)
+        while self._results and (len(self._results) > self._max or next(iter(self._results.values()))[1] <= now):
+            self._results.popitem(last=False)
+        self._leases.pop(key, None)
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
+        check_request(key, lease_s)
+        now = self._clock()
+        held = self._leases.get(key)
+        if held is not None and held[0] != owner and held[1] > now:
+            return held[0]
+        self._leases.pop(key, None)
+        self._leases[key] = (owner, now + lease_s)
+        if len(self._leases) > self._max:
+            for expired in [k for k, (_, until) in self._leases.items() if until <= now]:
+                del self._leases[expired]
+            while len(self._leases) > self._max:
+                self._leases.popitem(last=False)
+        return None
+
+    def result_count(self) -> int:
+        """Results held, expired ones not yet dropped included (for tests and reports)."""
+        return len(self._results)
+
+
 class InMemoryContentStore:
-    def __init__(self) -> None:
+    def __init__(self, *, result_ttl_s: float = RESULT_TTL_S, max_results: int = 10_000) -> None:
         self._records: dict[str, _Record] = {}
         self._messages: dict[str, dict[str, Message]] = {}  # message id -> resource id -> message
         self.segments: dict[str, StoredSegment] = {}
         self._threads: dict[str, ThreadMetadata] = {}
+        self.cycle_results = InMemoryCycleResults(result_ttl_s=result_ttl_s, max_entries=max_results)
 
     def _record(self, key: str) -> _Record:
         return self._records.setdefault(key, _Record())
@@ -98,8 +167,22 @@ class InMemoryContentStore:
         record.replaced.clear()
         record.epoch = epoch
 
+    async def start(self) -> None:
+        return None  # nothing to connect to
+
     async def close(self) -> None:
         return None
+
+    # -- CycleResults --------------------------------------------------------------------------------------------
+
+    async def get_result(self, key: str) -> bytes | None:
+        return await self.cycle_results.get_result(key)
+
+    async def put_result(self, key: str, payload: bytes) -> None:
+        await self.cycle_results.put_result(key, payload)
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
+        return await self.cycle_results.claim(key, owner, lease_s)
 
     # -- views used by reports and tests -------------------------------------------------------------------------
 

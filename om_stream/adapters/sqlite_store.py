@@ -4,8 +4,9 @@ Used by ``om-stream demo``, ``replay`` and the library. One connection, owned by
 runs there (the event loop never blocks on SQLite), writes are serialised, and each store operation is one
 transaction. File databases use WAL, so readers in other processes see committed data while the store writes.
 
-The schema is created and upgraded on first use (``PRAGMA user_version`` counts the applied migrations): an
-embedded database belongs to the process that opens it, so there is no separate migrate step.
+The schema is created and upgraded by :meth:`SqliteContentStore.start` or on first use (``PRAGMA user_version``
+counts the applied migrations): an embedded database belongs to the process that opens it, so there is no separate
+migrate step.
 
 Semantics shared with the other stores (``adapters/memory_store.py`` is the reference twin):
 
@@ -13,7 +14,10 @@ Semantics shared with the other stores (``adapters/memory_store.py`` is the refe
   generation's log (``commit_generation``);
 * ``clear`` forgets a record's observations (segments, groups, generations) and keeps its messages;
 * a reflection's group keeps the ranges of every group it replaced (``core.recall.groups``);
-* every recall read is keyed by the tenant (``resource_id``).
+* every recall read is keyed by the tenant (``resource_id``);
+* model-call results and their leases (``ports.CycleResults``) share one table, each expiring on its own; a claim
+  is one ``BEGIN IMMEDIATE`` transaction, so claims race safely across processes, and every result or lease write
+  also deletes a few rows that hold nothing live any more.
 
 ``sqlite3`` exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave.
 """
@@ -25,12 +29,14 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
+from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import observation_ranges, reflection_ranges
@@ -83,7 +89,16 @@ _MIGRATIONS: tuple[str, ...] = (
         replaced_segment_ids TEXT NOT NULL, observation_tokens INTEGER NOT NULL,
         PRIMARY KEY (record_key, generation));
     """,
+    # model-call results and the leases of calls in flight (ports.CycleResults): one row per request key, its
+    # result and its lease expiring apart; expires_at is the later of the two, when the row holds nothing live
+    """
+    CREATE TABLE cycle_results (
+        request_key TEXT PRIMARY KEY, payload BLOB, result_expires_at REAL NOT NULL DEFAULT 0, owner TEXT,
+        lease_expires_at REAL NOT NULL DEFAULT 0, expires_at REAL NOT NULL);
+    CREATE INDEX cycle_results_by_expiry ON cycle_results (expires_at);
+    """,
 )
+_PRUNE_BATCH = 64  # expired result rows deleted per write: an indexed range, so a write never pays for a backlog
 _MAX_VARIABLES = 500  # stay well under SQLite's bound parameter limit in IN (...) lists
 
 
@@ -102,9 +117,11 @@ def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
 class SqliteContentStore:
     """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
 
-    def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0,
+                 result_ttl_s: float = RESULT_TTL_S) -> None:
         self._path = str(path)
         self._timeout = timeout_s
+        self._result_ttl = result_ttl_s
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="om-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -120,30 +137,49 @@ class SqliteContentStore:
             return self._conn
         with self._open_lock:
             if self._conn is None:
-                if self._path != ":memory:":
-                    Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
-                conn.execute("PRAGMA foreign_keys = OFF")
-                if self._path != ":memory:":
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                self._migrate(conn)
-                self._conn = conn
+                self._conn = self._open()
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
+        try:
+            if self._path != ":memory:":
+                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
+            conn.execute("PRAGMA foreign_keys = OFF")
+            if self._path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn)
+            return conn
+        except (sqlite3.Error, OSError) as exc:
+            if conn is not None:
+                conn.close()
+            raise StorageError(f"SQLite database {self._path!r} cannot be opened ({type(exc).__name__}: {exc}): "
+                               "check that the path names a file this process can create and write") from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > len(_MIGRATIONS):
-            raise StorageError(f"the database has schema version {version}, newer than this om-stream knows "
-                               f"({len(_MIGRATIONS)}): upgrade om-stream")
-        for number in range(version, len(_MIGRATIONS)):
+        def version() -> int:
+            found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if found > len(_MIGRATIONS):
+                raise StorageError(f"the database has schema version {found}, newer than this om-stream knows "
+                                   f"({len(_MIGRATIONS)}): upgrade om-stream")
+            return found
+
+        while version() < len(_MIGRATIONS):
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _MIGRATIONS[number].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number + 1}")
+                number = version()  # again, under the write lock: another process may have just migrated
+                if number < len(_MIGRATIONS):
+                    for statement in _MIGRATIONS[number].split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {number + 1}")
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -172,8 +208,8 @@ class SqliteContentStore:
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return fn(self._connection())
 
-    async def open(self) -> None:
-        """Create or upgrade the schema now (otherwise the first operation does)."""
+    async def start(self) -> None:
+        """Open the database and create or upgrade its schema now (otherwise the first operation does)."""
         await self._run(lambda conn: None)
 
     async def close(self) -> None:
@@ -506,3 +542,59 @@ class SqliteContentStore:
                                     tuple(json.loads(row[2])), row[3])
 
         return await self._run(read)
+
+    # -- CycleResults --------------------------------------------------------------------------------------------
+    #
+    # Wall-clock expiry (not monotonic): a file database is shared by every process that opens it.
+
+    async def get_result(self, key: str) -> bytes | None:
+        check_request(key)
+
+        def read(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute("SELECT payload FROM cycle_results WHERE request_key = ? AND payload IS NOT NULL"
+                               " AND result_expires_at > ?", (key, time.time())).fetchone()
+            return bytes(row[0]) if row else None
+
+        return await self._run(read)
+
+    async def put_result(self, key: str, payload: bytes) -> None:
+        check_request(key)
+        data = bytes(payload)
+
+        def write(conn: sqlite3.Connection) -> None:
+            now = time.time()
+            until = now + self._result_ttl
+            conn.execute(
+                "INSERT INTO cycle_results (request_key, payload, result_expires_at, owner, lease_expires_at,"
+                " expires_at) VALUES (?, ?, ?, NULL, 0, ?) ON CONFLICT (request_key) DO UPDATE SET"
+                " payload = excluded.payload, result_expires_at = excluded.result_expires_at, owner = NULL,"
+                " lease_expires_at = 0, expires_at = excluded.expires_at", (key, data, until, until))
+            self._prune_results(conn, now)
+
+        await self._run(write, write=True)
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
+        check_request(key, lease_s)
+
+        def write(conn: sqlite3.Connection) -> str | None:  # one IMMEDIATE transaction: racing claims queue
+            now = time.time()
+            row = conn.execute("SELECT owner, lease_expires_at FROM cycle_results WHERE request_key = ?",
+                               (key,)).fetchone()
+            if row is not None and row[0] is not None and row[0] != owner and row[1] > now:
+                return str(row[0])
+            until = now + lease_s
+            conn.execute(
+                "INSERT INTO cycle_results (request_key, owner, lease_expires_at, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (request_key) DO UPDATE SET owner = excluded.owner,"
+                " lease_expires_at = excluded.lease_expires_at,"
+                " expires_at = max(cycle_results.result_expires_at, excluded.lease_expires_at)",
+                (key, owner, until, until))
+            self._prune_results(conn, now)
+            return None
+
+        return await self._run(write, write=True)
+
+    @staticmethod
+    def _prune_results(conn: sqlite3.Connection, now: float) -> None:
+        conn.execute("DELETE FROM cycle_results WHERE request_key IN (SELECT request_key FROM cycle_results"
+                     " WHERE expires_at <= ? LIMIT ?)", (now, _PRUNE_BATCH))

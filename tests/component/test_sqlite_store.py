@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from om_stream.adapters.sqlite_store import SqliteContentStore
+from om_stream.adapters.sqlite_store import _MIGRATIONS, SqliteContentStore
 from om_stream.errors import StorageError
-from om_stream.ports import ContentStore, RecallStore
-from tests.support.store_contract import CHECKS, T0, message
+from om_stream.ports import ContentStore, CycleResults, RecallStore
+from tests.support.store_contract import (
+    CHECKS,
+    RESULT_CHECKS,
+    SHORT_RESULT_TTL_S,
+    T0,
+    check_results_expire,
+    message,
+)
 
 
 @pytest.fixture
@@ -25,9 +35,22 @@ async def test_store_contract(store: SqliteContentStore, check) -> None:
     await check(store, "p-")
 
 
-def test_it_is_a_content_store_and_a_recall_store() -> None:
+@pytest.mark.parametrize("check", RESULT_CHECKS, ids=lambda c: c.__name__)
+async def test_cycle_results_contract(store: SqliteContentStore, check) -> None:
+    await check(store, "p-")
+
+
+async def test_results_expire_after_the_result_ttl() -> None:
+    store = SqliteContentStore(result_ttl_s=SHORT_RESULT_TTL_S)
+    try:
+        await check_results_expire(store, "p-")
+    finally:
+        await store.close()
+
+
+def test_it_is_a_content_store_a_recall_store_and_keeps_cycle_results() -> None:
     s = SqliteContentStore()
-    assert isinstance(s, ContentStore) and isinstance(s, RecallStore)
+    assert isinstance(s, ContentStore) and isinstance(s, RecallStore) and isinstance(s, CycleResults)
 
 
 async def test_a_file_database_survives_reopening_and_is_in_wal_mode(tmp_path: Path) -> None:
@@ -42,7 +65,7 @@ async def test_a_file_database_survives_reopening_and_is_in_wal_mode(tmp_path: P
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
 
 
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -53,7 +76,81 @@ async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> Non
         conn.execute("PRAGMA user_version = 99")
     store = SqliteContentStore(path)
     with pytest.raises(StorageError, match="newer than this om-stream"):
-        await store.open()
+        await store.start()
+    await store.close()
+
+
+async def test_start_creates_the_schema_once(tmp_path: Path) -> None:
+    path = tmp_path / "om.db"
+    store = SqliteContentStore(path)
+    await store.start()
+    await store.start()  # idempotent
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"messages", "segments", "generations", "cycle_results"} <= tables
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+    await store.close()
+
+
+async def test_start_refuses_a_path_it_cannot_open_with_a_storage_error(tmp_path: Path) -> None:
+    store = SqliteContentStore(tmp_path)  # a directory, not a database file
+    with pytest.raises(StorageError, match=r"SQLite database .* cannot be opened .*check that the path names a file"):
+        await store.start()
+    await store.close()
+    (tmp_path / "taken").write_text("a file where a folder should be")
+    store = SqliteContentStore(tmp_path / "taken" / "om.db")
+    with pytest.raises(StorageError, match="cannot be opened"):
+        await store.start()
+    await store.close()
+
+
+async def test_a_database_of_schema_version_1_is_upgraded_on_start(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_MIGRATIONS[0])
+        conn.execute("PRAGMA user_version = 1")
+    old = SqliteContentStore(path)
+    await old.start()
+    await old.put_message("t", message("m1", "t", "r", T0, "from before"), 0, 1)
+    await old.put_result("req", b"answer")
+    await old.close()
+    again = SqliteContentStore(path)
+    assert [m.text for m in await again.get_messages(["m1"])] == ["from before"]
+    assert await again.get_result("req") == b"answer"
+    await again.close()
+
+
+async def test_claims_race_safely_across_stores_on_one_file(tmp_path: Path) -> None:
+    # two stores on one file stand for two processes: each has its own connection and thread
+    path = tmp_path / "shared.db"
+    stores = [SqliteContentStore(path) for _ in range(2)]
+    try:
+        await asyncio.gather(*(s.start() for s in stores))
+        for round_ in range(5):
+            key = f"req-{round_}"
+            answers = await asyncio.gather(*(stores[i % 2].claim(key, f"worker-{i}", 60) for i in range(6)))
+            granted = [i for i, answer in enumerate(answers) if answer is None]
+            assert len(granted) == 1 and {a for a in answers if a} == {f"worker-{granted[0]}"}
+        await stores[0].put_result("req-0", b"done")
+        assert await stores[1].get_result("req-0") == b"done"
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_rows_holding_nothing_live_are_deleted_by_later_writes(tmp_path: Path) -> None:
+    path = tmp_path / "om.db"
+    store = SqliteContentStore(path, result_ttl_s=0.2)
+    await store.put_result("old-result", b"x")
+    await store.claim("old-lease", "worker-a", 0.2)
+    await store.put_result("kept", b"y")
+    await store.claim("kept", "worker-a", 60)  # a live lease keeps the row after its result expired
+    time.sleep(0.4)
+    await store.put_result("new", b"z")
+    with sqlite3.connect(path) as conn:
+        keys = {r[0] for r in conn.execute("SELECT request_key FROM cycle_results")}
+    assert keys == {"kept", "new"}
+    assert await store.get_result("kept") is None and await store.claim("kept", "worker-b", 60) == "worker-a"
     await store.close()
 
 

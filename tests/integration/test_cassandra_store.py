@@ -19,7 +19,7 @@ from om_stream.adapters.qdrant_index import QdrantRecallIndex
 from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.errors import StorageError
-from om_stream.ports import ContentStore, RecallStore
+from om_stream.ports import ContentStore, CycleResults, RecallStore
 from om_stream.settings import CassandraSettings
 from tests.support.leak_property import (
     Thread,
@@ -29,7 +29,14 @@ from tests.support.leak_property import (
     worlds,
 )
 from tests.support.recall_scenarios import ALL_CHECKS, World, seed
-from tests.support.store_contract import CHECKS, T0, message
+from tests.support.store_contract import (
+    CHECKS,
+    RESULT_CHECKS,
+    SHORT_RESULT_TTL_S,
+    T0,
+    check_results_expire,
+    message,
+)
 
 COUNTER = TiktokenCounter()
 
@@ -57,7 +64,7 @@ def settings(cassandra_hosts: str) -> Iterator[CassandraSettings]:
 @pytest.fixture
 async def store(settings: CassandraSettings) -> AsyncIterator[CassandraContentStore]:
     s = CassandraContentStore(settings)
-    await s.connect()
+    await s.start()
     yield s
     await s.close()
 
@@ -71,15 +78,15 @@ def _prefix() -> str:
 
 def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
     report = migrate(settings)
-    assert not report.created_keyspace and report.applied == [] and report.already == [1]
+    assert not report.created_keyspace and report.applied == [] and report.already == [1, 2]
     rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
-    assert [(r.version, r.name) for r in rows] == [(1, "initial")]  # type: ignore[attr-defined]
+    assert sorted((r.version, r.name) for r in rows) == [(1, "initial"), (2, "cycle_results")]  # type: ignore[attr-defined]
 
 
 async def test_a_missing_keyspace_is_refused_with_the_command_that_fixes_it(cassandra_hosts: str) -> None:
     store = CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace="it_never_created"))
     with pytest.raises(StorageError, match=r"does not exist: run `om-stream migrate`"):
-        await store.connect()
+        await store.start()
     with pytest.raises(StorageError, match="does not exist"):
         await store.get_messages(["m1"])  # every operation refuses, not only connect()
 
@@ -91,13 +98,51 @@ async def test_an_unmigrated_keyspace_is_refused(cassandra_hosts: str) -> None:
     try:
         store = CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace))
         with pytest.raises(StorageError, match=r"is not migrated .*run `om-stream migrate`"):
-            await store.connect()
+            await store.start()
         _cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
                               "checksum text, applied_at timestamp)")
-        with pytest.raises(StorageError, match=r"missing 0001_initial"):
-            await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).connect()
+        with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results"):
+            await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).start()
     finally:
         _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+async def test_start_refuses_a_keyspace_migrated_only_to_0001_until_migrate_runs(cassandra_hosts: str) -> None:
+    keyspace = f"it_v1_{uuid.uuid4().hex[:8]}"
+    configured = CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)
+    first = load_migrations()[0]
+    _cql(cassandra_hosts, f"CREATE KEYSPACE {keyspace} WITH replication = "
+                          "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+         f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, checksum text, "
+         "applied_at timestamp)",
+         *(s.replace("CREATE TABLE IF NOT EXISTS ", f"CREATE TABLE IF NOT EXISTS {keyspace}.", 1)
+           for s in first.statements),
+         f"INSERT INTO {keyspace}.schema_migrations (version, name, checksum) VALUES (1, 'initial', "
+         f"'{first.checksum}')")
+    try:
+        store = CassandraContentStore(configured)
+        with pytest.raises(StorageError, match=rf"keyspace '{keyspace}' is not migrated \(missing "
+                                               r"0002_cycle_results\): run `om-stream migrate`"):
+            await store.start()
+        report = await asyncio.to_thread(migrate, configured)
+        assert report.applied == [2] and report.already == [1]
+        await store.start()  # the same store, once migrated
+        await store.start()  # idempotent
+        await store.put_result("req", b"answer")
+        assert await store.get_result("req") == b"answer"
+        await store.close()
+        with pytest.raises(StorageError, match="closed"):
+            await store.start()
+    finally:
+        _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+async def test_start_refuses_an_unreachable_contact_point_naming_it() -> None:
+    store = CassandraContentStore(CassandraSettings(hosts="127.0.0.1:1", connect_timeout_s=2))
+    with pytest.raises(StorageError, match=r"Cassandra at 127\.0\.0\.1:1 unreachable \(.*refused.*\): check "
+                                           r"cassandra\.hosts \(OM_CASSANDRA_HOSTS\)"):
+        await store.start()
+    await store.close()
 
 
 def test_a_migration_changed_after_it_was_applied_is_refused(cassandra_hosts: str) -> None:
@@ -115,14 +160,48 @@ def test_a_migration_changed_after_it_was_applied_is_refused(cassandra_hosts: st
 # -- the store contract ------------------------------------------------------------------------------------------
 
 
-def test_it_is_a_content_store_and_a_recall_store(settings: CassandraSettings) -> None:
+def test_it_is_a_content_store_a_recall_store_and_keeps_cycle_results(settings: CassandraSettings) -> None:
     store = CassandraContentStore(settings)
-    assert isinstance(store, ContentStore) and isinstance(store, RecallStore)
+    assert isinstance(store, ContentStore) and isinstance(store, RecallStore) and isinstance(store, CycleResults)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 async def test_store_contract(store: CassandraContentStore, check) -> None:
     await check(store, _prefix())
+
+
+# -- model-call results and leases -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", RESULT_CHECKS, ids=lambda c: c.__name__)
+async def test_cycle_results_contract(store: CassandraContentStore, check) -> None:
+    await check(store, _prefix())
+
+
+async def test_results_expire_after_cycle_result_ttl_s(settings: CassandraSettings) -> None:
+    store = CassandraContentStore(settings.model_copy(update={"cycle_result_ttl_s": SHORT_RESULT_TTL_S}))
+    try:
+        await check_results_expire(store, _prefix())
+    finally:
+        await store.close()
+
+
+async def test_claims_race_safely_across_workers(settings: CassandraSettings) -> None:
+    # separate stores stand for separate workers: one session each, the lightweight transaction decides
+    workers = [CassandraContentStore(settings) for _ in range(3)]
+    try:
+        await asyncio.gather(*(w.start() for w in workers))
+        for _ in range(3):
+            key = f"{_prefix()}req"
+            answers = await asyncio.gather(*(workers[i % 3].claim(key, f"worker-{i}", 30) for i in range(9)))
+            granted = [i for i, answer in enumerate(answers) if answer is None]
+            assert len(granted) == 1, answers
+            assert {a for a in answers if a is not None} == {f"worker-{granted[0]}"}
+            await workers[1].put_result(key, b"answer")  # ends the winner's lease for every worker
+            assert await workers[2].claim(key, "worker-late", 30) is None
+            assert await workers[0].get_result(key) == b"answer"
+    finally:
+        await asyncio.gather(*(w.close() for w in workers))
 
 
 async def test_get_messages_can_be_limited_to_a_tenant(store: CassandraContentStore) -> None:

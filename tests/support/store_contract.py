@@ -1,15 +1,18 @@
-"""The behaviour every browsable content store shares (SQLite, Cassandra), as checks a test runs on a fresh store.
+"""The behaviour every browsable content store shares (SQLite, Cassandra), as checks a test runs on a fresh store;
+and the model-call results every store keeps (memory, SQLite, Cassandra: ``RESULT_CHECKS``).
 
 Each check takes a store and a ``prefix`` (ids unique to the test, so checks can share a Cassandra keyspace).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from om_stream.ports import MessageRange, RecallStore
+from om_stream.ports import CycleResults, MessageRange, RecallStore
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 DAY_MS = 86_400_000
@@ -215,3 +218,120 @@ async def check_clear(store: RecallStore, p: str) -> None:
 
 
 CHECKS = (check_messages, check_threads, check_segments, check_resource_scope_ranges, check_clear)
+
+
+# -- model-call results and leases (ports.CycleResults) -----------------------------------------------------------
+
+LEASE_S = 1.0  # short leases, waited out on the real clock
+SHORT_RESULT_TTL_S = 1  # what a store given to check_results_expire keeps its results for
+# Cassandra expires at whole seconds and a lease there lives up to 2 s past lease_s (ports.CycleResults.claim)
+EXPIRY_SLACK_S = 4.0
+
+
+async def _granted_within(store: CycleResults, key: str, owner: str, lease_s: float, within_s: float) -> float:
+    """Claim until granted; the seconds it took. Fails when the lease still holds after ``within_s``."""
+    started = time.monotonic()
+    while (holder := await store.claim(key, owner, lease_s)) is not None:
+        assert time.monotonic() - started < within_s, f"{holder} still holds {key} after {within_s} s"
+        await asyncio.sleep(0.1)
+    return time.monotonic() - started
+
+
+async def check_result_round_trip(store: CycleResults, p: str) -> None:
+    key = f"{p}req-1:sha256:9f86d081"
+    assert await store.get_result(key) is None
+    payload = bytes(range(256)) + "observations: café ☕".encode()  # bytes, not text: every byte comes back
+    await store.put_result(key, payload)
+    assert await store.get_result(key) == payload
+    await store.put_result(key, payload)  # a replayed put changes nothing
+    assert await store.get_result(key) == payload
+    assert await store.get_result(f"{p}req-1:sha256:9f86d082") is None  # keys are exact: another digest, another ask
+    await store.put_result(key, b'{"text": "a second answer"}')  # a later put replaces the first
+    assert await store.get_result(key) == b'{"text": "a second answer"}'
+    big = b"x" * 300_000  # a long observation log
+    await store.put_result(f"{p}big", big)
+    assert await store.get_result(f"{p}big") == big
+
+
+async def check_put_result_ends_the_lease(store: CycleResults, p: str) -> None:
+    key = f"{p}req"
+    assert await store.claim(key, "worker-a", 60) is None
+    assert await store.claim(key, "worker-b", 60) == "worker-a"
+    await store.put_result(key, b"answer")
+    assert await store.claim(key, "worker-b", 60) is None  # the lease ended with the result, long before 60 s
+    assert await store.claim(key, "worker-a", 60) == "worker-b"
+    assert await store.get_result(key) == b"answer"  # a claim never touches the result
+    await store.put_result(f"{p}never-claimed", b"x")  # ending no lease is fine
+    assert await store.claim(f"{p}never-claimed", "worker-a", 60) is None
+
+
+async def check_a_lease_is_refused_to_others_until_it_expires(store: CycleResults, p: str) -> None:
+    key = f"{p}req"
+    started = time.monotonic()
+    assert await store.claim(key, "worker-a", LEASE_S) is None
+    assert await store.claim(key, "worker-b", LEASE_S) == "worker-a"
+    assert await store.claim(f"{p}other", "worker-b", LEASE_S) is None  # leases are per key
+    await asyncio.sleep(LEASE_S * 0.6)
+    assert await store.claim(key, "worker-b", LEASE_S) == "worker-a"  # still within lease_s
+    await _granted_within(store, key, "worker-b", LEASE_S, EXPIRY_SLACK_S)
+    assert time.monotonic() - started >= LEASE_S * 0.95  # never granted before lease_s was over
+    assert await store.claim(key, "worker-a", LEASE_S) == "worker-b"  # the old holder is refused now
+
+
+async def check_the_holder_renews_its_lease(store: CycleResults, p: str) -> None:
+    key = f"{p}req"
+    assert await store.claim(key, "worker-a", LEASE_S) is None
+    started = time.monotonic()
+    while time.monotonic() - started < LEASE_S + 2.5:  # past any lease_s the store could have granted once
+        await asyncio.sleep(LEASE_S * 0.5)
+        assert await store.claim(key, "worker-a", LEASE_S) is None  # a renewal
+        assert await store.claim(key, "worker-b", LEASE_S) == "worker-a"
+    await _granted_within(store, key, "worker-b", LEASE_S, EXPIRY_SLACK_S)  # without renewals it ends
+
+
+async def check_racing_claims_grant_one_owner(store: CycleResults, p: str) -> None:
+    key = f"{p}req"
+    owners = [f"worker-{i}" for i in range(8)]
+    answers = await asyncio.gather(*(store.claim(key, owner, 60) for owner in owners))
+    granted = [owner for owner, answer in zip(owners, answers, strict=True) if answer is None]
+    assert len(granted) == 1, answers
+    assert {answer for answer in answers if answer is not None} == set(granted)  # the losers are told who won
+    assert await store.claim(key, granted[0], 60) is None  # the winner holds it
+
+
+async def check_a_lease_and_a_result_expire_apart(store: CycleResults, p: str) -> None:
+    key = f"{p}req"
+    await store.put_result(key, b"kept")
+    assert await store.claim(key, "worker-a", LEASE_S) is None  # a claim looks at leases only
+    await _granted_within(store, key, "worker-b", LEASE_S, EXPIRY_SLACK_S)
+    assert await store.get_result(key) == b"kept"  # the lease's expiry leaves the result alone
+
+
+async def check_results_expire(store: CycleResults, p: str) -> None:
+    """``store`` keeps results ``SHORT_RESULT_TTL_S``; a lease lives on whatever the result TTL."""
+    key, leased = f"{p}req", f"{p}leased"
+    await store.put_result(key, b"answer")
+    assert await store.get_result(key) == b"answer"
+    assert await store.claim(leased, "worker-a", 60) is None
+    started = time.monotonic()
+    while await store.get_result(key) is not None:
+        assert time.monotonic() - started < SHORT_RESULT_TTL_S + EXPIRY_SLACK_S, "the result outlived its TTL"
+        await asyncio.sleep(0.1)
+    assert await store.claim(leased, "worker-b", 60) == "worker-a"  # the result TTL does not end a lease
+    await store.put_result(key, b"asked again")  # an expired key takes a new result
+    assert await store.get_result(key) == b"asked again"
+
+
+async def check_requests_no_store_can_hold_are_refused(store: CycleResults, p: str) -> None:
+    for call in (store.get_result(""), store.put_result("", b"x"), store.claim("", "worker-a", 5),
+                 store.claim(f"{p}req", "worker-a", 0), store.claim(f"{p}req", "worker-a", -1)):
+        try:
+            await call
+        except ValueError:
+            continue
+        raise AssertionError("an empty key or a lease of no time was accepted")
+
+
+RESULT_CHECKS = (check_requests_no_store_can_hold_are_refused, check_result_round_trip, check_put_result_ends_the_lease,
+                 check_a_lease_is_refused_to_others_until_it_expires, check_the_holder_renews_its_lease,
+                 check_racing_claims_grant_one_owner, check_a_lease_and_a_result_expire_apart)

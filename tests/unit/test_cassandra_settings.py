@@ -10,6 +10,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from om_stream.adapters.cassandra_store import load_migrations
+from om_stream.adapters.cassandra_store.cycle_results import lease_ttl
 from om_stream.adapters.cassandra_store.schema_migrations import _replication, _statements
 from om_stream.adapters.cassandra_store.session import build_cluster
 from om_stream.errors import StorageError
@@ -71,6 +72,26 @@ def test_migrations_ship_in_the_package_numbered_and_idempotent() -> None:
     assert first.name == "initial" and len(first.checksum) == 16
     assert all(s.upper().startswith("CREATE TABLE IF NOT EXISTS") for s in first.statements)
     assert {s.split()[5] for s in first.statements} >= {"messages", "messages_by_id", "segments", "generations"}
+
+
+def test_migration_2_adds_the_cycle_result_and_lease_tables() -> None:
+    second = load_migrations()[1]
+    assert (second.version, second.name) == (2, "cycle_results")
+    assert all(s.upper().startswith("CREATE TABLE IF NOT EXISTS") for s in second.statements)
+    assert [s.split()[5] for s in second.statements] == ["cycle_results", "cycle_leases"]
+
+
+def test_cycle_results_are_kept_a_week_unless_configured_and_always_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert CassandraSettings().cycle_result_ttl_s == 7 * 24 * 3600
+    monkeypatch.setenv("OM_CASSANDRA_CYCLE_RESULT_TTL_S", "3600")
+    assert Settings().cassandra.cycle_result_ttl_s == 3600
+    with pytest.raises(ValidationError):
+        CassandraSettings(cycle_result_ttl_s=0)  # results must expire: no "keep forever"
+
+
+def test_a_lease_ttl_covers_cassandras_whole_second_expiry() -> None:
+    # a cell of TTL n can expire up to a second early: the TTL is one more than lease_s rounded up
+    assert [lease_ttl(s) for s in (0.2, 1, 1.5, 30)] == [2, 2, 3, 31]
 
 
 def test_statements_split_on_line_ending_semicolons_and_skip_comments() -> None:

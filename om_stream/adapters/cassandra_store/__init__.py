@@ -1,10 +1,11 @@
-"""The Cassandra content store: versioned CQL migrations, an asyncio session with retries, and the store.
+"""The Cassandra content store: versioned CQL migrations, an asyncio session with retries, the store, and the
+model-call results it keeps (``ports.CycleResults``).
 
     from om_stream.adapters.cassandra_store import CassandraContentStore, migrate
 
     migrate(settings.cassandra)                    # `om-stream migrate`: idempotent
     store = CassandraContentStore(settings.cassandra)
-    await store.connect()                          # refuses an unmigrated keyspace (StorageError)
+    await store.start()                            # refuses unreachable hosts, an unmigrated keyspace (StorageError)
 """
 
 from om_stream.adapters.cassandra_store.schema_migrations import (

@@ -1,11 +1,12 @@
-"""Every CQL statement the Cassandra store prepares, by name (tables: ``migrations/0001_initial.cql``).
+"""Every CQL statement the Cassandra store prepares, by name (tables: ``migrations/``).
 
-Writes carry ``USING TTL ?`` (0: no expiry). The one lightweight transaction is ``commit_generation``.
+Writes carry ``USING TTL ?`` (0: no expiry). The lightweight transactions (:data:`CAS`) are ``commit_generation``,
+once per reflection, and the model-call leases, once or twice per model call: never one per message.
 """
 
 from __future__ import annotations
 
-__all__ = ["BUCKET_MS", "READS", "WRITES", "thread_page"]
+__all__ = ["BUCKET_MS", "CAS", "READS", "WRITES", "thread_page"]
 
 BUCKET_MS = 10 * 24 * 3600 * 1000  # a thread's messages are partitioned in 10-day buckets
 # Cell timestamps for the first-message time of a thread: the earliest message must win last-write-wins, so its
@@ -48,7 +49,13 @@ WRITES: dict[str, str] = {
     "delete_segment": "DELETE FROM segments WHERE segment_id = ?",
     "delete_record_segments": "DELETE FROM record_segments WHERE record_key = ?",
     "delete_generations": "DELETE FROM generations WHERE record_key = ? AND epoch = ?",
+    "put_cycle_result": "INSERT INTO cycle_results (request_key, payload) VALUES (?, ?) USING TTL ?",
+    "take_lease": "INSERT INTO cycle_leases (request_key, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?",
+    "renew_lease": "UPDATE cycle_leases USING TTL ? SET owner = ? WHERE request_key = ? IF owner = ?",
+    # conditional like the writes it ends: a plain delete's timestamp could sort before their Paxos ballots
+    "end_lease": "DELETE FROM cycle_leases WHERE request_key = ? IF EXISTS",
 }
+CAS = frozenset({"commit_generation", "take_lease", "renew_lease", "end_lease"})  # compare-and-set: not idempotent
 
 _MESSAGE_COLUMNS = "resource_id, thread_id, record_key, seq, tokens, body"
 _SEGMENT_COLUMNS = ("segment_id, record_key, resource_id, kind, generation, text, tokens, thread_ids, ranges,"
@@ -69,6 +76,7 @@ READS: dict[str, str] = {
     "record_segments": "SELECT segment_id FROM record_segments WHERE record_key = ?",
     "generation": ("SELECT segment_ids, reflection_id, replaced_segment_ids, observation_tokens FROM generations"
                    " WHERE record_key = ? AND epoch = ? AND generation = ?"),
+    "cycle_result": "SELECT payload FROM cycle_results WHERE request_key = ?",
     "migrations": "SELECT version, checksum FROM schema_migrations",
 }
 

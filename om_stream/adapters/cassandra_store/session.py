@@ -43,8 +43,23 @@ def _retryable() -> tuple[type[BaseException], ...]:
 
 
 def translate(exc: BaseException, what: str) -> StorageError:
-    """A driver exception as the one StorageError the rest of om-stream sees."""
-    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}")
+    """A driver exception as the one StorageError the rest of om-stream sees: transient when it is one the driver
+    would retry (a node down or overloaded, a timeout), not when Cassandra refused the statement itself."""
+    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=isinstance(exc, _retryable()))
+
+
+def _no_host(settings: CassandraSettings, exc: Any) -> StorageError:
+    """Why no contact point took the connection, with the settings that fix it. ``exc.errors``: host → error."""
+    from cassandra import AuthenticationFailed
+
+    errors = dict(exc.errors or {})
+    details = "; ".join(f"{host}: {type(e).__name__}: {e}" for host, e in errors.items()) or str(exc)
+    if any(isinstance(e, AuthenticationFailed) for e in errors.values()):
+        return StorageError(f"Cassandra at {settings.hosts} refused the credentials ({details}): check "
+                            "cassandra.username and cassandra.password (OM_CASSANDRA_USERNAME, "
+                            "OM_CASSANDRA_PASSWORD)")
+    return StorageError(f"Cassandra at {settings.hosts} unreachable ({details}): check cassandra.hosts "
+                        "(OM_CASSANDRA_HOSTS), the network and TLS settings, and that the nodes are up")
 
 
 def _ssl_context(settings: CassandraSettings) -> ssl.SSLContext | None:
@@ -116,7 +131,10 @@ class CassandraSession:
                         raise StorageError(f"Cassandra keyspace {keyspace!r} does not exist: run `om-stream "
                                            "migrate` to create and migrate it before starting om-stream")
                     session.set_keyspace(keyspace)
-            except (DriverException, NoHostAvailable) as exc:
+            except NoHostAvailable as exc:
+                cluster.shutdown()
+                raise _no_host(settings, exc) from exc
+            except DriverException as exc:
                 cluster.shutdown()
                 raise translate(exc, f"cannot connect to {settings.hosts}") from exc
             except BaseException:

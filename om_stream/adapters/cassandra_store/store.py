@@ -1,9 +1,10 @@
-"""The production content store on Apache Cassandra (schema: ``migrations/0001_initial.cql``).
+"""The production content store on Apache Cassandra (schema: ``migrations/``).
 
 Behaviour is the SQLite store's and the in-memory twin's (``adapters/memory_store.py``): idempotent writes with
 deterministic ids; a generation's log written once (first writer wins: ``INSERT ... IF NOT EXISTS``, the only
-lightweight transaction); ``clear`` forgets a record's observations and keeps its messages; a reflection's group
-keeps the ranges of every group it replaced; every recall read is keyed by the tenant.
+lightweight transaction among the content writes); ``clear`` forgets a record's observations and keeps its
+messages; a reflection's group keeps the ranges of every group it replaced; every recall read is keyed by the
+tenant.
 
 How the writes stay idempotent without read-before-write or transactions:
 
@@ -14,8 +15,12 @@ How the writes stay idempotent without read-before-write or transactions:
   (``generations + {g}``), so an activation replayed before or after anything else converges; "buffered" is
   simply an empty set.
 
-A store connects on first use (or :meth:`CassandraContentStore.connect`), and refuses to start on a keyspace that
-is missing or lacks a migration (:class:`~om_stream.errors.StorageError` naming ``om-stream migrate``).
+It also keeps model-call results and their leases (``ports.CycleResults``, in ``cycle_results.py``) on the same
+session.
+
+A store connects in :meth:`CassandraContentStore.start` (or on first use), and refuses to start on unreachable
+contact points, or on a keyspace that is missing or lacks a packaged migration
+(:class:`~om_stream.errors.StorageError` naming the fix: the hosts, ``om-stream migrate``).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
-from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CREATED_TS_BASE, READS, WRITES, thread_page
+from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResults
+from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_TS_BASE, READS, WRITES, thread_page
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
@@ -67,7 +73,7 @@ def _ranges(text: str | None) -> tuple[MessageRange, ...]:
 
 
 class CassandraContentStore:
-    """``CassandraContentStore(settings.cassandra)``; ``await store.connect()`` at startup to fail fast."""
+    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast."""
 
     def __init__(self, settings: CassandraSettings) -> None:
         self.settings = settings
@@ -81,14 +87,16 @@ class CassandraContentStore:
         self._buckets: set[tuple[str, str, int]] = set()
         self._spans: dict[tuple[str, str], tuple[int, int]] = {}  # thread -> (first, newest) message time written
         self._closed = False
+        self._results = CassandraCycleResults(self._run, settings.cycle_result_ttl_s)
 
     def __repr__(self) -> str:
         return f"CassandraContentStore(hosts={self.settings.hosts!r}, keyspace={self.settings.keyspace!r})"
 
     # -- connection ----------------------------------------------------------------------------------------------
 
-    async def connect(self) -> None:
-        """Connect, check the keyspace is migrated, prepare the statements. Raises StorageError when it cannot."""
+    async def start(self) -> None:
+        """Connect, check the keyspace holds every packaged migration, prepare the statements; idempotent. Raises
+        StorageError naming the fix when it cannot (the contact points, ``om-stream migrate``)."""
         await self._ready()
 
     async def _ready(self) -> CassandraSession:
@@ -102,7 +110,8 @@ class CassandraContentStore:
                 try:
                     await self._check_schema(session)
                     statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}
-                    statements["commit_generation"].is_idempotent = False  # a CAS; retried by hand (see commit)
+                    for name in CAS:  # retried by hand: a retry reads the row the first attempt may have won
+                        statements[name].is_idempotent = False
                     assert not set(READS) & set(WRITES), "statement names must be unique"
                     statements.update({name: await session.prepare(cql) for name, cql in READS.items()
                                        if name != "migrations"})
@@ -438,6 +447,17 @@ class CassandraContentStore:
         row = rows[0]
         return GenerationRecord(record_key, generation, tuple(row.segment_ids or ()), row.reflection_id,
                                 tuple(row.replaced_segment_ids or ()), row.observation_tokens)
+
+    # -- CycleResults --------------------------------------------------------------------------------------------
+
+    async def get_result(self, key: str) -> bytes | None:
+        return await self._results.get_result(key)
+
+    async def put_result(self, key: str, payload: bytes) -> None:
+        await self._results.put_result(key, payload)
+
+    async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
+        return await self._results.claim(key, owner, lease_s)
 
 
 async def _all(calls: Sequence[Any]) -> list[Any]:
