@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "MAX_SAFE_INTEGER",
     "FilePart",
     "ImagePart",
     "Message",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
+MAX_SAFE_INTEGER = 2**53 - 1  # I-JSON: the largest integer every client (JavaScript too) represents exactly
 
 
 class _Part(BaseModel):
@@ -50,9 +52,9 @@ class ImagePart(_Part):
     data: str | None = None
     mime_type: str = "image/png"
     filename: str | None = None
-    width: int | None = Field(None, gt=0)
-    height: int | None = Field(None, gt=0)
-    size_bytes: int | None = Field(None, ge=0)
+    width: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    height: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    size_bytes: int | None = Field(None, ge=0, le=MAX_SAFE_INTEGER)
     detail: Literal["low", "high", "auto"] | None = None
 
 
@@ -62,7 +64,7 @@ class FilePart(_Part):
     data: str | None = None
     mime_type: str = "application/octet-stream"
     filename: str | None = None
-    size_bytes: int | None = Field(None, ge=0)
+    size_bytes: int | None = Field(None, ge=0, le=MAX_SAFE_INTEGER)
 
 
 class ToolCallPart(_Part):

@@ -10,13 +10,17 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.errors import WireDecodeError
+from om_stream.wire.codec import decode_json
 
-__all__ = ["ForgetIndexed", "InternalRecord", "decode_internal", "encode_internal"]
+__all__ = ["INTERNAL_MAX_BYTES", "ForgetIndexed", "InternalRecord", "decode_internal", "encode_internal"]
 
 
 @dataclass(frozen=True)
@@ -40,22 +44,30 @@ def encode_internal(record: InternalRecord) -> bytes:
     return json.dumps(payload, separators=(",", ":"), default=str).encode()
 
 
-def _tuples(cls: type[Any], data: dict[str, Any]) -> dict[str, Any]:
-    """JSON has lists; the frozen dataclasses keep tuples (hashable, immutable)."""
-    fixed = dict(data)
-    for field in dataclasses.fields(cls):
-        value = fixed.get(field.name)
-        if isinstance(value, list) and "tuple" in str(field.type):
-            fixed[field.name] = tuple(tuple(v) if isinstance(v, list) else v for v in value)
-    return fixed
+# Larger than any record a Kafka producer sends by default (1 MiB): the bound refuses only what om-stream never wrote.
+INTERNAL_MAX_BYTES = 16 * 1024 * 1024
 
 
-def decode_internal(value: bytes) -> InternalRecord:
+@cache
+def _validator(name: str) -> TypeAdapter[Any]:
+    return TypeAdapter(_TYPES[name])
+
+
+def decode_internal(value: bytes | None, *, max_bytes: int = INTERNAL_MAX_BYTES) -> InternalRecord:
+    """An internal record from bytes; raises ``WireDecodeError`` with the reason it cannot be read.
+
+    The topics are internal, not trusted: anything with write access can put bytes there, and the agent that reads
+    them must not stop. So the JSON is bounded like any input, and every field is checked against its type."""
+    data = decode_json(value, max_bytes)
+    name = data.pop("type", None)
+    if not isinstance(name, str) or name not in _TYPES:
+        raise WireDecodeError("unknown_schema", f"internal record type {str(name)[:80]!r} is not one of "
+                                                f"{sorted(_TYPES)}")
+    # fields this version does not know are left out: a newer version of the deployment may have added them
+    known = {field.name for field in dataclasses.fields(_TYPES[name])}
     try:
-        data = json.loads(value)
-        cls = _TYPES[data.pop("type")]
-        known = {f.name for f in dataclasses.fields(cls)}
-        record: InternalRecord = cls(**_tuples(cls, {k: v for k, v in data.items() if k in known}))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise WireDecodeError("invalid_fields", f"internal record: {exc}") from None
+        record: InternalRecord = _validator(name).validate_python({k: v for k, v in data.items() if k in known})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10])
+        raise WireDecodeError("invalid_fields", f"internal {name} record: {problems}") from None
     return record

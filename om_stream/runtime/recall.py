@@ -12,7 +12,6 @@ Indexing runs beside the memory agent, never inside it: a failure is retried wit
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 
@@ -23,7 +22,8 @@ from om_stream.core.commands import IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.errors import ModelError, StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
-from om_stream.wire.recall import RecallFailure, RecallRequest, RecallResponse
+from om_stream.wire.codec import decode_json
+from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RecallFailure, RecallRequest, RecallResponse
 
 __all__ = ["RecallEndpoint", "decode_recall_request"]
 
@@ -34,23 +34,17 @@ NO_STORE = ("recall is unavailable: it reads the content store, and this deploym
 
 
 def decode_recall_request(raw: bytes | None, max_bytes: int) -> RecallRequest:
-    """An ``om.recall.request/v1`` from bytes; raises ``WireDecodeError`` with the reason it cannot be read."""
+    """An ``om.recall.request/v1`` from bytes; raises ``WireDecodeError`` with the reason it cannot be read. The JSON
+    is bounded as every input record's is (``decode_json``)."""
     if not raw:
         raise WireDecodeError("invalid_json", "the request has no body")
-    if len(raw) > max_bytes:
-        raise WireDecodeError("oversize", f"{len(raw)} bytes is more than the {max_bytes} allowed")
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WireDecodeError("invalid_json", str(exc)) from None
-    if not isinstance(data, dict):
-        raise WireDecodeError("invalid_json", "the request must be a JSON object")
-    if data.get("schema", "om.recall.request/v1") != "om.recall.request/v1":
-        raise WireDecodeError("unknown_schema", f"schema {data.get('schema')!r} is not om.recall.request/v1")
+    data = decode_json(raw, max_bytes)
+    if data.get("schema", RECALL_REQUEST_SCHEMA) != RECALL_REQUEST_SCHEMA:
+        raise WireDecodeError("unknown_schema", f"schema {data.get('schema')!r} is not {RECALL_REQUEST_SCHEMA}")
     try:
         return RecallRequest.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10])
         raise WireDecodeError("invalid_fields", problems) from None
 
 

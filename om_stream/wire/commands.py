@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from om_stream.core.messages import MAX_SAFE_INTEGER
+
 __all__ = ["COMMAND_SCHEMA", "CommandRecord"]
 
 COMMAND_SCHEMA: Literal["om.command/v1"] = "om.command/v1"
@@ -23,8 +25,8 @@ class CommandRecord(BaseModel):
     resource_id: str | None = Field(None, min_length=1, max_length=256)
     command: Literal["observe", "reflect", "override", "clear"]
     guidance: str | None = Field(None, max_length=10_000)
-    message_tokens: int | None = Field(None, gt=0)
-    observation_tokens: int | None = Field(None, gt=0)
+    message_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    observation_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
 
     @model_validator(mode="after")
     def _fields_fit_the_command(self) -> CommandRecord:

@@ -36,6 +36,7 @@ from pydantic_core import core_schema
 
 from om_stream.core.events import EVENT_TYPES
 from om_stream.errors import WireDecodeError
+from om_stream.wire.codec import decode_json
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
 from om_stream.wire.context import CONTEXT_SCHEMA, ContextRecord
 from om_stream.wire.dlq import DLQ_SCHEMA, DeadLetterRecord
@@ -314,12 +315,8 @@ def decode_payload(name: str, raw: bytes | str) -> BaseModel:
     """Parse one payload as a consumer of the contract does: a JSON object, the right ``schema`` tag (for tagged
     records), every field as the model says. Raises :class:`WireDecodeError` with the codec's reasons."""
     entry = payload(name)
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WireDecodeError("invalid_json", str(exc)) from None
-    if not isinstance(data, dict):
-        raise WireDecodeError("invalid_json", f"expected a JSON object, got {type(data).__name__}")
+    body = raw.encode() if isinstance(raw, str) else raw
+    data = decode_json(body, max_bytes=len(body))  # the codec's bounds, but for size: a consumer sets its own
     if entry.tag is not None and data.get("schema") != entry.tag:
         raise WireDecodeError("unknown_schema", f"schema {data.get('schema')!r} is not {entry.tag!r}")
     try:
