@@ -70,6 +70,12 @@ class WorkerSettings(_Group):
                                            "in production")
     table_standby_replicas: int = Field(1, ge=0, description="Standby copies of the state table")
     timer_interval_s: float = Field(1.0, gt=0, description="How often due timers (idle, retries) are checked")
+    commit_interval_s: float = Field(1.0, gt=0, description="How often the offsets of handled inputs are committed "
+                                                            "(after every output they caused is acknowledged)")
+    stall_timeout_s: float = Field(120.0, gt=0, description="A partition with records waiting and no progress for "
+                                                            "this long fails /livez (the liveness probe)")
+    shutdown_timeout_s: float = Field(30.0, gt=0, description="Longest graceful shutdown (SIGTERM, or an agent "
+                                                              "crash); past it the process exits at once")
     content_cache_mb: int = Field(256, ge=1, description="In-process cache of message and observation texts")
     cycle_timeout_s: float = Field(180.0, gt=0, description="A background model call without result is asked "
                                                             "again after this long")

@@ -59,6 +59,13 @@ class Metrics:
     rebalances: Counter
     table_recovery_seconds: Gauge
     store_errors: Counter
+    fenced_batches: Counter
+    processing_errors: Counter
+    # -- liveness ----------------------------------------------------------------------------------------------
+    agent_crashes: Counter
+    partition_stalls: Counter
+    worker_live: Gauge
+    model_calls_saved: Counter
     # -- recall ------------------------------------------------------------------------------------------------
     recall_requests: Counter
     recall_seconds: Histogram
@@ -140,6 +147,23 @@ class Metrics:
                                          registry=reg),
             store_errors=Counter("om_store_errors_total", "Content store operations that failed and were retried",
                                  ["operation"], registry=reg),
+            fenced_batches=Counter("om_fenced_batches_total",
+                                   "Input batches dropped because the group rebalanced while they were handled "
+                                   "(they are read again from the committed offsets)", registry=reg),
+            processing_errors=Counter("om_processing_errors_total",
+                                      "Inputs or contexts whose handling failed unexpectedly (an input that fails "
+                                      "goes to the dead-letter topic as processing_error)", registry=reg),
+            agent_crashes=Counter("om_agent_crashes_total", "Worker agents that crashed (the process then exits)",
+                                  ["agent"], registry=reg),
+            partition_stalls=Counter("om_partition_stalls_total",
+                                     "Partitions found with lag and no progress for worker.stall_timeout_s",
+                                     registry=reg),
+            worker_live=Gauge("om_worker_live", "1 while the worker is live (what /livez answers), 0 once an "
+                                                "agent crashed or a partition stalled", registry=reg),
+            model_calls_saved=Counter("om_model_calls_saved_total",
+                                      "Model calls not made because the same request's result was stored "
+                                      "(stored) or another worker was making it (in_flight)", ["reason"],
+                                      registry=reg),
             recall_requests=Counter("om_recall_requests_total", "Recall tool calls by transport (http, kafka), "
                                     "mode and outcome (ok, invalid_request, unavailable)",
                                     ["transport", "mode", "outcome"], registry=reg),

@@ -6,8 +6,9 @@ and :func:`instrument_worker`, which attaches every metric feed to a built worke
 * the model gateway's call observers get :class:`~om_stream.observability.model_metrics.ModelCallMetrics`; a model
   not behind the gateway (``OM_MEMORY_MODEL=offline``) and the offline fallback are wrapped in ``MeteredModel``;
 * the ``CycleRunner`` observers get ``CycleMetrics`` (budget refusals, offline fallbacks);
-* a Faust timer refreshes ``om_consumer_lag_records`` (high watermark − committed offset, per assigned partition)
-  and ``om_table_recovery_seconds`` (from start, or from the moment it stopped being ready, until ``/healthz`` is
+* a Faust timer refreshes ``om_consumer_lag_records`` (high watermark − committed offset, per assigned partition),
+  feeds the same figures to the worker's liveness (a partition with lag that stops moving), and refreshes
+  ``om_table_recovery_seconds`` (from start, or from the moment it stopped being ready, until ``/healthz`` is
   ready again).
 
 It never imports Faust: the worker and its app are used through the attributes named here.
@@ -58,9 +59,9 @@ class ConsumerLag:
         self.metrics = metrics
         self._series: set[tuple[str, str]] = set()
 
-    def update(self, lags: Iterable[tuple[str, int, int]]) -> None:
+    def update(self, lags: Iterable[tuple[str, int, int, int]]) -> None:
         seen: set[tuple[str, str]] = set()
-        for topic, partition, lag in lags:
+        for topic, partition, lag, _committed in lags:
             labels = (topic, str(partition))
             self.metrics.consumer_lag.labels(*labels).set(max(0, lag))
             seen.add(labels)
@@ -70,11 +71,12 @@ class ConsumerLag:
         self._series = seen
 
     @staticmethod
-    def read(app: Any) -> list[tuple[str, int, int]]:
-        """(topic, partition, lag) from a Faust app: the consumer's high watermark minus the committed offset."""
+    def read(app: Any) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, lag, committed offset) from a Faust app: the lag is the consumer's high watermark
+        minus the committed offset."""
         consumer = app.consumer
         committed = app.monitor.tp_committed_offsets or {}
-        lags: list[tuple[str, int, int]] = []
+        lags: list[tuple[str, int, int, int]] = []
         for tp in consumer.assignment():
             try:
                 end = consumer.highwater(tp)
@@ -83,7 +85,7 @@ class ConsumerLag:
             done = committed.get(tp)
             if end is None or done is None:
                 continue
-            lags.append((tp.topic, tp.partition, int(end) - int(done)))
+            lags.append((tp.topic, tp.partition, int(end) - int(done), int(done)))
         return lags
 
 
@@ -135,12 +137,17 @@ def instrument_worker(worker: Any, *, interval_s: float = 1.0) -> None:
     recovery = RecoveryTimer(metrics, getattr(worker, "started_at", time.monotonic()))
 
     async def refresh() -> None:
-        ready = bool(worker.ready)
+        ready = bool(worker.recovered)
         recovery.tick(ready)
-        if ready:
-            try:
-                lag.update(ConsumerLag.read(worker.app))
-            except Exception:  # a metric must never stop the worker's timers
-                log.exception("consumer lag could not be read")
+        if not ready:
+            worker.liveness.check_progress((), ready=False)
+            return
+        try:
+            lags = ConsumerLag.read(worker.app)
+        except Exception:  # a metric must never stop the worker's timers
+            log.exception("consumer lag could not be read")
+            return
+        lag.update(lags)
+        worker.liveness.check_progress(lags, ready=True)
 
     worker.app.timer(interval=interval_s)(refresh)

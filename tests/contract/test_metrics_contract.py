@@ -23,6 +23,7 @@ EXPOSITION = [
     "gen_ai_client_operation_duration_seconds_sum",
     "gen_ai_client_token_usage_bucket", "gen_ai_client_token_usage_count", "gen_ai_client_token_usage_sum",
     "om_activations_total",
+    "om_agent_crashes_total",
     "om_buffer_to_activation_seconds_bucket", "om_buffer_to_activation_seconds_count",
     "om_buffer_to_activation_seconds_sum",
     "om_compression_ratio_bucket", "om_compression_ratio_count", "om_compression_ratio_sum",
@@ -31,12 +32,14 @@ EXPOSITION = [
     "om_decide_seconds_bucket", "om_decide_seconds_count", "om_decide_seconds_sum",
     "om_dlq_records_total",
     "om_events_published_total",
+    "om_fenced_batches_total",
     "om_generations_total",
     "om_message_to_context_seconds_bucket", "om_message_to_context_seconds_count",
     "om_message_to_context_seconds_sum",
     "om_messages_in_total",
     "om_model_budget_rejections_total",
     "om_model_cached_input_tokens_total",
+    "om_model_calls_saved_total",
     "om_model_calls_total",
     "om_model_circuit_state",
     "om_model_cost_unknown_calls_total",
@@ -44,6 +47,8 @@ EXPOSITION = [
     "om_model_offline_fallbacks_total",
     "om_model_retries_total",
     "om_observations_total",
+    "om_partition_stalls_total",
+    "om_processing_errors_total",
     "om_rebalances_total",
     "om_record_buffered_chunks_bucket", "om_record_buffered_chunks_count", "om_record_buffered_chunks_sum",
     "om_record_observation_tokens_bucket", "om_record_observation_tokens_count", "om_record_observation_tokens_sum",
@@ -57,6 +62,7 @@ EXPOSITION = [
     "om_store_errors_total",
     "om_table_recovery_seconds",
     "om_threads_near_block_after",
+    "om_worker_live",
 ]
 
 # labels a scraper adds (Kubernetes service discovery, the ServiceMonitor, static labels) or histograms carry
@@ -271,10 +277,10 @@ def test_consumer_lag_and_recovery_time() -> None:
 
     metrics = Metrics.create()
     lag = ConsumerLag(metrics)
-    lag.update([("om.messages", 0, 7), ("om.messages", 1, -1)])
+    lag.update([("om.messages", 0, 7, 10), ("om.messages", 1, -1, 4)])
     assert _value(metrics, "om_consumer_lag_records", topic="om.messages", partition="0") == 7
     assert _value(metrics, "om_consumer_lag_records", topic="om.messages", partition="1") == 0
-    lag.update([("om.messages", 1, 3)])  # partition 0 was revoked: its series goes away
+    lag.update([("om.messages", 1, 3, 4)])  # partition 0 was revoked: its series goes away
     assert _value(metrics, "om_consumer_lag_records", topic="om.messages", partition="0") is None
     now = [100.0]
     timer = RecoveryTimer(metrics, started_at=90.0, clock=lambda: now[0])

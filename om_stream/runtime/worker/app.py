@@ -16,17 +16,20 @@ Timers are checked every ``worker.timer_interval_s`` from table state (``timers.
 from __future__ import annotations
 
 import asyncio
-import json
+import functools
 import logging
+import os
+import socket
 import time
-from collections.abc import AsyncIterable, Awaitable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import faust
-from faust.types import EventT
+from faust.types import TP, EventT
 
-from om_stream.core.commands import IndexForRecall
+from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -38,16 +41,21 @@ from om_stream.runtime.embedded import SystemClock
 from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
 from om_stream.runtime.worker.deps import WorkerDeps
-from om_stream.runtime.worker.processor import MemoryProcessor, SourceRecord
+from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.model_calls import ModelCalls
+from om_stream.runtime.worker.offsets import OffsetLedger
+from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
+from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.runtime.worker.timers import TimerWheel
 from om_stream.runtime.worker.web import register_views
-from om_stream.wire.codec import decode_command, decode_message, encode
+from om_stream.wire.codec import decode_command, decode_json, decode_message, encode
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.recall import RecallFailure, RecallResponse
 
-__all__ = ["Worker", "build_app"]
+__all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
+AgentBody = Callable[[faust.StreamT[bytes]], AsyncIterator[None]]
 _RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 
@@ -56,26 +64,18 @@ class _FaustPublisher:
         self.app = app
         self._topics: dict[str, Any] = {}
 
-    async def send(self, topic: str, key: bytes, value: bytes,
-                   headers: list[tuple[str, bytes]]) -> Awaitable[object]:
-        channel = self._topics.get(topic)
+    def topic(self, name: str) -> Any:
+        channel = self._topics.get(name)
         if channel is None:
-            channel = self._topics[topic] = self.app.topic(topic, **_RAW)
+            channel = self._topics[name] = self.app.topic(name, **_RAW)
+        return channel
+
+    async def send(self, publication: Publication) -> Awaitable[object]:
         # queued in the producer now; the returned future resolves on the broker's acknowledgement
-        future: Awaitable[object] = await channel.send(key=key, value=value, headers=headers)
+        future: Awaitable[object] = await self.topic(publication.topic).send(
+            key=publication.key, value=publication.value, headers=publication.headers,
+            partition=publication.partition)
         return future
-
-
-class _Table:
-    def __init__(self, table: Any) -> None:
-        self.table = table
-
-    def get(self, key: str) -> bytes | None:
-        value = self.table.get(key)
-        return value if isinstance(value, bytes) else None
-
-    def set(self, key: str, value: bytes) -> None:
-        self.table[key] = value
 
 
 class Worker:
@@ -112,22 +112,28 @@ class Worker:
             key_serializer="raw",
             value_serializer="raw",
         )
-        # keys and values are raw bytes everywhere (the app's serializers): the table key is the record key as
-        # UTF-8, partitioned by the producer's partitioner exactly like the input topics' keys
-        self.table = self.app.Table("om_state", default=None, partitions=kafka.partitions, use_partitioner=True,
-                                    key_type=str, value_type=bytes)
+        resource_scope = deps.config.scope == "resource"
+        self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
+                              (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results))
+        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions)
+        self.offsets = OffsetLedger(self._commit_offsets, TP, committed=self._committed_offset)
+        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
+        self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.effects = Effects(deps.store, deps.config, cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
-            publisher=_FaustPublisher(self.app), table=_Table(self.table), clock=self.clock, metrics=deps.metrics,
+            publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
-            index_for_recall=self.recall.indexing,
+            index_for_recall=self.recall.indexing, generation=self._generation,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
                                 blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
         self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
                                   count_text=deps.counter.count)
+        self.model_calls = ModelCalls(self.runner.run, deps.results, deps.metrics,
+                                      owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/"
+                                            f"{uuid.uuid4().hex[:8]}")
         self.model_slots = asyncio.Semaphore(worker.model_concurrency)
         self.recall_slots = asyncio.Semaphore(worker.recall_concurrency)
         self._model_tasks: set[asyncio.Task[None]] = set()
@@ -140,31 +146,84 @@ class Worker:
         self.contexts[context.thread_id] = context
 
     @property
-    def ready(self) -> bool:
+    def recovered(self) -> bool:
+        """The state table is recovered and no rebalance is under way."""
         recovery = cast(Any, self.app.tables).recovery
         return bool(recovery.completed.is_set() and not self.app.in_recovery and not self.app.rebalancing)
 
+    @property
+    def ready(self) -> bool:
+        """What ``/healthz`` says: recovered, and live."""
+        return self.recovered and self.liveness.live
+
+    async def _commit_offsets(self, offsets: Mapping[Any, int]) -> bool:
+        # Faust's own commit step for given offsets: flush the producer (every output acknowledged), commit the
+        # offsets of the partitions still assigned, and tell the monitor (the lag metric reads it)
+        return bool(await cast(Any, self.app.consumer)._commit_offsets(offsets))
+
+    def _committed_offset(self, tp: TP) -> int | None:
+        # the offset Faust sought the partition to when its recovery completed (after the last assignment)
+        offset = cast(Any, self.app.consumer)._committed_offset.get(tp)
+        return int(offset) if offset is not None else None
+
+    async def _admit(self, records: list[SourceRecord]) -> list[SourceRecord]:
+        """The records handed over in sequence; a gap (records Faust dropped) is read again (see offsets.py)."""
+        admitted, seeks = self.offsets.admit(records, lambda r: (r.topic, r.partition, r.offset))
+        for tp, offset in seeks:
+            await self.app.consumer.seek(tp, offset)
+        return admitted
+
+    def _generation(self) -> int:
+        """The consumer generation a batch may commit in; none (-1) from a revocation to the next assignment."""
+        return int(self.app.consumer_generation_id) if self.offsets.accepting else -1
+
+    def _current(self, event: EventT[bytes]) -> bool:
+        return int(event.message.generation_id or 0) == self._generation()
+
+    def active_partitions(self) -> set[int]:
+        """Partitions of the memory agent's inputs assigned to this worker now."""
+        return {tp.partition for tp in self.app.consumer.assignment() if tp.topic in self.memory_inputs}
+
+    def _watched(self, name: str) -> Callable[[AgentBody], AgentBody]:
+        """An agent body that reports its own crash to liveness (crash-only: the process then stops)."""
+        def wrap(body: AgentBody) -> AgentBody:
+            @functools.wraps(body)
+            async def agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+                try:
+                    async for item in body(stream):
+                        yield item
+                except Exception as exc:
+                    self.liveness.agent_crashed(name, exc)
+                    raise
+            return agent
+        return wrap
+
     def _define_agents(self) -> None:
         app, kafka, worker = self.app, self.deps.settings.kafka, self.deps.settings.worker
-        resource_scope = self.deps.config.scope == "resource"
-        inputs = ([kafka.topic_records, kafka.topic_model_results] if resource_scope else
-                  [kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results])
-        memory_topic = app.topic(*inputs, **_RAW)
-        results_topic = app.topic(kafka.topic_model_results, **_RAW)
+        # no Faust acknowledgements on these topics: the offset ledger commits what was handled (see offsets.py)
+        memory_topic = app.topic(*self.memory_inputs, acks=False, **_RAW)
+        watched = self._watched
 
         @app.agent(memory_topic, name="memory", concurrency=1)
-        async def memory(stream: faust.StreamT[bytes]) -> AsyncIterable[None]:
-            # take_events acks a batch only after it is processed (faust's StreamT type omits the method)
-            batches = cast(Any, stream).take_events(worker.batch_max, within=worker.batch_within_s)
+        @watched("memory")
+        async def memory(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+            batches = cast(Any, stream).noack_take(worker.batch_max, within=worker.batch_within_s)
             async for events in batches:
-                await self.processor.process([_source(event) for event in events])
+                async with self.offsets.batch():
+                    records = await self._admit([_source(event) for event in events])
+                    # False: read before a rebalance and not handled; the records are read again from the committed
+                    # offset by whoever owns them now
+                    if records and await self.processor.process(records):
+                        self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
                 yield None
 
         @app.agent(app.topic(kafka.topic_model_requests, **_RAW), name="model_workers", concurrency=1)
-        async def model_workers(stream: faust.StreamT[bytes]) -> AsyncIterable[None]:
-            async for key, value in stream.items():
+        @watched("model_workers")
+        async def model_workers(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+            async for event in stream.events():
                 await self.model_slots.acquire()
-                task = asyncio.create_task(self._run_model_call(key, value, results_topic))
+                message = event.message
+                task = asyncio.create_task(self._run_model_call(message.key, message.value, message.partition))
                 self._model_tasks.add(task)
                 task.add_done_callback(self._model_tasks.discard)
                 yield None
@@ -172,7 +231,8 @@ class Worker:
         responses_topic = app.topic(kafka.topic_recall_responses, **_RAW)
 
         @app.agent(app.topic(kafka.topic_recall_requests, **_RAW), name="recall", concurrency=1)
-        async def recall(stream: faust.StreamT[bytes]) -> AsyncIterable[None]:
+        @watched("recall")
+        async def recall(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
             async for event in stream.events():
                 await self.recall_slots.acquire()
                 task = asyncio.create_task(self._answer_recall(_source(event), responses_topic))
@@ -180,59 +240,94 @@ class Worker:
                 task.add_done_callback(self._model_tasks.discard)
                 yield None
 
-        if resource_scope:
-            records_topic = app.topic(kafka.topic_records, **_RAW)
-            dlq_topic = app.topic(kafka.topic_dlq, **_RAW)
-
-            @app.agent(app.topic(kafka.topic_messages, kafka.topic_commands, **_RAW), name="ingest", concurrency=1)
-            async def ingest(stream: faust.StreamT[bytes]) -> AsyncIterable[None]:
+        self.agents = {"memory": memory, "model_workers": model_workers, "recall": recall}
+        if self.deps.config.scope == "resource":
+            @app.agent(app.topic(kafka.topic_messages, kafka.topic_commands, acks=False, **_RAW), name="ingest",
+                       concurrency=1)
+            @watched("ingest")
+            async def ingest(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
                 async for event in stream.events():
-                    await self._rekey(event, records_topic, dlq_topic)
+                    async with self.offsets.batch():
+                        if self._current(event) and await self._admit([_source(event)]):
+                            await self._rekey(event)
+                            message = event.message
+                            self.offsets.handled([(message.topic, message.partition, message.offset)])
                     yield None
 
-        async def fire_timers() -> None:
-            if not self.ready:
-                self._rebuild_timers = True
-                return
-            if self._rebuild_timers:
-                held = [(key, json.loads(raw)) for key, raw in list(self.table.items()) if isinstance(raw, bytes)]
-                self.timers.rebuild((key, state.get("timers", {})) for key, state in held)
-                self._rebuild_timers = False
-                # model calls in flight when these records changed hands may be lost with the previous owner
-                for key, state in held:
-                    for cycle in state.get("cycles", []):
-                        await results_topic.send(key=key.encode(),
-                                                 value=encode_internal(TimerFired(f"resend:{cycle['id']}")))
-            for key, timer in self.timers.due(self.clock.now_ms()):
-                await results_topic.send(key=key.encode(), value=encode_internal(TimerFired(timer)))
+            self.agents["ingest"] = ingest
 
-        app.timer(interval=worker.timer_interval_s)(fire_timers)
+        app.timer(interval=worker.timer_interval_s)(self._fire_timers)
+        app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
 
         def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.deps.metrics.rebalances.inc()
             self._rebuild_timers = True
 
+        async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
+            await self.offsets.revoke()
+
+        def on_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
+            self.offsets.assigned()
+
         cast(Any, app.on_rebalance_complete).connect(on_rebalance)
+        cast(Any, app.on_partitions_revoked).connect(on_revoked)
+        cast(Any, app.on_partitions_assigned).connect(on_assigned)
 
-        self.agents = {"memory": memory, "model_workers": model_workers, "recall": recall}
+    async def _send_timer(self, key: str, partition: int, timer: str) -> None:
+        """A timer input for a record, on the results topic at the record's home partition (the memory agent
+        handles it in order with the record's other inputs)."""
+        await self.publisher.send(Publication(self.deps.settings.kafka.topic_model_results, key.encode(),
+                                              encode_internal(TimerFired(timer)), partition=partition))
 
-    async def _run_model_call(self, key: bytes, value: bytes, results_topic: Any) -> None:
+    async def _fire_timers(self) -> None:
+        if not self.recovered:
+            self._rebuild_timers = True
+            return
+        if self._rebuild_timers:
+            self._rebuild_timers = False
+            self.table.forget_others()
+            held = self.table.held()
+            threads = {thread for record in held for thread in record.state.threads}
+            for thread in [t for t in self.contexts if t not in threads]:
+                del self.contexts[thread]
+            self.timers.rebuild((record.key, record.state.timers) for record in held)
+            # a model call in flight when its record changed hands may be lost with the previous owner; asked
+            # again, it is answered from the stored result or waits for the call still running elsewhere
+            for record in held:
+                for cycle in record.state.cycles:
+                    await self._send_timer(record.key, record.partition, f"resend:{cycle.id}")
+        for key, timer in self.timers.due(self.clock.now_ms()):
+            home = self.table.home(key)
+            if home is not None:
+                await self._send_timer(key, home, timer)
+
+    async def _run_model_call(self, key: bytes | None, value: bytes | None, partition: int) -> None:
+        """One request from the model-requests topic; a model result goes back to the same partition number of the
+        results topic, the home of the record that asked."""
+        kafka = self.deps.settings.kafka
         try:
-            request = decode_internal(value)
+            request = decode_internal(value or b"")
             if isinstance(request, IndexForRecall):
                 await self.recall.index(request)
                 return
             if isinstance(request, ForgetIndexed):
                 await self.recall.forget(request.resource_id, request.record_key)
                 return
-            result = await self.runner.run(request)  # type: ignore[arg-type]
-            await results_topic.send(key=key, value=encode_internal(result))
+            if not isinstance(request, RequestObservation | RequestReflection):
+                raise WireDecodeError("invalid_fields", f"{type(request).__name__} is not a model request")
+            result = await self.model_calls.answer(request)
+            await self.publisher.send(Publication(kafka.topic_model_results, key or request.record_key.encode(),
+                                                  encode_internal(result), partition=partition))
         except WireDecodeError as exc:
             log.error("unreadable model request dropped: %s", exc)
         except Exception:
             log.exception("model call failed unexpectedly; its deadline timer will ask again")
         finally:
             self.model_slots.release()
+
+    async def _dead_letter(self, source: SourceRecord, error: WireDecodeError) -> None:
+        kafka = self.deps.settings.kafka
+        await self.publisher.send(dead_letter(kafka, self.deps.metrics, source, error.reason, error.detail))
 
     async def _answer_recall(self, source: SourceRecord, responses_topic: Any) -> None:
         """One recall call from the request topic. An unreadable request is answered with ``invalid_request`` when
@@ -241,15 +336,13 @@ class Worker:
             try:
                 request = decode_recall_request(source.value, self.deps.settings.kafka.max_message_bytes)
             except WireDecodeError as exc:
-                refusal = _refusal(source.value, exc)
+                refusal = _refusal(source.value, exc, self.deps.settings.kafka.max_message_bytes)
                 if refusal is None:
-                    topic, key, body, headers = self.processor._dead_letter(source, exc.reason, exc.detail)
-                    await self.app.topic(topic, **_RAW).send(key=key, value=body, headers=headers)
+                    await self._dead_letter(source, exc)
                 else:
                     self.deps.metrics.recall_requests.labels("kafka", "unknown", "invalid_request").inc()
                     await responses_topic.send(key=source.key, value=encode(refusal))
                 return
-            await self.effects.start()
             response = await self.recall.answer(request, "kafka")
             await responses_topic.send(key=request.resource_id.encode(), value=encode(response))
         except Exception:
@@ -258,7 +351,7 @@ class Worker:
         finally:
             self.recall_slots.release()
 
-    async def _rekey(self, event: EventT[bytes], records_topic: Any, dlq_topic: Any) -> None:
+    async def _rekey(self, event: EventT[bytes]) -> None:
         """Resource scope: validate, then re-key by resource id so one record owner sees all its threads."""
         kafka = self.deps.settings.kafka
         message = event.message
@@ -272,23 +365,23 @@ class Worker:
                     raise WireDecodeError("invalid_fields", "resource scope: commands need resource_id")
                 resource = command.resource_id
         except WireDecodeError as exc:
-            source = _source(event)
-            _topic, dlq_key, body, headers = self.processor._dead_letter(source, exc.reason, exc.detail)
-            await dlq_topic.send(key=dlq_key, value=body, headers=headers)
+            await self._dead_letter(_source(event), exc)
             return
-        await records_topic.send(key=resource.encode(), value=value,
-                                 headers=[*_headers(message.headers), ("om_source_topic", message.topic.encode())])
+        await self.publisher.send(Publication(
+            kafka.topic_records, resource.encode(), value or b"",
+            [*_headers(message.headers), ("om_source_topic", message.topic.encode())]))
 
     def state(self, key: str) -> RecordState | None:
-        raw = self.table.get(key)
-        return RecordState.from_dict(json.loads(raw)) if isinstance(raw, bytes) else None
+        """The state of a record held by this worker now (None: not held here)."""
+        held = self.table.lookup(key)
+        return held.state if held is not None else None
 
 
-def _refusal(raw: bytes | None, error: WireDecodeError) -> RecallResponse | None:
+def _refusal(raw: bytes | None, error: WireDecodeError, max_bytes: int) -> RecallResponse | None:
     """The ``invalid_request`` answer to an unreadable recall request that still names its correlation id."""
     try:
-        correlation = json.loads(raw or b"").get("correlation_id")
-    except (ValueError, AttributeError):
+        correlation = decode_json(raw, max_bytes).get("correlation_id")
+    except WireDecodeError:
         return None
     if not isinstance(correlation, str) or not 0 < len(correlation) <= 256:
         return None
@@ -305,8 +398,5 @@ def _source(event: EventT[bytes]) -> SourceRecord:
     message = event.message
     headers = _headers(message.headers)
     return SourceRecord(topic=message.topic, partition=message.partition, offset=message.offset,
-                        key=message.key, value=message.value, headers=headers, received_at=time.monotonic())
-
-
-def build_app(deps: WorkerDeps) -> Worker:
-    return Worker(deps)
+                        key=message.key, value=message.value, headers=headers, received_at=time.monotonic(),
+                        generation=int(message.generation_id or 0), handle=event)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.recall_service import RecallService
@@ -13,7 +13,7 @@ from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
-from om_stream.ports import ChatModel, ContentStore, RecallStore
+from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
 __all__ = ["WorkerDeps", "build_deps", "build_recall", "kafka_client_options"]
@@ -26,6 +26,7 @@ class WorkerDeps:
     counter: TiktokenCounter
     accountant: TokenAccountant
     store: ContentStore
+    results: CycleResults  # model results by request (the content store keeps them)
     model: ChatModel
     offline: ChatModel
     metrics: Metrics
@@ -43,7 +44,11 @@ def kafka_client_options(kafka: KafkaSettings) -> dict[str, Any]:
     return options
 
 
-def _store(settings: Settings) -> ContentStore:
+class _Store(ContentStore, CycleResults, Protocol):
+    """What a worker needs of its store: contents, and model results by request."""
+
+
+def _store(settings: Settings) -> _Store:
     kind = settings.memory.store
     if kind == "memory":
         from om_stream.adapters.memory_store import InMemoryContentStore
@@ -100,5 +105,5 @@ def build_deps(settings: Settings) -> WorkerDeps:
     offline = OfflineModel(counter.count)
     store = _store(settings)
     return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
-                      store=store, model=_model(settings, config, offline), offline=offline,
+                      store=store, results=store, model=_model(settings, config, offline), offline=offline,
                       metrics=Metrics.create(), recall=build_recall(settings, config, store, counter))

@@ -6,13 +6,13 @@ POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``); bo
 POST /v1/threads/{id}/reflect   queue a manual reflection; body: {"guidance"?, "resource_id"?}
 POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
                                 (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
-GET  /healthz                   200 once the state table is recovered and the worker is not rebalancing
+GET  /healthz                   200 once the state table is recovered and the worker is not rebalancing (readiness)
+GET  /livez                     200 while no agent has crashed and no partition is stalled (liveness)
 GET  /metrics                   Prometheus text format
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,8 @@ from om_stream.core.engine import record_key
 from om_stream.core.views import context_spec, status_event
 from om_stream.errors import WireDecodeError
 from om_stream.runtime.recall import decode_recall_request
-from om_stream.wire.codec import encode
+from om_stream.runtime.worker.processor import Publication
+from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.commands import CommandRecord
 
 if TYPE_CHECKING:
@@ -46,11 +47,11 @@ def register_views(worker: Worker) -> None:
     @app.page("/v1/threads/{thread_id}/context")
     class ContextView(web.View):
         async def get(self, request: web.Request, thread_id: str) -> web.Response:
+            state = worker.state(record_key(config.scope, thread_id, request.query.get("resource_id", thread_id)))
+            if state is None or thread_id not in state.threads:
+                return not_owned(self, thread_id)
             context = worker.contexts.get(thread_id)
-            if context is None:
-                state = worker.state(record_key(config.scope, thread_id, request.query.get("resource_id", thread_id)))
-                if state is None or thread_id not in state.threads:
-                    return not_owned(self, thread_id)
+            if context is None or context.version != state.context_version:
                 spec = context_spec(state, thread_id, config, state.context_version)
                 context = await worker.effects.context(spec, now_ms=worker.clock.now_ms())
                 worker.contexts[thread_id] = context
@@ -67,9 +68,9 @@ def register_views(worker: Worker) -> None:
 
     async def command(view: web.View, request: web.Request, thread_id: str, kind: str) -> web.Response:
         try:
-            body: dict[str, Any] = json.loads(await request.text() or "{}")
-        except ValueError:
-            return view.json({"error": "invalid_json"}, status=400)
+            body: dict[str, Any] = decode_json(await request.read() or b"{}", kafka.max_message_bytes)
+        except WireDecodeError as exc:
+            return view.json({"error": exc.reason, "detail": exc.detail}, status=400)
         try:
             record = CommandRecord.model_validate({"command_id": str(uuid.uuid4()), "thread_id": thread_id,
                                                    "command": kind, "resource_id": body.get("resource_id"),
@@ -77,8 +78,10 @@ def register_views(worker: Worker) -> None:
         except ValidationError as exc:
             problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
             return view.json({"error": "invalid_fields", "detail": problems}, status=400)
-        await app.topic(kafka.topic_commands, key_type=bytes, value_type=bytes, key_serializer="raw",
-                        value_serializer="raw").send(key=thread_id.encode(), value=encode(record))
+        # to the record's home partition when this worker holds it (else the producer's partitioner, as a client's)
+        home = worker.table.home(record_key(config.scope, thread_id, record.resource_id or thread_id))
+        await worker.publisher.send(Publication(kafka.topic_commands, thread_id.encode(), encode(record),
+                                                partition=home))
         return view.json({"accepted": True, "command_id": record.command_id}, status=202)
 
     @app.page("/v1/threads/{thread_id}/observe")
@@ -99,7 +102,6 @@ def register_views(worker: Worker) -> None:
             except WireDecodeError as exc:
                 worker.deps.metrics.recall_requests.labels("http", "unknown", "invalid_request").inc()
                 return self.json({"error": exc.reason, "detail": exc.detail}, status=400)
-            await worker.effects.start()
             response = await worker.recall.answer(call, "http")
             status = 200 if response.error is None else 400 if response.error.code == "invalid_request" else 503
             return self.bytes(encode(response), content_type="application/json", status=status)
@@ -109,7 +111,16 @@ def register_views(worker: Worker) -> None:
         async def get(self, request: web.Request) -> web.Response:
             if worker.ready:
                 return self.json({"status": "ready"})
+            if not worker.liveness.live:
+                return self.json({"status": "dead", "reasons": worker.liveness.reasons()}, status=503)
             return self.json({"status": "starting", "in_recovery": bool(app.in_recovery)}, status=503)
+
+    @app.page("/livez")
+    class LiveView(web.View):
+        async def get(self, request: web.Request) -> web.Response:
+            if worker.liveness.live:
+                return self.json({"status": "live"})
+            return self.json({"status": "dead", "reasons": worker.liveness.reasons()}, status=503)
 
     @app.page("/metrics")
     class MetricsView(web.View):

@@ -1,0 +1,109 @@
+"""Model requests answered once: a request asked again (after a crash, a rebalance, a deadline) is not paid again.
+
+A model worker looks a request up in the content store's ``CycleResults`` before it calls a model:
+
+1. a result stored under the request's key is the answer (``om_model_calls_saved_total{reason="stored"}``);
+2. else the worker claims the key's lease; while another worker holds it (it is calling the model right now and
+   renews its lease as it waits), this one polls for the stored result (``reason="in_flight"``); a lease that
+   expires (its holder died) is taken over;
+3. the holder calls the model, stores the result under the key (which ends the lease), and publishes it.
+
+The key is the request id (cycle and attempt) with a digest of the whole request, so a request that differs in
+anything is never answered with another's result. The store failing never stops model work: the call is made
+(and may then be paid twice), and the failure is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
+from om_stream.core.commands import RequestObservation, RequestReflection
+from om_stream.core.inputs import ModelResultArrived
+from om_stream.errors import StorageError, WireDecodeError
+from om_stream.observability.metrics import Metrics
+from om_stream.ports import CycleResults
+from om_stream.runtime.internal_codec import decode_internal, encode_internal
+
+__all__ = ["ModelCalls", "request_key"]
+
+log = logging.getLogger(__name__)
+Request = RequestObservation | RequestReflection
+
+
+def request_key(request: Request) -> str:
+    digest = hashlib.sha256(encode_internal(request)).hexdigest()[:24]
+    return f"{request.request_id}:{digest}"
+
+
+class ModelCalls:
+    def __init__(self, call: Callable[[Request], Awaitable[ModelResultArrived]], results: CycleResults,
+                 metrics: Metrics, *, owner: str, lease_s: float = 10.0, poll_s: float = 0.5) -> None:
+        self.call = call
+        self.results = results
+        self.metrics = metrics
+        self.owner = owner
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+
+    async def answer(self, request: Request) -> ModelResultArrived:
+        key = request_key(request)
+        try:
+            waited = False
+            while True:
+                stored = await self._stored(key)
+                if stored is None and await self._claim(key):
+                    # read again: the previous holder may have stored its answer and ended its lease meanwhile
+                    stored = await self._stored(key)
+                    if stored is None:
+                        break  # this worker calls the model
+                if stored is not None:
+                    self.metrics.model_calls_saved.labels("in_flight" if waited else "stored").inc()
+                    return stored
+                waited = True  # another worker is calling the model for this request right now
+                await asyncio.sleep(self.poll_s)
+        except StorageError as exc:
+            log.warning("model results store unavailable, calling the model without it: %s", exc)
+            return await self.call(request)
+        return await self._call_holding(key, request)
+
+    async def _claim(self, key: str) -> bool:
+        """True when this worker holds the lease now."""
+        return await self.results.claim(key, self.owner, self.lease_s) is None
+
+    async def _call_holding(self, key: str, request: Request) -> ModelResultArrived:
+        renewal = asyncio.create_task(self._renew(key))
+        try:
+            result = await self.call(request)
+        finally:
+            renewal.cancel()
+            with suppress(asyncio.CancelledError):
+                await renewal
+        try:
+            await self.results.put_result(key, encode_internal(result))
+        except StorageError as exc:
+            log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
+                        request.request_id, exc)
+        return result
+
+    async def _renew(self, key: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                await self.results.claim(key, self.owner, self.lease_s)
+            except StorageError as exc:
+                log.warning("lease on %s not renewed: %s", key, exc)
+
+    async def _stored(self, key: str) -> ModelResultArrived | None:
+        payload = await self.results.get_result(key)
+        if payload is None:
+            return None
+        try:
+            result = decode_internal(payload)
+        except WireDecodeError as exc:  # written by another version, or damaged: asked again
+            log.warning("stored model result %s unreadable, calling the model again: %s", key, exc)
+            return None
+        return result if isinstance(result, ModelResultArrived) else None

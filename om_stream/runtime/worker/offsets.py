@@ -1,0 +1,120 @@
+"""Offsets of the inputs the worker's own agents handle (memory, ingest), committed by the worker itself.
+
+Faust commits what its streams acknowledge, and its streams acknowledge records they never handed to an agent: a
+record that arrives while a rebalance is under way is "skipped", and acknowledged so that the lag does not grow.
+If the partition stays with the worker, that acknowledgement can be committed before the record is read again,
+and the record is gone (measured here: a message published during a rolling restart never reached any worker).
+So the memory agent's topics are subscribed without Faust acknowledgements, and this ledger commits them, step 4
+of the commit order: a batch's records are marked handled once its table writes and publications are queued;
+the ledger then flushes the producer (every output acknowledged by the brokers) and commits the offsets.
+
+Faust also drops records without handing them over: one that reaches a stream while flow control is suspended
+is skipped, and its recovery resumes the stream partitions (and seeks them to the committed offsets) a moment
+before it resumes flow control, so records fetched in that moment vanish (measured: an offset missing between
+two handled ones, right after a rebalance). The ledger therefore checks that every partition's records come in
+sequence (:meth:`admit`): a record after a gap is not handled; the partition is sought back to the first missing
+offset, and the records are read again. (A gap that is real, the offsets of a transaction's markers, shows up
+again at the same place after the seek, and is then accepted.)
+
+* A timer commits every ``worker.commit_interval_s``.
+* A revocation waits for the batch in hand, commits, and fences: until the next assignment no batch may commit
+  (``accepting`` is false), since the new owner may already be reading.
+* A stop commits what was handled, then stops accepting batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+__all__ = ["OffsetLedger"]
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+class OffsetLedger:
+    def __init__(self, commit: Callable[[Mapping[Any, int]], Awaitable[bool]],
+                 partition_of: Callable[[str, int], Any],
+                 committed: Callable[[Any], int | None] = lambda tp: None) -> None:
+        self._commit = commit
+        self._partition_of = partition_of
+        self._committed_at_start = committed  # the offset a partition was sought to when it was assigned
+        self._handled: dict[Any, int] = {}  # partition -> the next offset to read
+        self._committed: dict[Any, int] = {}
+        self._rewinding: dict[Any, tuple[int, int]] = {}  # partition -> (sought back to, the offset seen after a gap)
+        self._batch = asyncio.Lock()
+        self.accepting = True
+
+    @asynccontextmanager
+    async def batch(self) -> Any:
+        """Held while a batch is handled; a revocation or a stop waits for it."""
+        async with self._batch:
+            yield
+
+    def admit(self, records: Sequence[R], position: Callable[[R], tuple[str, int, int]]) -> tuple[list[R], list[
+            tuple[Any, int]]]:
+        """The records to handle now (each partition's in sequence from the last handled offset), and the
+        ``(partition, offset)`` seeks to ask for where a gap shows records that were never handed over."""
+        admitted: list[R] = []
+        seeks: list[tuple[Any, int]] = []
+        expected: dict[Any, int | None] = {}
+        for record in records:
+            topic, partition, offset = position(record)
+            tp = self._partition_of(topic, partition)
+            if tp not in expected:
+                expected[tp] = self._handled.get(tp, self._committed_at_start(tp))
+            want = expected[tp]
+            if want is not None and offset < want:
+                continue  # read again after a seek: handled already
+            rewinding = self._rewinding.get(tp)
+            if want is None or offset == want or (rewinding is not None and offset == rewinding[1]):
+                self._rewinding.pop(tp, None)
+                expected[tp] = offset + 1
+                admitted.append(record)
+            elif rewinding is None:
+                log.warning("records %s[%d]@%d..%d were never handed over; reading them again", topic, partition,
+                            want, offset - 1)
+                self._rewinding[tp] = (want, offset)
+                seeks.append((tp, want))
+            # else: queued before the seek took effect; it comes again after the missing records
+        return admitted, seeks
+
+    def handled(self, records: Iterable[tuple[str, int, int]]) -> None:
+        """``(topic, partition, offset)`` of records whose outputs are queued on the producer."""
+        for topic, partition, offset in records:
+            tp = self._partition_of(topic, partition)
+            if offset + 1 > self._handled.get(tp, -1):
+                self._handled[tp] = offset + 1
+
+    async def commit(self) -> None:
+        pending = {tp: offset for tp, offset in self._handled.items() if self._committed.get(tp) != offset}
+        if not pending:
+            return
+        try:
+            if await self._commit(pending):
+                self._committed.update(pending)
+        except Exception:  # a failed commit is tried again; the records may be read once more, never lost
+            log.exception("committing the offsets of handled inputs failed")
+
+    async def revoke(self) -> None:
+        """The group is rebalancing: let the batch in hand finish, commit it, and accept nothing more until the
+        next assignment (the partitions may already belong to another worker)."""
+        async with self._batch:
+            self.accepting = False
+            await self.commit()
+            self._handled.clear()
+            self._committed.clear()
+            self._rewinding.clear()
+
+    def assigned(self) -> None:
+        self.accepting = True
+
+    async def close(self) -> None:
+        """The worker stops: commit what was handled and hold the batch lock, so nothing else is handled."""
+        await self._batch.acquire()
+        self.accepting = False
+        await self.commit()

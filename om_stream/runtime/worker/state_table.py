@@ -1,0 +1,133 @@
+"""The memory agent's state table: each record's state on its home partition, whatever the store.
+
+A record's *home* is the partition its inputs arrive on (messages, commands and its internal results share the
+partition number: the topics are co-partitioned). Faust recovers a worker's table by replaying the changelog
+partitions of the input partitions it is assigned, so a state survives a change of owner only if it was written to
+the changelog partition of its home. Three rules keep that true:
+
+* Keys are the record key's raw UTF-8 bytes, the very bytes of the input records' keys. (A ``str`` key would be
+  JSON-encoded by Faust, ``"t-1"`` with its quotes, and hashed to some other partition.)
+* Every read and write happens in the context of an event of that record (``use_partitioner=False``): Faust then
+  writes the changelog record to the event's partition, and a RocksDB store reads and writes the database of that
+  partition. The memory agent handles a batch of events at a time, so the table sets the event itself.
+* The stored value says which partition it belongs to (``{"partition": p, "state": {...}}``): the in-memory store
+  cannot tell which partition a key it wrote itself belongs to, and timers, the HTTP API and the clean-up after a
+  rebalance must only see the records this worker holds now.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from faust.streams import _current_event  # Faust's slot for "the event being handled"; tables read it
+
+from om_stream.core.state import RecordState
+
+__all__ = ["TABLE_NAME", "HeldRecord", "RecordTable"]
+
+# ``om_state`` held JSON-encoded keys on the wrong partitions; the new name starts a changelog in the right layout
+TABLE_NAME = "om_records"
+
+
+@dataclass(frozen=True)
+class HeldRecord:
+    key: str
+    partition: int
+    state: RecordState
+
+
+def encode_held(partition: int, state: RecordState) -> bytes:
+    body = json.dumps(state.to_dict(), separators=(",", ":"))
+    return f'{{"partition":{partition},"state":{body}}}'.encode()
+
+
+def decode_held(raw: bytes) -> tuple[int, RecordState]:
+    data = json.loads(raw)
+    return int(data["partition"]), RecordState.from_dict(data["state"])
+
+
+@contextmanager
+def _in_event(event: Any) -> Iterator[None]:
+    token = _current_event.set(weakref.ref(event) if event is not None else None)
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
+
+
+class RecordTable:
+    """The Faust table of record states. ``get``/``set`` take the Faust event of an input of the record (its home);
+    ``held`` lists the records of the partitions this worker is assigned now."""
+
+    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]]) -> None:
+        self.table = app.Table(TABLE_NAME, default=None, partitions=partitions, use_partitioner=False,
+                               key_type=bytes, value_type=bytes)
+        self._active_partitions = active_partitions
+        # key -> (the bytes last read or written, what they decode to): a busy record is not decoded per input
+        self._decoded: dict[str, tuple[bytes, int, RecordState]] = {}
+
+    def _decode(self, key: str, raw: bytes) -> tuple[int, RecordState]:
+        known = self._decoded.get(key)
+        if known is not None and known[0] is raw:
+            return known[1], known[2]
+        partition, state = decode_held(raw)
+        self._decoded[key] = (raw, partition, state)
+        return partition, state
+
+    def get(self, key: str, event: Any) -> RecordState | None:
+        with _in_event(event):
+            raw = self.table.get(key.encode())
+        return self._decode(key, raw)[1] if isinstance(raw, bytes) else None
+
+    def set(self, key: str, state: RecordState, event: Any) -> None:
+        partition = event.message.partition
+        raw = encode_held(partition, state)
+        with _in_event(event):
+            self.table[key.encode()] = raw
+        self._decoded[key] = (raw, partition, state)
+
+    def home(self, key: str) -> int | None:
+        """The partition of a record held here now (None: not held)."""
+        held = self.lookup(key)
+        return held.partition if held is not None else None
+
+    def lookup(self, key: str) -> HeldRecord | None:
+        """A record held here now, for readers outside the memory agent (HTTP API)."""
+        raw = self.table.data.get(key.encode())
+        if not isinstance(raw, bytes):
+            return None
+        partition, state = self._decode(key, raw)
+        return HeldRecord(key, partition, state) if partition in self._active_partitions() else None
+
+    def held(self) -> list[HeldRecord]:
+        """Every record of the partitions assigned to this worker now."""
+        active = self._active_partitions()
+        records = []
+        for raw_key, raw in list(self.table.data.items()):
+            if not isinstance(raw, bytes):
+                continue
+            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            partition, state = self._decode(key, raw)
+            if partition in active:
+                records.append(HeldRecord(key, partition, state))
+        return records
+
+    def forget_others(self) -> int:
+        """Drop from the local store (never from the changelog) the records of partitions no longer assigned here,
+        which the in-memory store would keep, stale, forever. Returns how many were dropped."""
+        active = self._active_partitions()
+        dropped = 0
+        for raw_key, raw in list(self.table.data.items()):
+            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            if not isinstance(raw, bytes) or self._decode(key, raw)[0] not in active:
+                del self.table.data[raw_key]
+                self._decoded.pop(key, None)
+                dropped += 1
+        for key in [k for k, (_, partition, _) in self._decoded.items() if partition not in active]:
+            del self._decoded[key]
+        return dropped

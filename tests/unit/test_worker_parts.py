@@ -1,0 +1,248 @@
+"""The worker's small parts that decide what happens in production shapes, without a broker: liveness (crash-only,
+stalled partitions), the offset ledger (what may be committed and when), the log limiter, the table's value
+envelope, and the model-call ledger (a request asked again is not paid again)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from om_stream.adapters.memory_store import InMemoryContentStore
+from om_stream.core.commands import RequestObservation
+from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.state import RecordState
+from om_stream.errors import StorageError
+from om_stream.observability.log_limits import RepeatLimiter
+from om_stream.observability.metrics import Metrics
+from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.model_calls import ModelCalls, request_key
+from om_stream.runtime.worker.offsets import OffsetLedger
+from om_stream.runtime.worker.state_table import decode_held, encode_held
+
+
+def _value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+# -- liveness ---------------------------------------------------------------------------------------------------
+
+def test_a_partition_with_lag_that_does_not_move_fails_liveness_until_it_moves() -> None:
+    metrics, now = Metrics.create(), [0.0]
+    live = Liveness(metrics, stall_timeout_s=30, clock=lambda: now[0])
+    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)], ready=True)
+    now[0] = 29
+    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)], ready=True)
+    assert live.live
+    now[0] = 31
+    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)], ready=True)
+    assert not live.live and "om.messages[0]: 5 records waiting" in live.reasons()[0]
+    assert _value(metrics, "om_worker_live") == 0 and _value(metrics, "om_partition_stalls_total") == 1
+    now[0] = 40
+    live.check_progress([("om.messages", 0, 5, 100)], ready=True)
+    assert _value(metrics, "om_partition_stalls_total") == 1, "a stall is counted once"
+    live.check_progress([("om.messages", 0, 2, 103)], ready=True)  # it moved
+    assert live.live and _value(metrics, "om_worker_live") == 1
+
+
+def test_no_lag_is_never_a_stall_and_a_rebalance_starts_the_measure_again() -> None:
+    now = [0.0]
+    live = Liveness(Metrics.create(), stall_timeout_s=10, clock=lambda: now[0])
+    for t in range(0, 100, 5):
+        now[0] = t
+        live.check_progress([("om.messages", 0, 0, 50)], ready=True)
+    assert live.live
+    live.check_progress([("om.messages", 0, 3, 50)], ready=True)
+    now[0] = 200
+    live.check_progress([], ready=False)  # rebalancing
+    live.check_progress([("om.messages", 0, 3, 50)], ready=True)
+    assert live.live
+
+
+def test_an_agent_crash_is_fatal_and_calls_every_fatal_callback() -> None:
+    metrics = Metrics.create()
+    live = Liveness(metrics, stall_timeout_s=10)
+    seen: list[BaseException] = []
+    live.on_fatal(seen.append)
+    error = RuntimeError("boom")
+    live.agent_crashed("memory", error)
+    assert seen == [error] and not live.live and "agent memory crashed" in live.reasons()[0]
+    assert _value(metrics, "om_agent_crashes_total", agent="memory") == 1
+    live.check_progress([], ready=False)
+    assert not live.live, "a crash stays fatal"
+
+
+# -- the offset ledger ------------------------------------------------------------------------------------------
+
+class _Committer:
+    def __init__(self) -> None:
+        self.commits: list[dict[Any, int]] = []
+        self.fail = False
+
+    async def __call__(self, offsets: Mapping[Any, int]) -> bool:
+        if self.fail:
+            raise RuntimeError("coordinator moved")
+        self.commits.append(dict(offsets))
+        return True
+
+
+async def test_the_ledger_commits_the_next_offset_to_read_and_only_what_changed() -> None:
+    committer = _Committer()
+    ledger = OffsetLedger(committer, lambda topic, partition: (topic, partition))
+    ledger.handled([("m", 0, 4), ("m", 0, 5), ("r", 1, 9)])
+    ledger.handled([("m", 0, 3)])  # an older record never moves the offset back
+    await ledger.commit()
+    await ledger.commit()
+    assert committer.commits == [{("m", 0): 6, ("r", 1): 10}]
+    ledger.handled([("m", 0, 6)])
+    committer.fail = True
+    await ledger.commit()  # a failure is logged, and tried again
+    committer.fail = False
+    await ledger.commit()
+    assert committer.commits[-1] == {("m", 0): 7}
+
+
+async def test_a_revocation_waits_for_the_batch_in_hand_commits_it_and_fences_until_the_next_assignment() -> None:
+    committer = _Committer()
+    ledger = OffsetLedger(committer, lambda topic, partition: (topic, partition))
+    order: list[str] = []
+
+    async def batch() -> None:
+        async with ledger.batch():
+            order.append("batch starts")
+            await asyncio.sleep(0.05)
+            ledger.handled([("m", 0, 1)])
+            order.append("batch ends")
+
+    task = asyncio.create_task(batch())
+    await asyncio.sleep(0.01)
+    await ledger.revoke()
+    order.append("revoked")
+    await task
+    assert order == ["batch starts", "batch ends", "revoked"]
+    assert committer.commits == [{("m", 0): 2}] and not ledger.accepting
+    ledger.assigned()
+    assert ledger.accepting
+
+
+async def test_closing_commits_and_then_holds_every_batch_back() -> None:
+    committer = _Committer()
+    ledger = OffsetLedger(committer, lambda topic, partition: (topic, partition))
+    ledger.handled([("m", 2, 10)])
+    await ledger.close()
+    assert committer.commits == [{("m", 2): 11}]
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.05), ledger.batch():
+            pass
+
+
+# -- the log limiter --------------------------------------------------------------------------------------------
+
+def _record(msg: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord("aiokafka", logging.ERROR, __file__, 1, msg, args, None)
+
+
+def test_a_flood_of_one_message_is_held_back_and_counted_other_messages_pass() -> None:
+    now = [0.0]
+    limiter = RepeatLimiter(burst=3, window_s=60, clock=lambda: now[0])
+    passed = [limiter.filter(_record("Unable connect to node %s", n)) for n in range(100)]
+    assert passed.count(True) == 3
+    assert limiter.filter(_record("a different error %s", 1))
+    now[0] = 61
+    record = _record("Unable connect to node %s", 7)
+    assert limiter.filter(record)
+    assert "97 more like this in the last 60s not logged" in record.getMessage()
+
+
+# -- the table's value ------------------------------------------------------------------------------------------
+
+def test_a_held_record_says_which_partition_it_belongs_to() -> None:
+    state = RecordState(key="t-1", scope="thread", resource_id="u-1")
+    state.context_version = 12
+    partition, decoded = decode_held(encode_held(7, state))
+    assert partition == 7 and decoded.to_dict() == state.to_dict()
+
+
+# -- the model-call ledger --------------------------------------------------------------------------------------
+
+def _request(attempt: int = 1, messages: tuple[str, ...] = ("m1", "m2")) -> RequestObservation:
+    return RequestObservation(record_key="t-1", request_id=f"obs-1#{attempt}", cycle_id="obs-1", attempt=attempt,
+                              kind="sync", trigger="turn-sync", resource_id="u-1", thread_ids=("t-1",),
+                              message_ids=messages, message_tokens=100, previous_segment_ids=(),
+                              buffered_segment_ids=(), prior_current_task=None, prior_suggested_response=None,
+                              prior_thread_title=None, want_hints=False, use_offline_model=False, deadline_at=0)
+
+
+class _Model:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls = 0
+        self.delay = delay
+
+    async def __call__(self, request: RequestObservation | Any) -> ModelResultArrived:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        return ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation="observation",
+                                  ok=True, observations=f"call {self.calls}")
+
+
+async def test_a_request_asked_again_is_answered_from_the_stored_result() -> None:
+    store, model, metrics = InMemoryContentStore(), _Model(), Metrics.create()
+    calls = ModelCalls(model, store, metrics, owner="w1")
+    first = await calls.answer(_request())
+    again = await calls.answer(_request())
+    assert model.calls == 1 and again == first
+    assert _value(metrics, "om_model_calls_saved_total", reason="stored") == 1
+    await calls.answer(_request(attempt=2))  # another attempt is another request
+    await calls.answer(_request(messages=("m1",)))  # so is the same id over other messages
+    assert model.calls == 3
+    assert request_key(_request()) != request_key(_request(messages=("m1",)))
+
+
+async def test_a_request_another_worker_is_calling_waits_for_its_result_instead_of_paying_twice() -> None:
+    store, model, metrics = InMemoryContentStore(), _Model(delay=0.3), Metrics.create()
+    first = ModelCalls(model, store, metrics, owner="w1", lease_s=1.0, poll_s=0.05)
+    second = ModelCalls(model, store, metrics, owner="w2", lease_s=1.0, poll_s=0.05)
+    a, b = await asyncio.gather(first.answer(_request()), second.answer(_request()))
+    assert model.calls == 1 and a == b
+    assert _value(metrics, "om_model_calls_saved_total", reason="in_flight") == 1
+
+
+async def test_a_request_whose_caller_died_is_taken_over_once_its_lease_expires() -> None:
+    store, model = InMemoryContentStore(), _Model()
+    assert await store.claim(request_key(_request()), "dead-worker", 0.3) is None  # it died holding the lease
+    calls = ModelCalls(model, store, Metrics.create(), owner="w2", lease_s=1.0, poll_s=0.05)
+    result = await asyncio.wait_for(calls.answer(_request()), 5)
+    assert model.calls == 1 and result.ok
+
+
+async def test_a_failing_results_store_never_stops_model_work() -> None:
+    class Down(InMemoryContentStore):
+        async def get_result(self, key: str) -> bytes | None:
+            raise StorageError("Cassandra down")
+
+    model = _Model()
+    result = await ModelCalls(model, Down(), Metrics.create(), owner="w1").answer(_request())
+    assert model.calls == 1 and result.ok
+
+
+def test_records_that_were_never_handed_over_are_read_again_and_a_real_gap_is_accepted() -> None:
+    committed = {("m", 0): 40}
+    ledger = OffsetLedger(_Committer(), lambda topic, partition: (topic, partition), committed=committed.get)
+    admitted, seeks = ledger.admit([("m", 0, 40), ("m", 0, 42), ("m", 0, 43), ("r", 3, 7)], lambda r: r)
+    assert admitted == [("m", 0, 40), ("r", 3, 7)], "a partition without a committed offset starts where it is"
+    assert seeks == [(("m", 0), 41)], "41 was dropped on the way: read from there again"
+    ledger.handled(admitted)
+    admitted, seeks = ledger.admit([("m", 0, 44), ("m", 0, 41), ("m", 0, 42)], lambda r: r)
+    assert admitted == [("m", 0, 41), ("m", 0, 42)] and seeks == [], "44 was queued before the seek: it comes again"
+    ledger.handled(admitted)
+    admitted, _ = ledger.admit([("m", 0, 41), ("m", 0, 43)], lambda r: r)
+    assert admitted == [("m", 0, 43)], "what was handled is not handled twice"
+    ledger.handled(admitted)
+    # offsets 44 and 45 hold a transaction's markers: no record ever comes for them
+    admitted, seeks = ledger.admit([("m", 0, 46)], lambda r: r)
+    assert admitted == [] and seeks == [(("m", 0), 44)]
+    admitted, seeks = ledger.admit([("m", 0, 46), ("m", 0, 47)], lambda r: r)
+    assert admitted == [("m", 0, 46), ("m", 0, 47)] and seeks == [], "the same gap after the seek is a real one"
