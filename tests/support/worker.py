@@ -32,11 +32,20 @@ class WorkerProcess:
     topics: dict[str, str]
     port: int
     popen: subprocess.Popen[bytes] | None = None
+    module: str = "om_stream.runtime.worker"  # what ``python -m`` runs
 
     def start(self) -> None:
         with self.log.open("ab") as out:
-            self.popen = subprocess.Popen([sys.executable, "-m", "om_stream.runtime.worker"], cwd=ROOT, env=self.env,
+            self.popen = subprocess.Popen([sys.executable, "-m", self.module], cwd=ROOT, env=self.env,
                                           stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_exit(self, timeout: float) -> int:
+        """The exit status, once the process has ended by itself within ``timeout`` seconds."""
+        assert self.popen is not None
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the worker still runs after {timeout}s:\n{self.tail()}") from None
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks, no final commit (a crash)."""

@@ -1,0 +1,269 @@
+"""Production shapes: several ``om-stream worker`` processes in one group, and agents that talk like real ones.
+
+``WorkerGroup`` runs any number of workers on shared topics, a shared consumer group and a shared Cassandra
+keyspace, each with its own data folder and HTTP port; members join, leave (SIGTERM), die (SIGKILL) and restart.
+``Conversation`` plays threads the way agents do: each thread publishes a message, waits for the context that
+includes it (read-your-writes), thinks, and publishes the next; all threads at once. It records every context
+seen on ``om.context``, the publish→context latency of every message, and the final context of each thread.
+
+What a run is judged on (``Outcome``): no context version of a thread ever goes backwards, every user message
+appears exactly once in its thread's final context (observed or still raw: the offline Observer writes one line
+per user message, so a message observed twice shows twice), every thread was served through its last message,
+and the final contexts equal those of an uninterrupted single-worker run of the same conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from om_stream.adapters.cassandra_store import migrate
+from om_stream.devservices.jvm import free_port
+from om_stream.settings import CassandraSettings
+from tests.support.worker import WorkerProcess, message_record, worker_process
+
+# sync observation only (no buffering) and no reflection: the inputs of a thread then come in an order fixed by the
+# agent waiting for each context, so any two runs of one conversation must end in the same place
+OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 300, "bufferTokens": False},
+                           "reflection": {"observationTokens": 200_000}}
+MARKER = re.compile(r"\[(t\d+)#(\d+)\]")
+
+
+def new_keyspace(cassandra_hosts: str) -> str:
+    keyspace = f"it_group_{uuid.uuid4().hex[:8]}"
+    migrate(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace))
+    return keyspace
+
+
+class WorkerGroup:
+    """Worker processes of one consumer group. ``members[i]`` keeps its data folder and port across restarts."""
+
+    def __init__(self, bootstrap: str, tmp: Path, *, cassandra_hosts: str, keyspace: str, partitions: int = 12,
+                 options: dict[str, Any] | None = None, extra: dict[str, str] | None = None) -> None:
+        self.tmp = tmp
+        self.template = worker_process(
+            bootstrap, tmp, options=options or OPTIONS, store="cassandra", partitions=partitions,
+            extra={"OM_CASSANDRA_HOSTS": cassandra_hosts, "OM_CASSANDRA_KEYSPACE": keyspace,
+                   "OM_KAFKA_SESSION_TIMEOUT_S": "6", "OM_WORKER_CYCLE_TIMEOUT_S": "30", **(extra or {})})
+        self.members: list[WorkerProcess] = []
+
+    @property
+    def topics(self) -> dict[str, str]:
+        return self.template.topics
+
+    @property
+    def bootstrap(self) -> str:
+        return self.template.bootstrap
+
+    def add(self, *, start: bool = True) -> WorkerProcess:
+        index = len(self.members)
+        folder = self.tmp / f"w{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        env = {**self.template.env, "OM_WORKER_DATA_DIR": str(folder), "OM_WORKER_WEB_PORT": str(port)}
+        member = WorkerProcess(self.bootstrap, env, folder / "worker.log", self.topics, port)
+        self.members.append(member)
+        if start:
+            member.start()
+        return member
+
+    def running(self) -> list[WorkerProcess]:
+        return [m for m in self.members if m.popen is not None and m.popen.poll() is None]
+
+    async def wait_ready(self, timeout: float = 120.0) -> None:
+        await asyncio.gather(*(m.wait_ready(timeout) for m in self.running()))
+
+    def stop_all(self) -> None:
+        for member in self.members:
+            member.stop()
+
+    def logs(self, chars: int = 3000) -> str:
+        return "\n".join(f"--- w{i} ---\n{m.tail(chars)}" for i, m in enumerate(self.members) if m.log.exists())
+
+
+def turn_text(thread: str, index: int) -> str:
+    """A user message names itself with a marker the offline Observer copies into its observation line."""
+    if index % 2 == 0:
+        return (f"[{thread}#{index}] my budget for the {thread} project is {1000 + index} euros and the review is "
+                f"due on 2026-04-{1 + index % 28:02d}")
+    return f"{thread} {index}: noted, I will keep track of the {thread} budget and the review date"
+
+
+@dataclass
+class Outcome:
+    contexts: dict[str, list[dict[str, Any]]]
+    latencies: list[tuple[str, float, float]]  # (thread, published at, seconds until its context) per message
+    final: dict[str, dict[str, Any]]
+    unserved: list[str]
+
+    def version_regressions(self) -> dict[str, list[tuple[int, int]]]:
+        found = {}
+        for thread, seen in self.contexts.items():
+            versions = [c["version"] for c in seen]
+            drops = [(a, b) for a, b in itertools.pairwise(versions) if b < a]
+            if drops:
+                found[thread] = drops
+        return found
+
+    def marker_counts(self, turns: int) -> dict[str, dict[int, int]]:
+        """Per thread: how many times each user message appears in its final context (observations + raw)."""
+        counts: dict[str, dict[int, int]] = {}
+        for thread, context in self.final.items():
+            text = context["observations"] + "\n" + "\n".join(context["message_texts"])
+            seen = dict.fromkeys(range(0, turns, 2), 0)
+            for owner, index in MARKER.findall(text):
+                if owner == thread:
+                    seen[int(index)] = seen.get(int(index), 0) + 1
+            counts[thread] = seen
+        return counts
+
+    def lost_and_duplicated(self, turns: int) -> tuple[int, int]:
+        counts = self.marker_counts(turns)
+        lost = sum(1 for seen in counts.values() for n in seen.values() if n == 0)
+        duplicated = sum(n - 1 for seen in counts.values() for n in seen.values() if n > 1)
+        return lost, duplicated
+
+    def latency_p99(self, between: tuple[float, float] | None = None) -> float:
+        values = sorted(d for _, at, d in self.latencies if between is None or between[0] <= at <= between[1])
+        if not values:
+            return 0.0
+        return values[min(len(values) - 1, int(len(values) * 0.99))]
+
+    def latency_median(self) -> float:
+        return statistics.median(d for _, _, d in self.latencies) if self.latencies else 0.0
+
+    def served_again_after(self, moment: float) -> float:
+        """Seconds from ``moment`` until every thread that published after it got its first context since (an
+        agent publishes its next message as soon as it has read its context, after ``think_s``)."""
+        first: dict[str, float] = {}
+        for thread, published, seconds in self.latencies:
+            if published >= moment:
+                first[thread] = min(first.get(thread, float("inf")), published + seconds)
+        return max(first.values(), default=moment) - moment
+
+
+@dataclass
+class Conversation:
+    """``threads`` threads of ``turns`` messages (user and assistant alternating), played at once."""
+
+    threads: int
+    turns: int
+    think_s: float = 0.0
+    context_timeout_s: float = 180.0
+    names: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = [f"t{n}" for n in range(self.threads)]
+
+    def record(self, thread: str, index: int) -> dict[str, Any]:
+        role = "user" if index % 2 == 0 else "assistant"
+        return message_record(thread, index, role, turn_text(thread, index), resource=f"user-{thread}")
+
+    async def play(self, bootstrap: str, topics: dict[str, str], *,
+                   on_progress: Callable[[int], Awaitable[None]] | None = None) -> Outcome:
+        """Play every thread to its end; ``on_progress(sent)`` is awaited after each publish (chaos hooks)."""
+        watcher = ContextWatcher(bootstrap, topics["context"])
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks="all")
+        await watcher.start()
+        await producer.start()
+        latencies: list[tuple[str, float, float]] = []
+        unserved: list[str] = []
+        sent = 0
+        progress_lock = asyncio.Lock()
+
+        async def thread_loop(thread: str) -> None:
+            nonlocal sent
+            for index in range(self.turns):
+                record = self.record(thread, index)
+                published = time.monotonic()
+                await producer.send_and_wait(topics["messages"], json.dumps(record).encode(), key=thread.encode())
+                async with progress_lock:
+                    sent += 1
+                    if on_progress is not None:
+                        await on_progress(sent)
+                try:
+                    await watcher.through(thread, index, self.context_timeout_s)
+                except TimeoutError:
+                    unserved.append(record["message_id"])
+                    return
+                latencies.append((thread, published, time.monotonic() - published))
+                if self.think_s:
+                    await asyncio.sleep(self.think_s)
+
+        try:
+            await asyncio.gather(*(thread_loop(t) for t in self.names))
+            await watcher.settle()
+        finally:
+            await producer.stop()
+            await watcher.stop()
+        final = {t: watcher.final(t) for t in self.names if watcher.seen.get(t)}
+        return Outcome(contexts=watcher.seen, latencies=latencies, final=final, unserved=unserved)
+
+
+class ContextWatcher:
+    """Reads ``om.context`` from the start and wakes whoever waits for a thread's context through a message."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                         group_id=f"watch-{uuid.uuid4().hex[:8]}", metadata_max_age_ms=1000)
+        self.seen: dict[str, list[dict[str, Any]]] = {}
+        self._through: dict[str, int] = {}
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self._task = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        while True:
+            batch = await self.consumer.getmany(timeout_ms=200)
+            if not batch:
+                continue
+            for records in batch.values():
+                for record in records:
+                    context = json.loads(record.value)
+                    thread = record.key.decode()
+                    self.seen.setdefault(thread, []).append(context)
+                    through = context.get("through_message_id") or ""
+                    index = int(through.rsplit("-m", 1)[1]) if "-m" in through else -1
+                    self._through[thread] = max(self._through.get(thread, -1), index)
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def through(self, thread: str, index: int, timeout: float) -> None:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: self._through.get(thread, -1) >= index), timeout)
+
+    async def settle(self, quiet_s: float = 2.0) -> None:
+        """Wait until no context has arrived for ``quiet_s`` (republications after the last rebalance)."""
+        count = -1
+        while count != sum(len(v) for v in self.seen.values()):
+            count = sum(len(v) for v in self.seen.values())
+            await asyncio.sleep(quiet_s)
+
+    def final(self, thread: str) -> dict[str, Any]:
+        context = self.seen[thread][-1]
+        return {"observations": context["observations"], "generation": context["generation"],
+                "messages": [m["message_id"] for m in context["messages"]],
+                "message_texts": [p.get("text", "") for m in context["messages"] for p in m.get("parts", [])],
+                "tokens": context["tokens"], "hints": context["hints"]}
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._task
+        await self.consumer.stop()
