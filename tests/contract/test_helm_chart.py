@@ -139,7 +139,9 @@ def test_defaults_render_a_statefulset_with_probes_volume_and_web_bind(tools: Pa
     startup = container["startupProbe"]
     assert startup["httpGet"]["path"] == "/healthz"
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600, "table recovery may take minutes"
-    assert "tcpSocket" in container["livenessProbe"], "/healthz is 503 during rebalances: liveness must not use it"
+    # /healthz is 503 during rebalances: liveness must not use it; /livez fails only on a crash or a stall
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert config["OM_WORKER_TABLE_STORE"] == "rocksdb://", "the durable table store on the pod's volume"
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/var/lib/om-stream"}
     assert statefulset["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     assert by_kind(docs, "PodDisruptionBudget")[0]["spec"]["maxUnavailable"] == 1
