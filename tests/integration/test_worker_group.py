@@ -1,6 +1,7 @@
 """Three worker processes on 12 partitions under a sustained stream: one joins, one leaves gracefully, one is
 SIGKILLed, then every worker is restarted in turn. Nothing may be lost, duplicated or reset: the final contexts
-equal those of an uninterrupted single-worker run of the same conversation (Cassandra content store)."""
+equal those of an uninterrupted single-worker run of the same conversation (Cassandra content store), with the
+in-memory table store and with RocksDB (each worker keeps its own data folder across its restarts)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import pytest
 
 from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace
 
@@ -23,6 +26,16 @@ async def reference_run(kafka_bootstrap: str, cassandra_hosts: str, tmp: Path, c
         return await conversation.play(group.bootstrap, group.topics)
     finally:
         group.stop_all()
+
+
+@pytest.fixture(scope="module")
+def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    """The conversation through one worker, uninterrupted: where every other run must end."""
+    outcome = asyncio.run(reference_run(kafka_bootstrap, cassandra_hosts, tmp_path_factory.mktemp("reference"),
+                                        Conversation(THREADS, TURNS)))
+    assert not outcome.unserved and not outcome.version_regressions()
+    assert outcome.lost_and_duplicated(TURNS) == (0, 0)
+    return outcome
 
 
 class Chaos:
@@ -53,15 +66,12 @@ class Chaos:
         self._runner.cancel()
 
 
+@pytest.mark.parametrize("table_store", ["memory://", "rocksdb://"])
 async def test_joins_leaves_kills_and_a_rolling_restart_lose_nothing(kafka_bootstrap: str, cassandra_hosts: str,
-                                                                      tmp_path: Path) -> None:
-    conversation = Conversation(THREADS, TURNS)
-    reference = await reference_run(kafka_bootstrap, cassandra_hosts, tmp_path / "reference", conversation)
-    assert not reference.unserved and not reference.version_regressions()
-    assert reference.lost_and_duplicated(TURNS) == (0, 0)
-
+                                                                      tmp_path: Path, reference: Outcome,
+                                                                      table_store: str) -> None:
     group = WorkerGroup(kafka_bootstrap, tmp_path / "chaos", cassandra_hosts=cassandra_hosts,
-                        keyspace=new_keyspace(cassandra_hosts))
+                        keyspace=new_keyspace(cassandra_hosts), extra={"OM_WORKER_TABLE_STORE": table_store})
     first, second = group.add(), group.add()
     await group.wait_ready()
 
@@ -105,5 +115,5 @@ async def test_joins_leaves_kills_and_a_rolling_restart_lose_nothing(kafka_boots
     assert not outcome.unserved, f"never served: {outcome.unserved[:10]}\n{logs}"
     assert not outcome.version_regressions(), f"{outcome.version_regressions()}\n{logs}"
     assert outcome.lost_and_duplicated(TURNS) == (0, 0), outcome.marker_counts(TURNS)
-    for thread in conversation.names:
+    for thread in slow.names:
         assert outcome.final[thread] == reference.final[thread], f"{thread}\n{logs}"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from cassandra.cluster import Cluster
 
 from om_stream.adapters.cassandra_store import migrate
 from om_stream.devservices.jvm import free_port
@@ -47,12 +48,23 @@ def new_keyspace(cassandra_hosts: str) -> str:
     return keyspace
 
 
+def drop_keyspace(cassandra_hosts: str, keyspace: str) -> None:
+    """Every keyspace costs the test node heap (a dozen tables each): a run drops what it created."""
+    (host, port), = CassandraSettings(hosts=cassandra_hosts).contact_points()
+    cluster = Cluster([host], port=port, protocol_version=5)
+    try:
+        cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+    finally:
+        cluster.shutdown()
+
+
 class WorkerGroup:
     """Worker processes of one consumer group. ``members[i]`` keeps its data folder and port across restarts."""
 
     def __init__(self, bootstrap: str, tmp: Path, *, cassandra_hosts: str, keyspace: str, partitions: int = 12,
                  options: dict[str, Any] | None = None, extra: dict[str, str] | None = None) -> None:
         self.tmp = tmp
+        self.cassandra_hosts, self.keyspace = cassandra_hosts, keyspace
         self.template = worker_process(
             bootstrap, tmp, options=options or OPTIONS, store="cassandra", partitions=partitions,
             extra={"OM_CASSANDRA_HOSTS": cassandra_hosts, "OM_CASSANDRA_KEYSPACE": keyspace,
@@ -86,8 +98,10 @@ class WorkerGroup:
         await asyncio.gather(*(m.wait_ready(timeout) for m in self.running()))
 
     def stop_all(self) -> None:
+        """Stop every member, then drop the group's keyspace (what a test keeps is its ``Outcome``)."""
         for member in self.members:
             member.stop()
+        drop_keyspace(self.cassandra_hosts, self.keyspace)
 
     def logs(self, chars: int = 3000) -> str:
         return "\n".join(f"--- w{i} ---\n{m.tail(chars)}" for i, m in enumerate(self.members) if m.log.exists())
