@@ -45,10 +45,15 @@ lint: ## ruff
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy
 
-bench: bench-engine bench-e2e bench-store bench-faults ## run every benchmark and print the figures
+bench: bench-engine bench-e2e bench-store bench-faults bench-chaos ## run every benchmark and print the figures
 
 bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka (medians of 3)
 	$(PY) bench/e2e.py --trials 3
+
+.PHONY: bench-chaos
+bench-chaos: ## join/leave/SIGKILL rounds across 3 workers (lost, duplicated, regressions, p99, time to serve again), then table recovery time memory vs RocksDB
+	$(PY) bench/chaos.py --trials 3
+	$(PY) bench/table_recovery.py --runs 3
 
 bench-faults: ## 300 turns through litellm to a local server failing 30% of calls: no message lost, context bounded
 	$(PY) bench/fault_run.py
