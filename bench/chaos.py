@@ -30,17 +30,7 @@ SETTLE_S = 15.0  # the group goes on rebalancing after the last restarted worker
 sys.path.insert(0, str(ROOT))
 
 from om_stream.devservices import start_services  # noqa: E402
-from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace  # noqa: E402
-
-
-async def reference(bootstrap: str, cassandra: str, tmp: Path, conversation: Conversation) -> Outcome:
-    group = WorkerGroup(bootstrap, tmp, cassandra_hosts=cassandra, keyspace=new_keyspace(cassandra))
-    group.add()
-    try:
-        await group.wait_ready()
-        return await conversation.play(group.bootstrap, group.topics)
-    finally:
-        group.stop_all()
+from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace, play_uninterrupted  # noqa: E402
 
 
 async def chaos_run(bootstrap: str, cassandra: str, tmp: Path, conversation: Conversation,
@@ -117,8 +107,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for trial in range(args.trials):
                 folder = Path(tmp) / f"trial{trial}"
-                base = asyncio.run(reference(bootstrap, cassandra, folder / "reference",
-                                             Conversation(args.threads, args.turns)))
+                base = asyncio.run(play_uninterrupted(bootstrap, cassandra, folder / "reference",
+                                                      Conversation(args.threads, args.turns)))
                 outcome, kills, window = asyncio.run(chaos_run(
                     bootstrap, cassandra, folder / "chaos", Conversation(args.threads, args.turns, think_s=args.think),
                     args.rounds))

@@ -18,6 +18,7 @@ from tests.support.store_contract import (
     RESULT_CHECKS,
     SHORT_RESULT_TTL_S,
     T0,
+    check_claims_race_across,
     check_results_expire,
     message,
 )
@@ -122,17 +123,10 @@ async def test_a_database_of_schema_version_1_is_upgraded_on_start(tmp_path: Pat
 
 async def test_claims_race_safely_across_stores_on_one_file(tmp_path: Path) -> None:
     # two stores on one file stand for two processes: each has its own connection and thread
-    path = tmp_path / "shared.db"
-    stores = [SqliteContentStore(path) for _ in range(2)]
+    stores = [SqliteContentStore(tmp_path / "shared.db") for _ in range(2)]
     try:
         await asyncio.gather(*(s.start() for s in stores))
-        for round_ in range(5):
-            key = f"req-{round_}"
-            answers = await asyncio.gather(*(stores[i % 2].claim(key, f"worker-{i}", 60) for i in range(6)))
-            granted = [i for i, answer in enumerate(answers) if answer is None]
-            assert len(granted) == 1 and {a for a in answers if a} == {f"worker-{granted[0]}"}
-        await stores[0].put_result("req-0", b"done")
-        assert await stores[1].get_result("req-0") == b"done"
+        await check_claims_race_across(stores, "p-", rounds=5)
     finally:
         for s in stores:
             await s.close()

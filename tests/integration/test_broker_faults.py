@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from om_stream.devservices import kafka
-from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace
+from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace, play_uninterrupted
 from tests.support.worker import worker_process
 
 pytestmark = pytest.mark.timeout(600)
@@ -22,40 +21,8 @@ THREADS, TURNS = 8, 30
 
 @pytest.fixture(scope="module")
 def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    async def run() -> Outcome:
-        group = WorkerGroup(kafka_bootstrap, tmp_path_factory.mktemp("reference"), cassandra_hosts=cassandra_hosts,
-                            keyspace=new_keyspace(cassandra_hosts))
-        group.add()
-        try:
-            await group.wait_ready()
-            return await Conversation(THREADS, TURNS).play(group.bootstrap, group.topics)
-        finally:
-            group.stop_all()
-
-    outcome = asyncio.run(run())
-    assert not outcome.unserved and outcome.lost_and_duplicated(TURNS) == (0, 0)
-    return outcome
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[kafka.KafkaNode]:
-    node = kafka.start(tmp_path / "kafka")
-    try:
-        kafka.wait_ready(node)
-        yield node
-    finally:
-        if node.running:
-            node.stop(grace=10)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[kafka.KafkaCluster]:
-    started = kafka.start_cluster(tmp_path / "kafka")
-    try:
-        kafka.wait_ready(started)
-        yield started
-    finally:
-        started.stop(grace=10)
+    return asyncio.run(play_uninterrupted(kafka_bootstrap, cassandra_hosts, tmp_path_factory.mktemp("reference"),
+                                          Conversation(THREADS, TURNS)))
 
 
 async def play_through(group: WorkerGroup, fault: list[tuple[float, object]]) -> Outcome:
@@ -93,19 +60,19 @@ def judge(group: WorkerGroup, outcome: Outcome, reference: Outcome, pids: list[i
     assert outcome.final == reference.final, logs
 
 
-async def test_a_broker_restarted_mid_stream_costs_nothing(broker: kafka.KafkaNode, cassandra_hosts: str,
+async def test_a_broker_restarted_mid_stream_costs_nothing(own_broker: kafka.KafkaNode, cassandra_hosts: str,
                                                            tmp_path: Path, reference: Outcome) -> None:
-    group = WorkerGroup(broker.bootstrap, tmp_path / "workers", cassandra_hosts=cassandra_hosts,
+    group = WorkerGroup(own_broker.bootstrap, tmp_path / "workers", cassandra_hosts=cassandra_hosts,
                         keyspace=new_keyspace(cassandra_hosts))
     worker = group.add()
     await group.wait_ready()
     pids = running(group)
 
     def stop_then_restart() -> None:
-        broker.stop()
+        own_broker.stop()
         time.sleep(8)  # the broker stays away long enough for every client to notice and retry
-        broker.restart()
-        kafka.wait_ready(broker)
+        own_broker.restart()
+        kafka.wait_ready(own_broker)
 
     try:
         outcome = await play_through(group, [(0.35, stop_then_restart)])
@@ -118,15 +85,15 @@ async def test_a_broker_restarted_mid_stream_costs_nothing(broker: kafka.KafkaNo
     assert len(lines) < 3000, "a broker away for 8 s must not flood the log"
 
 
-async def test_a_broker_of_three_killed_and_brought_back_costs_nothing(cluster: kafka.KafkaCluster,
+async def test_a_broker_of_three_killed_and_brought_back_costs_nothing(own_cluster: kafka.KafkaCluster,
                                                                        cassandra_hosts: str, tmp_path: Path,
                                                                        reference: Outcome) -> None:
-    group = WorkerGroup(cluster.bootstrap, tmp_path / "workers", cassandra_hosts=cassandra_hosts,
+    group = WorkerGroup(own_cluster.bootstrap, tmp_path / "workers", cassandra_hosts=cassandra_hosts,
                         keyspace=new_keyspace(cassandra_hosts), extra={"OM_KAFKA_REPLICATION": "3"})
     members = [group.add(), group.add()]
     await group.wait_ready()
     pids = running(group)
-    victim = cluster.node(2)
+    victim = own_cluster.node(2)
     try:
         outcome = await play_through(group, [(0.35, victim.kill), (0.7, lambda: (victim.restart(),
                                                                                   kafka.wait_ready(victim)))])
@@ -138,12 +105,12 @@ async def test_a_broker_of_three_killed_and_brought_back_costs_nothing(cluster: 
 
 
 async def test_a_worker_whose_broker_is_gone_logs_little_and_still_stops_in_bounded_time(
-        broker: kafka.KafkaNode, tmp_path: Path) -> None:
-    worker = worker_process(broker.bootstrap, tmp_path, options={}, extra={"OM_WORKER_SHUTDOWN_TIMEOUT_S": "10"})
+        own_broker: kafka.KafkaNode, tmp_path: Path) -> None:
+    worker = worker_process(own_broker.bootstrap, tmp_path, options={}, extra={"OM_WORKER_SHUTDOWN_TIMEOUT_S": "10"})
     worker.start()
     await worker.wait_ready()
     before = len(worker.log.read_text(errors="replace").splitlines())
-    broker.kill()
+    own_broker.kill()
     await asyncio.sleep(30)
     during = len(worker.log.read_text(errors="replace").splitlines()) - before
     began = time.monotonic()

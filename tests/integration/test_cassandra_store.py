@@ -34,6 +34,7 @@ from tests.support.store_contract import (
     RESULT_CHECKS,
     SHORT_RESULT_TTL_S,
     T0,
+    check_claims_race_across,
     check_results_expire,
     message,
 )
@@ -191,15 +192,7 @@ async def test_claims_race_safely_across_workers(settings: CassandraSettings) ->
     workers = [CassandraContentStore(settings) for _ in range(3)]
     try:
         await asyncio.gather(*(w.start() for w in workers))
-        for _ in range(3):
-            key = f"{_prefix()}req"
-            answers = await asyncio.gather(*(workers[i % 3].claim(key, f"worker-{i}", 30) for i in range(9)))
-            granted = [i for i, answer in enumerate(answers) if answer is None]
-            assert len(granted) == 1, answers
-            assert {a for a in answers if a is not None} == {f"worker-{granted[0]}"}
-            await workers[1].put_result(key, b"answer")  # ends the winner's lease for every worker
-            assert await workers[2].claim(key, "worker-late", 30) is None
-            assert await workers[0].get_result(key) == b"answer"
+        await check_claims_race_across(workers, _prefix())
     finally:
         await asyncio.gather(*(w.close() for w in workers))
 

@@ -13,8 +13,6 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -30,27 +28,6 @@ PARTITIONS = 3
 
 def _unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> Iterator[kafka.KafkaNode]:
-    started = kafka.start(tmp_path / "kafka")
-    try:
-        kafka.wait_ready(started)
-        yield started
-    finally:
-        if started.running:
-            started.stop(grace=10)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[kafka.KafkaCluster]:
-    started = kafka.start_cluster(tmp_path / "kafka")
-    try:
-        kafka.wait_ready(started)
-        yield started
-    finally:
-        started.stop(grace=10)
 
 
 async def _create_topic(bootstrap: str, topic: str, replication: int) -> None:
@@ -128,7 +105,8 @@ async def _committed(bootstrap: str, topic: str, group: str) -> int:
         await consumer.stop()
 
 
-async def test_a_restarted_node_keeps_its_topic_records_and_committed_offsets(node: kafka.KafkaNode) -> None:
+async def test_a_restarted_node_keeps_its_topic_records_and_committed_offsets(own_broker: kafka.KafkaNode) -> None:
+    node = own_broker
     topic, group = _unique("restart"), _unique("g")
     values = [f"m{i}" for i in range(60)]
     await _create_topic(node.bootstrap, topic, replication=1)
@@ -185,7 +163,8 @@ async def _wait_for_isr(bootstrap: str, topics: list[str], expected: set[int], t
 
 
 async def test_a_cluster_loses_no_acknowledged_record_when_a_node_is_killed_and_restarted(
-        cluster: kafka.KafkaCluster) -> None:
+        own_cluster: kafka.KafkaCluster) -> None:
+    cluster = own_cluster
     topic, group = _unique("cluster"), _unique("g")
     everyone = {n.node_id for n in cluster.nodes}
     await _create_topic(cluster.bootstrap, topic, replication=3)

@@ -13,29 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace
+from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace, play_uninterrupted
 
 THREADS, TURNS = 16, 48
-
-
-async def reference_run(kafka_bootstrap: str, cassandra_hosts: str, tmp: Path, conversation: Conversation) -> Outcome:
-    group = WorkerGroup(kafka_bootstrap, tmp, cassandra_hosts=cassandra_hosts, keyspace=new_keyspace(cassandra_hosts))
-    group.add()
-    try:
-        await group.wait_ready()
-        return await conversation.play(group.bootstrap, group.topics)
-    finally:
-        group.stop_all()
 
 
 @pytest.fixture(scope="module")
 def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     """The conversation through one worker, uninterrupted: where every other run must end."""
-    outcome = asyncio.run(reference_run(kafka_bootstrap, cassandra_hosts, tmp_path_factory.mktemp("reference"),
-                                        Conversation(THREADS, TURNS)))
-    assert not outcome.unserved and not outcome.version_regressions()
-    assert outcome.lost_and_duplicated(TURNS) == (0, 0)
-    return outcome
+    return asyncio.run(play_uninterrupted(kafka_bootstrap, cassandra_hosts, tmp_path_factory.mktemp("reference"),
+                                          Conversation(THREADS, TURNS)))
 
 
 class Chaos:

@@ -107,6 +107,21 @@ class WorkerGroup:
         return "\n".join(f"--- w{i} ---\n{m.tail(chars)}" for i, m in enumerate(self.members) if m.log.exists())
 
 
+async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
+                             conversation: Conversation) -> Outcome:
+    """The conversation through one worker that nothing disturbs: where every production-shape run must end."""
+    group = WorkerGroup(bootstrap, tmp, cassandra_hosts=cassandra_hosts, keyspace=new_keyspace(cassandra_hosts))
+    group.add()
+    try:
+        await group.wait_ready()
+        outcome = await conversation.play(group.bootstrap, group.topics)
+    finally:
+        group.stop_all()
+    assert not outcome.unserved and not outcome.version_regressions(), group.logs()
+    assert outcome.lost_and_duplicated(conversation.turns) == (0, 0), outcome.marker_counts(conversation.turns)
+    return outcome
+
+
 def turn_text(thread: str, index: int) -> str:
     """A user message names itself with a marker the offline Observer copies into its observation line."""
     if index % 2 == 0:

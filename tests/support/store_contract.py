@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
@@ -297,6 +298,21 @@ async def check_racing_claims_grant_one_owner(store: CycleResults, p: str) -> No
     assert len(granted) == 1, answers
     assert {answer for answer in answers if answer is not None} == set(granted)  # the losers are told who won
     assert await store.claim(key, granted[0], 60) is None  # the winner holds it
+
+
+async def check_claims_race_across(stores: Sequence[CycleResults], p: str, *, rounds: int = 3) -> None:
+    """Several stores on one database stand for several workers: of claims racing for a key, one is granted, the
+    others are told who holds it; a stored result ends the lease for all of them."""
+    for round_ in range(rounds):
+        key = f"{p}req-{round_}"
+        claims = [stores[i % len(stores)].claim(key, f"worker-{i}", 30) for i in range(3 * len(stores))]
+        answers = await asyncio.gather(*claims)
+        granted = [i for i, answer in enumerate(answers) if answer is None]
+        assert len(granted) == 1, answers
+        assert {a for a in answers if a is not None} == {f"worker-{granted[0]}"}
+        await stores[-1].put_result(key, b"answer")
+        assert await stores[0].claim(key, "worker-late", 30) is None
+        assert await stores[0].get_result(key) == b"answer"
 
 
 async def check_a_lease_and_a_result_expire_apart(store: CycleResults, p: str) -> None:

@@ -2,15 +2,19 @@
 
 Agents (each with concurrency 1; at-least-once; effects idempotent):
 * ``memory``: the table-owning agent. Inputs: messages, commands and the internal results topic (model results
-  and timers), all keyed by record. It runs ``core.decide`` in batches (see ``processor``) and never awaits a
-  model call.
-* ``ingest`` (resource scope only): validates messages and commands and re-keys them by resource id.
-* ``model_workers``: Observer/Reflector requests, run as bounded concurrent tasks; each result goes back to the
-  results topic. A request lost with a crashed worker is asked again by the record's deadline timer. The recall
-  index's work (index an observation group, forget a cleared record) travels the same way.
+  and timers), all keyed by record and co-partitioned: a record's inputs, its state (``state_table``) and its
+  internal records share one partition number, its home. It runs ``core.decide`` in batches (see ``processor``)
+  and never awaits a model call. Its offsets are committed by the worker, not by Faust (``offsets``).
+* ``ingest`` (resource scope only): validates messages and commands and re-keys them by resource id (offsets
+  committed like the memory agent's).
+* ``model_workers``: Observer/Reflector requests, run as bounded concurrent tasks, each answered at most once per
+  request (``model_calls``); each result goes back to the results topic at the record's home partition. A request
+  lost with a crashed worker is asked again when its record is recovered elsewhere, and by its deadline timer. The
+  recall index's work (index an observation group, forget a cleared record) travels the same way.
 * ``recall``: the recall tool over ``om.recall.requests`` → ``om.recall.responses`` (key = resource id), answered
   as bounded concurrent tasks; the HTTP API answers ``POST /v1/recall`` with the same endpoint.
-Timers are checked every ``worker.timer_interval_s`` from table state (``timers.TimerWheel``).
+Timers are checked every ``worker.timer_interval_s`` from table state (``timers.TimerWheel``). Every agent
+reports its own crash to ``liveness``, which stops the process (crash-only).
 """
 
 from __future__ import annotations

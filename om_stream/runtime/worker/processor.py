@@ -276,23 +276,26 @@ class MemoryProcessor:
     async def _write(self, commands: list[Command]) -> None:
         """Phase 1. An outage is retried until the store is back (dropping a write would lose conversation
         content); a refusal (``StorageError.transient`` false) is raised for the caller to dead-letter."""
+        await self._through_outages("write", lambda: self.effects.write(commands))
+
+    async def _through_outages(self, operation: str, call: Callable[[], Awaitable[R]]) -> R:
+        """``call()``, tried again with backoff for as long as the store fails with a transient error."""
         delay = 0.2
         while True:
             try:
-                await self.effects.write(commands)
-                return
+                return await call()
             except StorageError as exc:
-                self.metrics.store_errors.labels("write").inc()
+                self.metrics.store_errors.labels(operation).inc()
                 if not exc.transient:
                     raise
-                log.warning("content store write failed, retrying in %.1fs: %s", delay, exc)
+                log.warning("content store %s failed, retrying in %.1fs: %s", operation, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
     async def _publication(self, command: Command, record: SourceRecord) -> Publication | None:
         topics = self.kafka
         if isinstance(command, EmitEvent):
-            event = await self._read(lambda: self.effects.event(command))
+            event = await self._through_outages("read", lambda: self.effects.event(command))
             self.metrics.events_published.labels(event.event_type).inc()
             self._count_lifecycle(event.event_type, event)
             body = event.model_dump_json(by_alias=True, exclude_none=True).encode()
@@ -315,22 +318,9 @@ class MemoryProcessor:
         return Publication(self.kafka.topic_model_requests, key.encode(), encode_internal(work),
                            partition=record.partition)
 
-    async def _read(self, call: Callable[[], Awaitable[R]]) -> R:
-        """A store read needed to publish: retried through an outage like a write."""
-        delay = 0.2
-        while True:
-            try:
-                return await call()
-            except StorageError as exc:
-                self.metrics.store_errors.labels("read").inc()
-                if not exc.transient:
-                    raise
-                log.warning("content store read failed, retrying in %.1fs: %s", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-
     async def _context_publication(self, command: PublishContext, received_at: float) -> Publication:
-        context = await self._read(lambda: self.effects.context(command.spec, now_ms=self.clock.now_ms()))
+        context = await self._through_outages(
+            "read", lambda: self.effects.context(command.spec, now_ms=self.clock.now_ms()))
         self.metrics.contexts_published.inc()
         if received_at:
             self.metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
