@@ -75,15 +75,6 @@ class Effects:
         self.recall_instructions = recall_instructions(config.retrieval, search_available=search_available) or None
         self._groups = store if isinstance(store, GroupQueries) else None  # stores that keep observation groups
         self.cache = ContentCache(cache_bytes)
-        self._started = False
-
-    async def start(self) -> None:
-        """Connect the store (once, on the running loop); a Cassandra store refuses an unmigrated keyspace here."""
-        if not self._started:
-            start = getattr(self.store, "start", None)
-            if start is not None:
-                await start()
-            self._started = True
 
     async def write(self, commands: Iterable[Command]) -> None:
         """Phase 1 of the commit order: every content-store write, in the order the engine gave them."""
