@@ -37,7 +37,7 @@ async def chaos_run(bootstrap: str, cassandra: str, tmp: Path, conversation: Con
                     rounds: int) -> tuple[Outcome, list[float], tuple[float, float]]:
     group = WorkerGroup(bootstrap, tmp, cassandra_hosts=cassandra, keyspace=new_keyspace(cassandra))
     members = [group.add() for _ in range(3)]
-    await group.wait_ready()
+    await group.settle()
     kills: list[float] = []
     window: list[float] = []
     total = conversation.threads * conversation.turns

@@ -97,6 +97,19 @@ class WorkerGroup:
     async def wait_ready(self, timeout: float = 120.0) -> None:
         await asyncio.gather(*(m.wait_ready(timeout) for m in self.running()))
 
+    async def settle(self, quiet_s: float = 5.0, timeout: float = 120.0) -> None:
+        """Wait until every running member has answered ready for ``quiet_s`` in a row (members that joined one
+        after the other go on rebalancing for a while after each is ready)."""
+        deadline, since = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() - since < quiet_s:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the group did not settle in {timeout}s:\n{self.logs()}")
+            try:
+                await asyncio.gather(*(m.wait_ready(timeout=0.5) for m in self.running()))
+            except AssertionError:
+                since = time.monotonic()
+            await asyncio.sleep(0.5)
+
     def stop_all(self) -> None:
         """Stop every member, then drop the group's keyspace (what a test keeps is its ``Outcome``)."""
         for member in self.members:
