@@ -246,3 +246,11 @@ def test_records_that_were_never_handed_over_are_read_again_and_a_real_gap_is_ac
     assert admitted == [] and seeks == [(("m", 0), 44)]
     admitted, seeks = ledger.admit([("m", 0, 46), ("m", 0, 47)], lambda r: r)
     assert admitted == [("m", 0, 46), ("m", 0, 47)] and seeks == [], "the same gap after the seek is a real one"
+
+
+async def test_a_request_asked_again_while_this_process_calls_the_model_waits_for_that_call() -> None:
+    store, model, metrics = InMemoryContentStore(), _Model(delay=0.2), Metrics.create()
+    calls = ModelCalls(model, store, metrics, owner="w1")  # one owner: its own lease would let it call twice
+    a, b = await asyncio.gather(calls.answer(_request()), calls.answer(_request()))
+    assert model.calls == 1 and a == b
+    assert _value(metrics, "om_model_calls_saved_total", reason="in_flight") == 1

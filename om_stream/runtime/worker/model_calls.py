@@ -48,9 +48,32 @@ class ModelCalls:
         self.owner = owner
         self.lease_s = lease_s
         self.poll_s = poll_s
+        self._in_flight: dict[str, asyncio.Future[ModelResultArrived]] = {}  # this process's calls, by key
 
     async def answer(self, request: Request) -> ModelResultArrived:
         key = request_key(request)
+        running = self._in_flight.get(key)
+        if running is not None:  # asked again while this very process is calling the model for it
+            self.metrics.model_calls_saved.labels("in_flight").inc()
+            return await asyncio.shield(running)
+        future: asyncio.Future[ModelResultArrived] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = future
+        try:
+            result = await self._answer(key, request)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a failure is re-raised to whoever waits, never logged as lost
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._in_flight[key]
+
+    async def _answer(self, key: str, request: Request) -> ModelResultArrived:
         try:
             waited = False
             while True:
