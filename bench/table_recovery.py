@@ -70,6 +70,7 @@ async def fill_changelog(bootstrap: str, app_id: str, threads: int) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=262_144)
     await producer.start()
     try:
+        await producer.partitions_for(topic)  # the new topic's leaders are known before the first send
         for n in range(threads):
             key = f"t-{n:016d}"
             partition = (murmur2(key.encode()) & 0x7FFFFFFF) % PARTITIONS
