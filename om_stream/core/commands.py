@@ -1,8 +1,8 @@
-"""What ``decide`` asks the runtime to do, as values. The runtime executes them in commit order:
-
-1. ``STORE`` commands (content-store writes; idempotent: ids are deterministic),
-2. ``PUBLISH`` commands (events, context, model requests, index updates, timers),
-3. then the new state is saved in the table and the input's offset committed.
+"""What ``decide`` asks the runtime to do, as values. The host (``runtime/host.py``) executes them in its one
+commit order: ``STORE`` commands (content-store writes; idempotent: ids are deterministic), then the new state to
+the state table, then ``PUBLISH`` commands (events, contexts, model requests, index updates, refusals), then the
+driver commits the input's offset. Timers are not commands: a record's state holds them (``RecordState.timers``)
+and the host hands every state it writes to the runner's timers.
 
 A crash anywhere replays the input; every command tolerates being executed twice.
 """
@@ -32,7 +32,6 @@ __all__ = [
     "RejectInput",
     "RequestObservation",
     "RequestReflection",
-    "ScheduleTimer",
 ]
 
 STORE = 1
@@ -213,14 +212,6 @@ class IndexForRecall:
 
 
 @dataclass(frozen=True)
-class ScheduleTimer:
-    phase: ClassVar[int] = PUBLISH
-    record_key: str
-    timer: str
-    due_at: int
-
-
-@dataclass(frozen=True)
 class RejectInput:
     """An input the state machine refuses (it goes to the dead-letter topic with this reason)."""
 
@@ -231,5 +222,5 @@ class RejectInput:
 
 
 Command = (PersistMessage | PersistSegment | ActivateChunks | CommitGeneration | PersistThreadMetadata | ClearStored
-           | EmitEvent | PublishContext | RequestObservation | RequestReflection | IndexForRecall | ScheduleTimer
+           | EmitEvent | PublishContext | RequestObservation | RequestReflection | IndexForRecall
            | RejectInput)

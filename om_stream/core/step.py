@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from om_stream.core.commands import Command, EmitEvent, PublishContext, ScheduleTimer
+from om_stream.core.commands import Command, EmitEvent, PublishContext
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.events import BufferingStartEvent, MarkerConfig, ObservationStartEvent, OMEvent, StatusEvent
 from om_stream.core.inputs import ModelResultArrived
@@ -93,10 +93,8 @@ class Step:
         ask(again)
 
     def schedule(self, timer: str, due_at: int) -> None:
-        if self.state.timers.get(timer) == due_at:
-            return
+        """The state holds its timers; the host hands it to the runner's timers when it writes it."""
         self.state.timers[timer] = due_at
-        self.add(ScheduleTimer(self.state.key, timer, due_at))
 
     def cancel(self, timer: str) -> None:
         self.state.timers.pop(timer, None)

@@ -13,7 +13,15 @@ from om_stream.core.events import StatusEvent
 from om_stream.core.state import RecordState
 from om_stream.core.thresholds import select_chunks
 
-__all__ = ["context_spec", "pending_tokens", "status_event"]
+__all__ = ["context_spec", "near_block_after", "pending_tokens", "status_event"]
+
+NEAR_BLOCK_AFTER = 0.9  # share of the blocking limit from which a record counts as about to block its agent
+
+
+def near_block_after(state: RecordState, config: ResolvedConfig) -> bool:
+    """The record's unobserved messages are close to the limit past which its agent waits for an observation
+    (``om_threads_near_block_after``)."""
+    return state.unobserved_tokens >= NEAR_BLOCK_AFTER * config.message_limit
 
 
 def pending_tokens(state: RecordState, conversation_overhead: int) -> int:

@@ -6,16 +6,18 @@ Same core, same commit order as the Kafka sidecar, driven by asyncio::
         context = await om.add_message(message)       # the context to send to the model next
         ...
 
-Each record (thread, or resource in resource scope) is changed by one ``decide`` at a time; Observer and
-Reflector calls run as background tasks whose results come back as inputs; timers are kept in a heap, fired by a
-background task on the real clock or by ``advance_to`` on a manual clock (replays).
+It drives the same ``Host`` as the Kafka worker (``runtime/host.py``: one ``decide`` and one commit order), one
+input at a time per record (thread, or resource in resource scope). Its state table is a dict; its outlet hands
+events to listeners and contexts to the callers waiting for them, and runs Observer and Reflector calls as
+background tasks whose results come back as inputs; the records' timers (their state holds them) are fired by a
+background task on the real clock, or by ``advance_to`` on a manual clock (replays). A store error reaches the
+caller: the embedded runner does not retry through outages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -28,8 +30,6 @@ from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
-    ClearStored,
-    Command,
     ContextSpec,
     EmitEvent,
     IndexForRecall,
@@ -38,10 +38,9 @@ from om_stream.core.commands import (
     RejectInput,
     RequestObservation,
     RequestReflection,
-    ScheduleTimer,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
-from om_stream.core.engine import decide, new_record, record_key
+from om_stream.core.engine import record_key
 from om_stream.core.events import OMEvent
 from om_stream.core.inputs import (
     ClearRecord,
@@ -63,6 +62,8 @@ from om_stream.errors import InputRejected, OMError, RecallError
 from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
 __all__ = ["ManualClock", "Memory", "SystemClock"]
@@ -135,12 +136,15 @@ class Memory:
         self._threads: dict[str, _Thread] = {}
         self._seqs: dict[tuple[str, str], int] = {}  # (thread id, message id) -> seq
         self._tasks: set[asyncio.Task[None]] = set()
-        self._timers: list[tuple[int, int, str, str]] = []  # (due, order, record key, timer)
-        self._timer_order = 0
+        self.timers = TimerWheel()
         self._timer_wakeup = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
         self._closed = False
         self._cycle_retries = 0
+        self._failures: list[tuple[Arrival, BaseException]] = []
+        self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
+                         outlet=_Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
+                         on_decided=self._decided)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -244,10 +248,9 @@ class Memory:
     async def advance_to(self, now_ms: int) -> None:
         """Manual clock: move time forward, firing every timer that comes due on the way."""
         if isinstance(self.clock, ManualClock):
-            while self._timers and self._timers[0][0] <= now_ms:
-                due, _, key, timer = heapq.heappop(self._timers)
+            while (due := self.timers.next_due()) is not None and due <= now_ms:
                 self.clock.now = max(self.clock.now, due)
-                await self._fire(key, timer, due)
+                await self._fire_due(due)
                 await self.settle()
             self.clock.now = max(self.clock.now, now_ms)
 
@@ -259,43 +262,27 @@ class Memory:
         await self._apply(record_key(self.config.scope, thread_id, resource), resource, event)
 
     async def _apply(self, key: str, resource_id: str, event: Input) -> list[RejectInput]:
-        """One input through ``decide`` and its commands; returns the refusals (the input was not recorded)."""
+        """One input through the host; returns the refusals (the input was not recorded). A failure to handle it
+        is raised here, to the caller."""
+        arrival = Arrival(key, resource_id, event)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             began = time.perf_counter()
-            state = self._states.get(key) or new_record(key, self.config.scope, resource_id)
-            decision = decide(state, event, self.clock.now_ms(), self.config, self.accountant, self.limits)
-            await self._execute(key, resource_id, decision.state, decision.commands)
+            refused = len(self.rejections)
+            await self.host.apply([arrival])
             self.engine_seconds += time.perf_counter() - began
-        return [c for c in decision.commands if isinstance(c, RejectInput)]
+            failure = next((error for failed, error in self._failures if failed is arrival), None)
+            self._failures = [(a, e) for a, e in self._failures if a is not arrival]
+            if failure is not None:
+                raise failure
+            return self.rejections[refused:]
 
-    async def _execute(self, key: str, resource_id: str, new_state: RecordState, commands: list[Command]) -> None:
-        """Commit order: 1. content-store writes, 2. publications, 3. the new state."""
-        for command in commands:
+    def _decided(self, decided: Decided) -> None:
+        for command in decided.commands:
             if isinstance(command, PersistMessage):
                 self._seqs[(command.message.thread_id, command.message.message_id)] = command.seq
-        await self.effects.write(commands)
-        for command in commands:
-            if isinstance(command, EmitEvent):
-                await self._emit(command)
-            elif isinstance(command, PublishContext):
-                await self._publish(command)
-            elif isinstance(command, RequestObservation | RequestReflection):
-                self._cycle_retries += command.attempt > 1
-                self._spawn(key, resource_id, command)
-            elif isinstance(command, ScheduleTimer):
-                self._schedule(key, command.timer, command.due_at)
-            elif isinstance(command, IndexForRecall) and self._indexing:
-                self._background(self._index(command), f"om-index-{command.segment_id}")
-            elif isinstance(command, ClearStored) and self._indexing:
-                self._background(self._forget(resource_id, key), f"om-forget-{key}")
-            elif isinstance(command, RejectInput):
-                self.rejections.append(command)
-                log.warning("input refused for %s: %s (%s)", key, command.reason, command.detail)
-        self._states[key] = new_state
 
-    async def _emit(self, command: EmitEvent) -> None:
-        event = await self.effects.event(command)
+    async def _emit(self, event: OMEvent, command: EmitEvent) -> None:
         self.events_by_type[event.event_type] = self.events_by_type.get(event.event_type, 0) + 1
         for listener in self.listeners:
             try:
@@ -361,27 +348,85 @@ class Memory:
         except OMError:
             log.exception("applying the result of %s failed", request.request_id)
 
-    def _schedule(self, key: str, timer: str, due_at: int) -> None:
-        self._timer_order += 1
-        heapq.heappush(self._timers, (due_at, self._timer_order, key, timer))
-        self._timer_wakeup.set()
-
-    async def _fire(self, key: str, timer: str, due: int) -> None:
-        """Fire a timer the record still wants at this time (a rescheduled timer has a later heap entry)."""
-        state = self._states.get(key)
-        if state is not None and state.timers.get(timer) == due:
-            await self._apply(key, state.resource_id, TimerFired(timer))
+    async def _fire_due(self, now_ms: int) -> None:
+        """Every timer due at ``now_ms`` or before, in due order (each wanted by its record at that time)."""
+        for key, timer in self.timers.due(now_ms):
+            state = self._states.get(key)
+            if state is not None:
+                await self._apply(key, state.resource_id, TimerFired(timer))
 
     async def _timer_loop(self) -> None:
         while not self._closed:
             self._timer_wakeup.clear()
             now = self.clock.now_ms()
-            while self._timers and self._timers[0][0] <= now:
-                due, _, key, timer = heapq.heappop(self._timers)
-                await self._fire(key, timer, due)
-            delay = (self._timers[0][0] - now) / 1000 if self._timers else 3600.0
+            await self._fire_due(now)
+            due = self.timers.next_due()
+            delay = (due - now) / 1000 if due is not None else 3600.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout=max(0.01, delay))
+
+
+class _Table:
+    """The embedded state table: the states in memory."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.states = memory._states
+
+    def get(self, arrival: Arrival) -> RecordState | None:
+        return self.states.get(arrival.key)
+
+    def set(self, arrival: Arrival, state: RecordState) -> None:
+        self.states[arrival.key] = state
+
+
+class _Timers:
+    """The records' timers in a wheel; a new one wakes the timer loop (it may be due before the one it sleeps to)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def track(self, key: str, timers: Mapping[str, int]) -> None:
+        self.memory.timers.track(key, timers)
+        self.memory._timer_wakeup.set()
+
+
+class _Outlet:
+    """What the host publishes, delivered in-process: events to listeners, contexts to the waiting callers, model
+    requests and recall-index work to background tasks, refusals and failures to the caller of ``_apply``."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
+        await self.memory._emit(event, command)
+
+    async def context(self, command: PublishContext, arrival: Arrival) -> None:
+        await self.memory._publish(command)
+
+    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
+        self.memory._cycle_retries += command.attempt > 1
+        self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command)
+
+    async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
+        if self.memory._indexing:
+            self.memory._background(self.memory._index(command), f"om-index-{command.segment_id}")
+
+    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
+        if self.memory._indexing:
+            self.memory._background(self.memory._forget(resource_id, key), f"om-forget-{key}")
+
+    async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
+        self.memory.rejections.append(command)
+        log.warning("input refused for %s: %s (%s)", command.record_key, command.reason, command.detail)
+
+    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
+        self.memory._failures.append((arrival, error))
+
+    async def commit(self) -> None:
+        """Everything above was delivered as it came: nothing is queued."""
+
+    def discard(self) -> None:
+        """The embedded runner never fences a batch off."""
 
 
 def _recall_service(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,

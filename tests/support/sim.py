@@ -1,9 +1,11 @@
-"""A synchronous driver of ``core.decide`` for tests: executes the commands in memory, answers model requests
-with scripted outcomes (success, failure, degenerate output, delays, out-of-order delivery) and records what an
+"""A synchronous driver of the host for tests: the same ``Host`` as the worker and the embedded runner, on the
+in-memory content store and a simulated clock, with model requests answered by scripted outcomes (success,
+failure, degenerate output, delays, out-of-order delivery, lost results). It records every command and what an
 agent would see, so invariants can be checked after every input."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
@@ -11,26 +13,30 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import (
-    ClearStored,
     Command,
-    CommitGeneration,
     ContextSpec,
     EmitEvent,
+    IndexForRecall,
     PersistMessage,
     PersistSegment,
     PublishContext,
+    RejectInput,
     RequestObservation,
     RequestReflection,
-    ScheduleTimer,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig
-from om_stream.core.engine import decide, new_record, record_key
+from om_stream.core.engine import record_key
+from om_stream.core.events import OMEvent
 from om_stream.core.inputs import Input, MessageAppended, ModelResultArrived, TimerFired
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
+from om_stream.runtime.effects import Effects
+from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.timers import TimerWheel
 
 
 def word_count(text: str) -> int:
@@ -82,18 +88,33 @@ class Sim:
             {"scope": self.scope, **self.options})
         self.config: ResolvedConfig = config.resolve()
         self.accountant = TokenAccountant(word_count, message_overhead=1, conversation_overhead=0)
+        self.timers = TimerWheel()
+        self.host = Host(config=self.config, accountant=self.accountant,
+                         effects=Effects(InMemoryContentStore(), self.config), table=_Table(self.states),
+                         outlet=_Outlet(self), timers=self.timers, clock=self, limits=self.limits,
+                         on_decided=self._decided)
+        self._loop = asyncio.new_event_loop()
+        self._decisions: list[Decided] = []
+
+    def __del__(self) -> None:
+        loop = getattr(self, "_loop", None)
+        if loop is not None:
+            loop.close()
+
+    def now_ms(self) -> int:  # the host's clock
+        return self.now
 
     # -- driving -------------------------------------------------------------------------------------------------
 
     def apply(self, key: str, resource_id: str, event: Input) -> list[Command]:
-        state = self.states.get(key) or new_record(key, self.config.scope, resource_id)
-        before = state
-        decision = decide(state, event, self.now, self.config, self.accountant, self.limits)
-        self.states[key] = decision.state
-        self._execute(key, resource_id, decision.commands)
-        for check in self.checks:
-            check(self, before, decision.state, decision.commands)
-        return decision.commands
+        """One input through the host; the checks run once it is committed."""
+        self._decisions.clear()
+        self._loop.run_until_complete(self.host.apply([Arrival(key, resource_id, event)]))
+        commands = [c for d in self._decisions for c in d.commands]
+        for decided in self._decisions:
+            for check in self.checks:
+                check(self, decided.before, decided.after, decided.commands)
+        return commands
 
     def say(self, thread: str, role: str, text: str = "", *, resource: str = "r1", model: str | None = None,
             tool_calls: tuple[str, ...] = (), tool_results: tuple[str, ...] = (), msg_id: str | None = None,
@@ -109,13 +130,26 @@ class Sim:
         return message
 
     def run_until(self, until: int) -> None:
-        while self._queue and self._queue[0][0] <= until:
-            at, _, key, event = heapq.heappop(self._queue)
-            self.now = max(self.now, at)
-            state = self.states.get(key)
-            if state is not None:
-                self.apply(key, state.resource_id, event)
+        """Deliver, in time order, every model result and due timer up to ``until``."""
+        while True:
+            due = self.timers.next_due()
+            queued = self._queue[0][0] if self._queue else None
+            if (due is None or due > until) and (queued is None or queued > until):
+                break
+            if due is not None and (queued is None or due <= queued):
+                self.now = max(self.now, due)
+                for key, timer in self.timers.due(due):
+                    self._deliver(key, TimerFired(timer))
+            else:
+                at, _, key, event = heapq.heappop(self._queue)
+                self.now = max(self.now, at)
+                self._deliver(key, event)
         self.now = max(self.now, until)
+
+    def _deliver(self, key: str, event: Input) -> None:
+        state = self.states.get(key)
+        if state is not None:
+            self.apply(key, state.resource_id, event)
 
     def settle(self, horizon_ms: int = 3_600_000) -> None:
         self.run_until(self.now + horizon_ms)
@@ -123,11 +157,12 @@ class Sim:
     def _enqueue(self, at: int, key: str, event: Input) -> None:
         heapq.heappush(self._queue, (at, next(self._tie), key, event))
 
-    # -- executing commands --------------------------------------------------------------------------------------
+    # -- what the host does --------------------------------------------------------------------------------------
 
-    def _execute(self, key: str, resource_id: str, commands: list[Command]) -> None:
-        self.commands.extend(commands)
-        for command in commands:
+    def _decided(self, decided: Decided) -> None:
+        self._decisions.append(decided)
+        self.commands.extend(decided.commands)
+        for command in decided.commands:
             if isinstance(command, PersistMessage):
                 self.messages[command.message.message_id] = command.message
                 self.message_tokens[command.message.message_id] = command.tokens
@@ -136,21 +171,12 @@ class Sim:
                 if command.kind == "observation":
                     for mid in command.message_ids:
                         self.observed_count[mid] = self.observed_count.get(mid, 0) + 1
-            elif isinstance(command, EmitEvent):
-                self.events.append(command)
-            elif isinstance(command, PublishContext):
-                thread_newest = command.spec.through_message_id
-                self.contexts.append(Published(command.spec, self.now,
-                                               self.message_tokens.get(thread_newest or "", 0)))
-            elif isinstance(command, RequestObservation | RequestReflection):
-                self.requests.append(command)
-                outcome = Outcome() if command.use_offline_model else self.outcome(command)
-                if not outcome.lost:
-                    self._enqueue(self.now + outcome.delay_ms, key, self._result(command, outcome))
-            elif isinstance(command, ScheduleTimer):
-                self._enqueue(command.due_at, key, TimerFired(command.timer))
-            elif isinstance(command, ClearStored | CommitGeneration):
-                pass
+
+    def _requested(self, key: str, command: RequestObservation | RequestReflection) -> None:
+        self.requests.append(command)
+        outcome = Outcome() if command.use_offline_model else self.outcome(command)
+        if not outcome.lost:
+            self._enqueue(self.now + outcome.delay_ms, key, self._result(command, outcome))
 
     def _result(self, request: RequestObservation | RequestReflection, outcome: Outcome) -> ModelResultArrived:
         operation = "observation" if isinstance(request, RequestObservation) else "reflection"
@@ -182,3 +208,44 @@ class Sim:
 
     def last_context(self, thread: str = "t1") -> ContextSpec:
         return next(p.spec for p in reversed(self.contexts) if p.spec.thread_id == thread)
+
+
+class _Table:
+    def __init__(self, states: dict[str, RecordState]) -> None:
+        self.states = states
+
+    def get(self, arrival: Arrival) -> RecordState | None:
+        return self.states.get(arrival.key)
+
+    def set(self, arrival: Arrival, state: RecordState) -> None:
+        self.states[arrival.key] = state
+
+
+class _Outlet:
+    """What the host publishes, recorded as an agent would see it; model requests answered by the script."""
+
+    def __init__(self, sim: Sim) -> None:
+        self.sim = sim
+
+    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
+        self.sim.events.append(command)
+
+    async def context(self, command: PublishContext, arrival: Arrival) -> None:
+        newest = command.spec.through_message_id
+        self.sim.contexts.append(Published(command.spec, self.sim.now, self.sim.message_tokens.get(newest or "", 0)))
+
+    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
+        self.sim._requested(arrival.key, command)
+
+    async def index(self, command: IndexForRecall, arrival: Arrival) -> None: ...
+
+    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
+
+    async def refuse(self, command: RejectInput, arrival: Arrival) -> None: ...
+
+    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
+        raise error  # a test must see the engine fail
+
+    async def commit(self) -> None: ...
+
+    def discard(self) -> None: ...

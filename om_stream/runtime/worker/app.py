@@ -44,13 +44,13 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded import SystemClock
 from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
+from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.model_calls import ModelCalls
 from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
 from om_stream.runtime.worker.state_table import RecordTable
-from om_stream.runtime.worker.timers import TimerWheel
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_json, decode_message, encode
 from om_stream.wire.context import ContextRecord

@@ -27,6 +27,8 @@ from typing import Any
 from faust.streams import _current_event  # Faust's slot for "the event being handled"; tables read it
 
 from om_stream.core.state import RecordState
+from om_stream.runtime.host import Arrival
+from om_stream.runtime.worker.processor import SourceRecord
 
 __all__ = ["TABLE_NAME", "HeldRecord", "RecordTable"]
 
@@ -51,6 +53,14 @@ def decode_held(raw: bytes) -> tuple[int, RecordState]:
     return int(data["partition"]), RecordState.from_dict(data["state"])
 
 
+def _event(arrival: Arrival) -> Any:
+    """The Faust event an arrival came in (the table reads and writes through it)."""
+    source = arrival.source
+    if not isinstance(source, SourceRecord) or source.handle is None:
+        raise TypeError(f"the state table is read and written through a Kafka record, not {source!r}")
+    return source.handle
+
+
 @contextmanager
 def _in_event(event: Any) -> Iterator[None]:
     token = _current_event.set(weakref.ref(event) if event is not None else None)
@@ -61,8 +71,8 @@ def _in_event(event: Any) -> Iterator[None]:
 
 
 class RecordTable:
-    """The Faust table of record states. ``get``/``set`` take the Faust event of an input of the record (its home);
-    ``held`` lists the records of the partitions this worker is assigned now."""
+    """The Faust table of record states (the host's ``StateTable``): ``get``/``set`` go through the Faust event of
+    an input of the record (its home); ``held`` lists the records of the partitions this worker is assigned now."""
 
     def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]]) -> None:
         self.table = app.Table(TABLE_NAME, default=None, partitions=partitions, use_partitioner=False,
@@ -79,13 +89,15 @@ class RecordTable:
         self._decoded[key] = (raw, partition, state)
         return partition, state
 
-    def get(self, key: str, event: Any) -> RecordState | None:
-        with _in_event(event):
+    def get(self, arrival: Arrival) -> RecordState | None:
+        key = arrival.key
+        with _in_event(_event(arrival)):
             raw = self.table.get(key.encode())
         return self._decode(key, raw)[1] if isinstance(raw, bytes) else None
 
-    def set(self, key: str, state: RecordState, event: Any) -> None:
-        partition = event.message.partition
+    def set(self, arrival: Arrival, state: RecordState) -> None:
+        event = _event(arrival)
+        partition, key = event.message.partition, arrival.key
         raw = encode_held(partition, state)
         with _in_event(event):
             self.table[key.encode()] = raw

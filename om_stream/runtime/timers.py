@@ -1,8 +1,10 @@
-"""Timers per worker, driven by table state: idle activation, retries, and deadlines of model calls.
+"""Timers, driven by record state: idle activation, retries, and deadlines of model calls.
 
-Each record's state lists its due timers. The wheel keeps them in a heap as states are written and after table
-recovery; a periodic task takes what is due and sends a ``TimerFired`` input through the internal topic, so it
-is processed in order with the record's other inputs by the partition's owner. A timer is sent once per due time.
+A record's state is the one owner of its timers (``RecordState.timers``: name -> due time). The host gives the
+wheel every state it writes; the wheel keeps a heap of what is due when and hands each due timer out once per due
+time. The Kafka worker sends what is due as ``TimerFired`` inputs through its internal topic (processed in order
+with the record's other inputs by the partition's owner) and rebuilds the wheel from the table after a rebalance;
+the embedded runner applies them itself, on the real clock or on a manual one.
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ class TimerWheel:
         if len(self._sent) > 100_000:
             self._sent = {e for e in self._sent if self._wanted.get(e[0], {}).get(e[1]) == e[2]}
         return ready
+
+    def next_due(self) -> int | None:
+        """When the earliest wanted timer is due (None: none is)."""
+        while self._heap:
+            due, key, timer = self._heap[0]
+            if self._wanted.get(key, {}).get(timer) == due and (key, timer, due) not in self._sent:
+                return due
+            heapq.heappop(self._heap)
+        return None
 
     def __len__(self) -> int:
         return sum(len(timers) for timers in self._wanted.values())

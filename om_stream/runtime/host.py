@@ -1,0 +1,264 @@
+"""The host: the one place that runs ``decide()`` and executes what it decides, in the one commit order.
+
+The Kafka worker and the embedded ``Memory`` are drivers: each hands the host a batch of inputs (``Arrival``) and
+gives it a state table, an outlet for what leaves (events, contexts, model requests, recall-index work, refusals,
+failures) and the timers to keep. Commit order for a batch (one input at a time in the embedded runner):
+
+  1. **content-store writes**, awaited: each input's writes in the engine's order as it is decided; the batch's
+     message rows together at the end (they depend on nothing). Writes are idempotent (deterministic ids).
+  2. **the state table**: every record's new state (only if the driver still may commit: ``may_commit``).
+  3. **publications**, in order, through the outlet: refusals and failures, events (a thread's status once per
+     batch, its newest), model requests and recall-index work, contexts (once per thread per batch, the newest);
+     then ``outlet.commit()`` (the Kafka outlet queues them on its one producer).
+  4. **offsets**: the driver's (the Kafka worker commits its inputs' offsets after the producer flush).
+
+A crash anywhere replays the inputs from the last committed offsets, and every effect tolerates being applied
+twice. One input never stops the others: if its handling fails, ``outlet.failed`` is told why (the Kafka worker
+dead-letters it) and the batch goes on. A store outage is not such a failure (``StoreRetry``): the Kafka worker
+retries until the store is back; in the embedded runner the error reaches the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+from om_stream.core.commands import (
+    ClearStored,
+    Command,
+    EmitEvent,
+    IndexForRecall,
+    PersistMessage,
+    PublishContext,
+    RejectInput,
+    RequestObservation,
+    RequestReflection,
+)
+from om_stream.core.config import ResolvedConfig
+from om_stream.core.engine import decide, new_record
+from om_stream.core.events import OMEvent, StatusEvent
+from om_stream.core.inputs import Input
+from om_stream.core.state import RecordState
+from om_stream.core.step import EngineLimits
+from om_stream.core.tokens import TokenAccountant
+from om_stream.errors import StorageError
+from om_stream.ports import Clock
+from om_stream.runtime.effects import Effects
+
+__all__ = ["Arrival", "Decided", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One input for one record. ``resource_id`` empty: the input (a model result, a timer) only applies to a record
+    that exists. ``source``: the driver's own record of it (the Kafka worker's ``SourceRecord``)."""
+
+    key: str
+    resource_id: str
+    input: Input
+    source: Any = None
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What ``decide`` did with one arrival (for the drivers' metrics, and the tests' invariants)."""
+
+    arrival: Arrival
+    before: RecordState
+    after: RecordState
+    commands: list[Command]
+    now_ms: int
+    seconds: float
+
+
+class StateTable(Protocol):
+    def get(self, arrival: Arrival) -> RecordState | None: ...
+
+    def set(self, arrival: Arrival, state: RecordState) -> None:
+        """Write through ``arrival`` (the Kafka table writes to the partition of the record it came from)."""
+        ...
+
+
+class Timers(Protocol):
+    def track(self, key: str, timers: Mapping[str, int]) -> None:
+        """A record's timers after a state write (``RecordState.timers``: the one owner of them)."""
+        ...
+
+
+class Outlet(Protocol):
+    """Where what the host decided leaves the process (phase 3); ``commit`` ends a batch, ``discard`` drops what was
+    queued for a batch that may not commit."""
+
+    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None: ...
+
+    async def context(self, command: PublishContext, arrival: Arrival) -> None: ...
+
+    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None: ...
+
+    async def index(self, command: IndexForRecall, arrival: Arrival) -> None: ...
+
+    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
+
+    async def refuse(self, command: RejectInput, arrival: Arrival) -> None: ...
+
+    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None: ...
+
+    async def commit(self) -> None: ...
+
+    def discard(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class StoreRetry:
+    """How store calls meet an outage: with ``retry_outages`` (the Kafka worker) a transient error is tried again
+    with backoff for as long as it lasts (dropping a write would lose conversation content); without (the embedded
+    runner) it reaches the caller. A refusal (``StorageError.transient`` false) is always raised at once."""
+
+    retry_outages: bool = False
+    on_error: Callable[[str], None] | None = None  # told the operation ("write", "read") of every failure
+
+    async def __call__(self, operation: str, call: Callable[[], Awaitable[R]]) -> R:
+        delay = 0.2
+        while True:
+            try:
+                return await call()
+            except StorageError as exc:
+                if self.on_error is not None:
+                    self.on_error(operation)
+                if not exc.transient or not self.retry_outages:
+                    raise
+                log.warning("content store %s failed, retrying in %.1fs: %s", operation, delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+
+@dataclass
+class _Batch:
+    states: dict[str, tuple[RecordState, Arrival]] = field(default_factory=dict)
+    messages: list[tuple[PersistMessage, Arrival]] = field(default_factory=list)
+    out: list[tuple[Command, Arrival]] = field(default_factory=list)  # phase 3, in order
+    statuses: dict[str, tuple[EmitEvent, Arrival]] = field(default_factory=dict)
+    contexts: dict[str, tuple[PublishContext, Arrival]] = field(default_factory=dict)
+    failures: list[tuple[Arrival, str, str, BaseException]] = field(default_factory=list)
+
+
+class Host:
+    def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable,
+                 outlet: Outlet, timers: Timers, clock: Clock, limits: EngineLimits | None = None,
+                 store_retry: StoreRetry | None = None, on_decided: Callable[[Decided], None] | None = None,
+                 on_publish_error: Callable[[], None] | None = None) -> None:
+        self.config = config
+        self.accountant = accountant
+        self.effects = effects
+        self.table = table
+        self.outlet = outlet
+        self.timers = timers
+        self.clock = clock
+        self.limits = limits or EngineLimits()
+        self.store_retry = store_retry or StoreRetry()
+        self.on_decided = on_decided
+        self.on_publish_error = on_publish_error
+
+    async def apply(self, arrivals: Sequence[Arrival], *, may_commit: Callable[[], bool] = lambda: True) -> bool:
+        """Decide every arrival and commit the batch in order. False: ``may_commit`` said no before the state table
+        was written (nothing was written to it, nothing was published)."""
+        batch = _Batch()
+        for arrival in arrivals:
+            try:
+                await self._decide(arrival, batch)
+            except StorageError as exc:
+                if exc.transient:
+                    raise  # only without retry_outages: the store is down, the caller hears of it
+                batch.failures.append((arrival, "store_refused", str(exc), exc))
+            except Exception as exc:  # one input must never stop the others: the driver is told, and why
+                log.exception("input %s for %s could not be handled", type(arrival.input).__name__, arrival.key)
+                batch.failures.append((arrival, "processing_error", f"{type(exc).__name__}: {exc}", exc))
+        # 1 (end). message rows depend on nothing: written together
+        outcomes = await asyncio.gather(*(self.store_retry("write", partial(self.effects.write, [m]))
+                                          for m, _ in batch.messages), return_exceptions=True)
+        for (_, arrival), outcome in zip(batch.messages, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, StorageError) and outcome.transient:
+                    raise outcome
+                batch.failures.append((arrival, "store_refused", str(outcome), outcome))
+        if not may_commit():
+            self.outlet.discard()
+            return False
+        # 2. the state table, and the timers the states hold
+        for key, (state, arrival) in batch.states.items():
+            self.table.set(arrival, state)
+            self.timers.track(key, state.timers)
+        # 3. publications, in order
+        await self._publish(batch)
+        await self.outlet.commit()
+        return True
+
+    async def _decide(self, arrival: Arrival, batch: _Batch) -> None:
+        held = batch.states.get(arrival.key)
+        state = held[0] if held is not None else self.table.get(arrival)
+        if state is None:
+            if not arrival.resource_id:
+                return  # a result or timer for a record not held here
+            state = new_record(arrival.key, self.config.scope, arrival.resource_id)
+        began, now_ms = time.perf_counter(), self.clock.now_ms()
+        decision = decide(state, arrival.input, now_ms, self.config, self.accountant, self.limits)
+        if self.on_decided is not None:
+            self.on_decided(Decided(arrival, state, decision.state, decision.commands, now_ms,
+                                    time.perf_counter() - began))
+        # 1. this input's store writes, in the engine's order (message rows wait for the end of the batch)
+        ordered = [c for c in decision.commands if not isinstance(c, PersistMessage)]
+        await self.store_retry("write", lambda: self.effects.write(ordered))
+        batch.states[arrival.key] = (decision.state, arrival)
+        for command in decision.commands:
+            if isinstance(command, PersistMessage):
+                batch.messages.append((command, arrival))
+            elif isinstance(command, PublishContext):
+                batch.contexts[command.spec.thread_id] = (command, arrival)
+            elif isinstance(command, EmitEvent) and isinstance(command.event, StatusEvent):
+                batch.statuses[command.event.thread_id] = (command, arrival)  # a snapshot: the newest says it all
+            elif isinstance(command, EmitEvent | RequestObservation | RequestReflection | IndexForRecall
+                            | RejectInput | ClearStored):
+                batch.out.append((command, arrival))
+
+    async def _publish(self, batch: _Batch) -> None:
+        for arrival, reason, detail, error in batch.failures:
+            await self.outlet.failed(arrival, reason, detail, error)
+        for command, arrival in batch.out:
+            await self._isolated(partial(self._publish_one, command, arrival, batch))
+        for status, arrival in batch.statuses.values():
+            await self._isolated(partial(self._publish_one, status, arrival, batch))
+        for context, arrival in batch.contexts.values():
+            await self._isolated(partial(self.outlet.context, context, arrival))
+
+    async def _publish_one(self, command: Command, arrival: Arrival, batch: _Batch) -> None:
+        if isinstance(command, EmitEvent):
+            event = await self.store_retry("read", partial(self.effects.event, command))
+            await self.outlet.event(event, command, arrival)
+        elif isinstance(command, RequestObservation | RequestReflection):
+            await self.outlet.request(command, arrival)
+        elif isinstance(command, IndexForRecall):
+            await self.outlet.index(command, arrival)
+        elif isinstance(command, ClearStored):
+            await self.outlet.forget(batch.states[command.record_key][0].resource_id, command.record_key, arrival)
+        elif isinstance(command, RejectInput):
+            await self.outlet.refuse(command, arrival)
+
+    async def _isolated(self, publish: Callable[[], Awaitable[None]]) -> None:
+        """One publication failing (a defect: a context that cannot be rendered) never stops the others; the
+        record's next input publishes again. A store outage that is not retried reaches the caller."""
+        try:
+            await publish()
+        except Exception as exc:
+            if isinstance(exc, StorageError) and exc.transient:
+                raise
+            log.exception("a publication failed; the record's next input publishes again")
+            if self.on_publish_error is not None:
+                self.on_publish_error()
