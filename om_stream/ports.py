@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.config import ResolvedConfig
 from om_stream.core.messages import Message
-from om_stream.core.prompts.chat import Attachment, ChatMessage
-from om_stream.core.prompts.tasks import ObserverTask, ReflectorTask
+from om_stream.core.prompts.chat import Attachment, ChatMessage, ChatRequest, ChatResponse, Usage
 from om_stream.core.recall.records import (
     GenerationRecord,
     MessagePage,
@@ -28,11 +28,13 @@ from om_stream.core.recall.records import (
 
 __all__ = [
     "Attachment",
+    "AttachmentAwareModel",
     "ChatMessage",
     "ChatModel",
     "ChatRequest",
     "ChatResponse",
     "Clock",
+    "ConfigRoutedModel",
     "ContentStore",
     "CycleResults",
     "Embedder",
@@ -91,53 +93,27 @@ class Embedder(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ChatRequest:
-    """One call to a chat model on behalf of OM. ``task`` is the structured view of the same call, which the
-    offline deterministic model answers from; real models read ``messages``."""
-
-    role: Literal["observer", "reflector", "extractor"]
-    model: str
-    messages: tuple[ChatMessage, ...]
-    task: ObserverTask | ReflectorTask | None = None
-    temperature: float | None = None
-    max_output_tokens: int | None = None
-    provider_options: dict[str, Any] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
-    response_schema: dict[str, Any] | None = None  # structured output (schema extractors)
-    timeout_s: float | None = None
-    thread_id: str | None = None
-    resource_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,
-                     self.cached_input_tokens + other.cached_input_tokens,
-                     self.reasoning_tokens + other.reasoning_tokens)
-
-
-@dataclass(frozen=True)
-class ChatResponse:
-    text: str
-    model: str
-    usage: Usage = Usage()
-    cost_usd: float | None = None  # None: unknown (a model missing from the price map), never a silent zero
-    provider_metadata: dict[str, Any] = field(default_factory=dict)
-    finish_reason: str | None = None
-
-
 @runtime_checkable
 class ChatModel(Protocol):
     """Reaches a chat model. Raises ``om_stream.errors.ModelError`` (or a subclass) when it cannot answer."""
 
     async def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+
+@runtime_checkable
+class ConfigRoutedModel(ChatModel, Protocol):
+    """A chat model that routes each role (Observer, Reflector, extractor) as an OM configuration says: the cycle
+    runner binds it to its configuration before the first call (the gateway; explicit routes win)."""
+
+    def bind_config(self, config: ResolvedConfig) -> ChatModel: ...
+
+
+@runtime_checkable
+class AttachmentAwareModel(ChatModel, Protocol):
+    """A chat model that says whether the model serving a request reads images and files
+    (``observeAttachments: 'auto'`` forwards them only then). A model that does not declare this gets them."""
+
+    def accepts_attachments(self, request: ChatRequest) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ __all__ = [
     "ExtractionContext",
     "Extractor",
     "WorkingMemoryExtractor",
+    "prior_values",
     "slugify",
     "validate_extractors",
 ]
@@ -82,8 +83,25 @@ class Extractor:
         path = str(self.metadata_key_path)
         return f"{path}{self.slug}" if path.endswith(".") else path
 
+    def storage_key(self) -> str | None:
+        """The key under the thread's ``extracted`` metadata: the ``metadataKeyPath`` without its ``extracted.``
+        namespace (``extracted.<slug>`` by default → ``<slug>``); ``None`` when the value is not persisted."""
+        path = self.metadata_path()
+        return None if path is None else path.removeprefix("extracted.")
+
     def instructions_for(self, context: ExtractionContext) -> str:
         return self.instructions(context) if callable(self.instructions) else self.instructions
+
+
+def prior_values(extractors: Iterable[Extractor], extracted: Mapping[str, Any]) -> dict[str, Any]:
+    """Prior values of the extractors that show them, by slug (the tag the model reads), read from the thread's
+    ``extracted`` metadata at their storage key."""
+    prior: dict[str, Any] = {}
+    for extractor in extractors:
+        key = extractor.storage_key()
+        if extractor.include_previous_extraction and key is not None and extracted.get(key) is not None:
+            prior[extractor.slug] = extracted[key]
+    return prior
 
 
 def WorkingMemoryExtractor(template: str | None = None, schema: Mapping[str, Any] | None = None) -> Extractor:

@@ -1,16 +1,18 @@
 """Model-call metrics, fed by the hooks the model layer already calls: never by code inside the gateway.
 
 * :class:`ModelCallMetrics` is a gateway ``CallObserver``: the gateway calls it after every attempt with a
-  ``CallRecord``, which becomes the OpenTelemetry GenAI histograms (duration, token usage), the attempt outcome,
-  retries, cost (or a call of unknown cost: never a silent zero) and cached input tokens. Circuit state is read
-  from the gateway's breakers when Prometheus scrapes, so it is never stale.
+  ``CallRecord`` (read as a :class:`ModelAttempt`), which becomes the OpenTelemetry GenAI histograms (duration,
+  token usage), the attempt outcome, retries, cost (or a call of unknown cost: never a silent zero) and cached
+  input tokens. Circuit state is read from the gateway's breakers when Prometheus scrapes, so it is never stale.
 * :class:`MeteredModel` gives a model that is not behind the gateway (the offline model, a user's ``ChatModel``)
   the same records, so offline calls show up in the same series with ``gen_ai_request_model="offline"``.
 * :class:`CycleMetrics` is a ``CycleRunner`` observer for what only a whole cycle knows: calls a token budget
   refused before any attempt, and cycles the offline model served because every configured model failed.
 * :func:`embedding_call` records an embedder call (``om_role="embedder"``, operation ``embeddings``).
 
-Labels carry the model, provider, role and error kind only: never a thread or resource id.
+Labels carry the model, provider, role and error kind only: never a thread or resource id. This package imports
+neither ``adapters`` nor ``runtime``: what it reads of their records is declared here as protocols
+(:class:`ModelAttempt`, :class:`CycleEnd`), and whoever builds a gateway or a cycle runner hands it these feeds.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from om_stream.errors import ModelError
 from om_stream.observability.metrics import Metrics
+from om_stream.ports import AttachmentAwareModel, ChatModel, ConfigRoutedModel
 
 if TYPE_CHECKING:
-    from om_stream.adapters.gateway.gateway import CallRecord
-    from om_stream.ports import ChatModel, ChatRequest, ChatResponse
-    from om_stream.runtime.cycles import CycleHookContext
+    from om_stream.core.config import ResolvedConfig
+    from om_stream.ports import ChatRequest, ChatResponse, Usage
 
-__all__ = ["CycleMetrics", "MeteredModel", "ModelCallMetrics", "embedding_call", "operation_name", "provider_name"]
+__all__ = ["CycleEnd", "CycleMetrics", "MeteredModel", "ModelAttempt", "ModelCallMetrics", "embedding_call",
+           "operation_name", "provider_name"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,58 @@ class _Breakers(Protocol):
     def breaker(self, model: str) -> Any: ...
 
 
+# What the metrics read of other layers' records, declared here rather than imported: the gateway's ``CallRecord``
+# and the cycle runner's hook context have these attributes, and this package depends on neither adapters nor
+# runtime (tests/unit/test_layers.py).
+
+class ModelAttempt(Protocol):
+    """One attempt at a model call, as the metrics read it (the gateway's ``CallRecord`` is one)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def usage(self) -> Usage | None: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+    @property
+    def error_kind(self) -> str | None: ...
+
+
+class CycleEnd(Protocol):
+    """A cycle hook's context, as the metrics read it (the cycle runner's ``CycleHookContext`` is one)."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def operation(self) -> str: ...
+    @property
+    def error_kind(self) -> str | None: ...
+    @property
+    def offline(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What :class:`MeteredModel` reports: the only attempt of a call no gateway made."""
+
+    role: str
+    model: str
+    ok: bool
+    seconds: float
+    attempt: int = 1
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    error_kind: str | None = None
+
+
 class ModelCallMetrics:
     """A gateway ``CallObserver``: ``gateway.observers.append(ModelCallMetrics(metrics, gateway))``.
 
@@ -67,7 +124,7 @@ class ModelCallMetrics:
         self.breakers = breakers
         self._watched: set[str] = set()
 
-    def __call__(self, record: CallRecord) -> None:
+    def __call__(self, record: ModelAttempt) -> None:
         metrics = self.metrics
         model, role = record.model, record.role
         common = (operation_name(role), provider_name(model), model, role)
@@ -100,11 +157,12 @@ class ModelCallMetrics:
         self.metrics.model_circuit_state.labels(model).set_function(state)
 
 
-class MeteredModel:
-    """Wraps a ``ChatModel`` that is not behind the gateway and reports each call as the gateway does. Every other
-    attribute (``bind_config``, ``accepts_attachments``, ...) is the wrapped model's."""
+class MeteredModel(ConfigRoutedModel, AttachmentAwareModel):
+    """Wraps a ``ChatModel`` that is not behind the gateway and reports each call as the gateway does. It declares
+    the wrapped model's capabilities (a model that declares neither is served as the cycle runner serves it
+    unwrapped); every other attribute is the wrapped model's."""
 
-    def __init__(self, model: ChatModel, observer: Callable[[CallRecord], None],
+    def __init__(self, model: ChatModel, observer: Callable[[ModelAttempt], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.model = model
         self.observer = observer
@@ -113,24 +171,31 @@ class MeteredModel:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        from om_stream.adapters.gateway.gateway import CallRecord
-        from om_stream.errors import ModelError
+    def bind_config(self, config: ResolvedConfig) -> ChatModel:
+        """The wrapped model bound to ``config``, still metered; itself when the wrapped model does not route by
+        configuration."""
+        if isinstance(self.model, ConfigRoutedModel):
+            return MeteredModel(self.model.bind_config(config), self.observer, self.clock)
+        return self
 
+    def accepts_attachments(self, request: ChatRequest) -> bool:
+        """The wrapped model's answer; a model that does not say gets the attachments."""
+        return self.model.accepts_attachments(request) if isinstance(self.model, AttachmentAwareModel) else True
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
         began = self.clock()
         fallback = request.model or "unknown"
         try:
             response = await self.model.complete(request)
         except ModelError as exc:
-            self._notify(CallRecord(role=request.role, model=fallback, ok=False, seconds=self.clock() - began,
-                                    attempt=1, entry=0, error_kind=exc.kind or type(exc).__name__))
+            self._notify(_Attempt(role=request.role, model=fallback, ok=False, seconds=self.clock() - began,
+                                  error_kind=exc.kind or type(exc).__name__))
             raise
-        self._notify(CallRecord(role=request.role, model=response.model or fallback, ok=True,
-                                seconds=self.clock() - began, attempt=1, entry=0, usage=response.usage,
-                                cost_usd=response.cost_usd))
+        self._notify(_Attempt(role=request.role, model=response.model or fallback, ok=True,
+                              seconds=self.clock() - began, usage=response.usage, cost_usd=response.cost_usd))
         return response
 
-    def _notify(self, record: CallRecord) -> None:
+    def _notify(self, record: ModelAttempt) -> None:
         try:
             self.observer(record)
         except Exception:  # a metrics hook must never fail a model call
@@ -143,7 +208,7 @@ class CycleMetrics:
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
-    def __call__(self, context: CycleHookContext) -> None:
+    def __call__(self, context: CycleEnd) -> None:
         if context.phase != "end":
             return
         role = "observer" if context.operation == "observation" else "reflector"

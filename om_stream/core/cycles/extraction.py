@@ -1,0 +1,161 @@
+"""The custom extractors' values of one cycle, as a flow (see ``steps``).
+
+Inline extractors' values come from the parsed Observer/Reflector answer. Structured ones (with a ``schema``) come
+from one follow-up call (``core.prompts.extraction``) after the main call succeeded: a malformed answer is asked
+for once more; each value is validated against its schema (a pydantic model, or a JSON Schema checked by the
+driver's validator); the offline model cannot extract them. Then each extractor's ``on_extracted`` may replace its
+value. A failure is reported per slug and never drops the other values; nothing here fails the cycle.
+
+Values are keyed for persistence by ``metadataKeyPath`` (``extracted.<slug>`` → ``<slug>``); ``false`` keeps a
+value out of the metadata, though ``on_extracted`` still sees it (the working-memory extractor needs that).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from om_stream.core.cycles.steps import Flow, ServingModel, call_model, call_on_extracted
+from om_stream.core.extractors import ExtractionContext, Extractor
+from om_stream.core.prompts.chat import ChatRequest, ChatResponse
+from om_stream.core.prompts.extraction import ask_again, build_extraction_request, parse_json_object
+from om_stream.core.prompts.parsing import ParsedOutput
+from om_stream.errors import ModelError
+
+__all__ = ["ExtractionOutcome", "JsonSchemaValidator", "MainExchange", "extraction_flow", "structured_flow"]
+
+ExtractionOutcome = tuple[dict[str, Any], tuple[tuple[str, str], ...]]  # (values by storage key, (slug, why))
+_ASKS = 2  # a malformed answer is asked for once more, with the demand made explicit
+
+
+class JsonSchemaValidator(Protocol):
+    """Checks JSON Schema documents and values. The core imports no JSON Schema library: the driver gives one."""
+
+    def check_schema(self, schema: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` saying what is wrong with ``schema``."""
+        ...
+
+    def validate(self, value: Any, schema: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming where ``value`` first breaks ``schema`` (``path: message``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class MainExchange:
+    """The Observer/Reflector call the extraction follows, and its answer."""
+
+    request: ChatRequest
+    answer: ChatResponse
+
+
+def extraction_flow(source: Literal["observation", "reflection"], extractors: Sequence[Extractor],
+                    parsed: ParsedOutput, exchange: MainExchange, *, resource_id: str, thread_id: str | None,
+                    prior: Mapping[str, Any], model: ServingModel,
+                    schemas: JsonSchemaValidator) -> Flow[ExtractionOutcome]:
+    """Every custom extractor's value of this cycle (inline, then structured), after ``on_extracted``, keyed for
+    persistence; with the failures by slug. ``prior`` is the thread's ``extracted`` metadata."""
+    context = ExtractionContext(source=source, thread_id=thread_id, resource_id=resource_id,
+                                raw_observations=parsed.observations)
+    values: dict[str, Any] = dict(parsed.extracted)
+    failures: list[tuple[str, str]] = list(parsed.extraction_failures)
+    structured = [e for e in extractors if not e.inline]
+    if structured:
+        found, failed = yield from structured_flow(structured, context, exchange, prior, model=model,
+                                                   schemas=schemas)
+        values.update(found)
+        failures.extend(failed)
+    by_slug = {e.slug: e for e in extractors}
+    persisted: dict[str, Any] = {}
+    for slug, value in values.items():
+        extractor = by_slug.get(slug)
+        if extractor is None:  # a built-in value the parser also reports
+            persisted[slug] = value
+            continue
+        key = extractor.storage_key()
+        final = value
+        if extractor.on_extracted is not None:
+            try:
+                outcome = yield from call_on_extracted(
+                    extractor.on_extracted, replace(context, previous=prior.get(key or slug), current=value))
+            except Exception as exc:  # noqa: BLE001 - the user's callback: its failure is the extractor's
+                failures.append((slug, f"onExtracted failed: {type(exc).__name__}: {exc}"[:2000]))
+                continue
+            if outcome is not None:
+                final = outcome
+        if key is not None:
+            persisted[key] = final
+    return persisted, tuple(failures)
+
+
+def structured_flow(extractors: Sequence[Extractor], context: ExtractionContext, exchange: MainExchange,
+                    prior: Mapping[str, Any], *, model: ServingModel, schemas: JsonSchemaValidator
+                    ) -> Flow[tuple[dict[str, Any], list[tuple[str, str]]]]:
+    """The structured extractors' values by slug, validated, and their failures by slug."""
+    failures: list[tuple[str, str]] = []
+    wanted: dict[str, tuple[Extractor, Any, dict[str, Any]]] = {}
+    for extractor in extractors:
+        try:
+            declared, json_schema = declared_schema(extractor, context, schemas)
+        except (TypeError, ValueError) as exc:
+            failures.append((extractor.slug, f"invalid schema: {exc}"[:2000]))
+            continue
+        if json_schema is not None:
+            wanted[extractor.slug] = (extractor, declared, json_schema)
+    if not wanted:
+        return {}, failures
+    if not model.structured_output:
+        return {}, failures + [(slug, "the offline model does not extract structured values") for slug in wanted]
+    request = build_extraction_request([(e, s) for e, _, s in wanted.values()], context, exchange.request,
+                                       exchange.answer, prior)
+    document: dict[str, Any] | None = None
+    problem = ""
+    for _ in range(_ASKS):
+        try:
+            response = yield from call_model(request, extraction=True)
+        except ModelError as exc:
+            problem = f"the extraction call failed: {exc}"
+            break
+        document, problem = parse_json_object(response.text)
+        if document is not None:
+            break
+        request = ask_again(request, response.text, problem)
+    if document is None:
+        return {}, failures + [(slug, problem[:2000]) for slug in wanted]
+    values: dict[str, Any] = {}
+    for slug, (_, declared, json_schema) in wanted.items():
+        if document.get(slug) is None:
+            continue
+        try:
+            values[slug] = validated_value(document[slug], declared, json_schema, schemas)
+        except (ValueError, ValidationError) as exc:
+            failures.append((slug, f"the value does not match the schema: {exc}"[:2000]))
+    return values, failures
+
+
+def declared_schema(extractor: Extractor, context: ExtractionContext,
+                    schemas: JsonSchemaValidator) -> tuple[Any, dict[str, Any] | None]:
+    """(the schema as declared, its JSON Schema); a dynamic schema may return None (no value this cycle).
+    Raises ``ValueError`` for an invalid JSON Schema, ``TypeError`` for something that is no schema."""
+    declared: Any = extractor.schema
+    if callable(declared) and not isinstance(declared, type):
+        declared = declared(context)
+    if declared is None:
+        return None, None
+    if isinstance(declared, type) and issubclass(declared, BaseModel):
+        return declared, declared.model_json_schema()
+    if isinstance(declared, Mapping):
+        schemas.check_schema(dict(declared))
+        return declared, dict(declared)
+    raise TypeError(f"extractor {extractor.name!r}: schema must be a JSON Schema dict or a pydantic model class")
+
+
+def validated_value(value: Any, declared: Any, json_schema: dict[str, Any], schemas: JsonSchemaValidator) -> Any:
+    """``value`` as stored: a pydantic model's JSON dump (unset fields left out), or the value a JSON Schema
+    accepts as it is. Raises ``ValueError`` (or pydantic's ``ValidationError``) when it does not match."""
+    if isinstance(declared, type) and issubclass(declared, BaseModel):
+        return declared.model_validate(value).model_dump(mode="json", exclude_none=True)
+    schemas.validate(value, json_schema)
+    return value
