@@ -14,7 +14,8 @@ from om_stream.core.events import OMEvent
 from om_stream.ports import ChatModel
 from om_stream.replay.conversation import Turn, load_turns
 from om_stream.replay.runner import ReplayResult, replay
-from om_stream.runtime.embedded import ManualClock, Memory
+from om_stream.runtime.clock import ManualClock
+from om_stream.runtime.embedded import Memory
 from om_stream.wire.context import ContextRecord
 
 __all__ = ["DEMO_OPTIONS", "run_demo", "sample_conversation"]

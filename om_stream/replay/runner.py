@@ -19,8 +19,9 @@ from typing import Any
 from om_stream.core.config import OMConfig
 from om_stream.ports import ChatModel, ContentStore
 from om_stream.replay.conversation import Turn
+from om_stream.runtime.clock import ManualClock
 from om_stream.runtime.cycles import RoleStats
-from om_stream.runtime.embedded import ManualClock, Memory
+from om_stream.runtime.embedded import Memory
 from om_stream.wire.context import ContextRecord
 
 __all__ = ["ReplayResult", "TurnRecord", "replay"]

@@ -60,6 +60,7 @@ from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import InputRejected, OMError, RecallError
 from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore
+from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Decided, Host
@@ -70,21 +71,6 @@ __all__ = ["ManualClock", "Memory", "SystemClock"]
 
 log = logging.getLogger(__name__)
 EventListener = Callable[[OMEvent, str], Awaitable[None] | None]
-
-
-class SystemClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
-@dataclass
-class ManualClock:
-    """A clock the caller moves (replays run on the conversation's own time)."""
-
-    now: int = 0
-
-    def now_ms(self) -> int:
-        return self.now
 
 
 @dataclass

@@ -16,7 +16,8 @@ from om_stream.core.config import OMConfig
 from om_stream.core.events import OMEvent
 from om_stream.core.extractors import ExtractionContext, Extractor, WorkingMemoryExtractor
 from om_stream.core.messages import Message, TextPart
-from om_stream.runtime.embedded import ManualClock, Memory
+from om_stream.runtime.clock import ManualClock
+from om_stream.runtime.embedded import Memory
 from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, RecordedRequest, Reply, Usage
 from tests.support.scripted_provider import START
 

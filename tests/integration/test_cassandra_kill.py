@@ -22,7 +22,8 @@ from om_stream.adapters.cassandra_store import CassandraContentStore, migrate
 from om_stream.core.messages import Message, TextPart
 from om_stream.devservices import cassandra
 from om_stream.devservices.jvm import pid_alive
-from om_stream.runtime.embedded import ManualClock, Memory
+from om_stream.runtime.clock import ManualClock
+from om_stream.runtime.embedded import Memory
 from om_stream.settings import CassandraSettings
 
 pytestmark = pytest.mark.integration

@@ -39,9 +39,9 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import instrument_worker
+from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.embedded import SystemClock
 from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
 from om_stream.runtime.timers import TimerWheel

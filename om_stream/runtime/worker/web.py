@@ -14,27 +14,67 @@ GET  /metrics                   Prometheus text format
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from faust import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from om_stream.core.engine import record_key
+from om_stream.core.state import RecordState
 from om_stream.core.views import context_spec, status_event
 from om_stream.errors import WireDecodeError
-from om_stream.runtime.recall import decode_recall_request
-from om_stream.runtime.worker.processor import Publication
+from om_stream.ports import Clock
+from om_stream.runtime.effects import Effects
+from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
+from om_stream.runtime.worker.deps import WorkerDeps
+from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.processor import Publication, Publisher
+from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.commands import CommandRecord
+from om_stream.wire.context import ContextRecord
 
-if TYPE_CHECKING:
-    from om_stream.runtime.worker.app import Worker
-
-__all__ = ["register_views"]
+__all__ = ["Served", "register_views"]
 
 
-def register_views(worker: Worker) -> None:
+class Served(Protocol):
+    """What the HTTP API reads and uses of the worker (which has all of it; this module never imports it)."""
+
+    @property
+    def app(self) -> Any: ...  # the Faust app: its pages and its recovery state
+
+    @property
+    def deps(self) -> WorkerDeps: ...
+
+    @property
+    def contexts(self) -> dict[str, ContextRecord]: ...
+
+    @property
+    def effects(self) -> Effects: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def table(self) -> RecordTable: ...
+
+    @property
+    def publisher(self) -> Publisher: ...
+
+    @property
+    def recall(self) -> RecallEndpoint: ...
+
+    @property
+    def liveness(self) -> Liveness: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    def state(self, key: str) -> RecordState | None: ...
+
+
+def register_views(worker: Served) -> None:
     app = worker.app
     config = worker.deps.config
     kafka = worker.deps.settings.kafka
