@@ -49,6 +49,7 @@ __all__ = [
     "RecallIndex",
     "RecallPoint",
     "RecallStore",
+    "RetryingModel",
     "StoredMessage",
     "TextTokenCounter",
     "ThreadMetadata",
@@ -114,6 +115,15 @@ class AttachmentAwareModel(ChatModel, Protocol):
     (``observeAttachments: 'auto'`` forwards them only then). A model that does not declare this gets them."""
 
     def accepts_attachments(self, request: ChatRequest) -> bool: ...
+
+
+@runtime_checkable
+class RetryingModel(ChatModel, Protocol):
+    """A chat model that retries failed calls itself and counts the retries (the gateway): the embedded runner
+    reports them beside its own (``Memory.retries``, the replay report's ``retries``)."""
+
+    @property
+    def retry_count(self) -> int: ...
 
 
 @dataclass(frozen=True)

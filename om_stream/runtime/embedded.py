@@ -59,7 +59,7 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import InputRejected, OMError, RecallError
-from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore
+from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore, RetryingModel
 from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
@@ -216,7 +216,7 @@ class Memory:
     @property
     def retries(self) -> int:
         """Model calls asked again: after a missed deadline here, plus the gateway's own retries."""
-        return self._cycle_retries + int(getattr(self.model, "retry_count", 0))
+        return self._cycle_retries + (self.model.retry_count if isinstance(self.model, RetryingModel) else 0)
 
     async def observation_lines(self, thread_id: str, resource_id: str | None = None) -> int:
         """Lines in the active observation log of a thread's record."""

@@ -45,7 +45,15 @@ from om_stream.adapters.offline import import_litellm
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.model_spec import DEFAULT_MODEL, ModelSpec
 from om_stream.errors import ModelError, ModelUnavailable
-from om_stream.ports import AttachmentAwareModel, ChatModel, ChatRequest, ChatResponse, ConfigRoutedModel, Usage
+from om_stream.ports import (
+    AttachmentAwareModel,
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    ConfigRoutedModel,
+    RetryingModel,
+    Usage,
+)
 from om_stream.settings import GatewaySettings, MemorySettings
 
 __all__ = ["CallObserver", "CallRecord", "GatewaySettings", "GatewayStats", "ModelGateway", "build_gateway",
@@ -121,7 +129,7 @@ def _routes(routes: ModelSpec | Mapping[str, ModelSpec] | None) -> dict[str, Mod
     return dict.fromkeys(_ROLES, routes)
 
 
-class ModelGateway(ConfigRoutedModel, AttachmentAwareModel):
+class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
     """Implements ``ports.ChatModel`` over litellm with routing, fallbacks, retries, circuit breakers, bulkheads,
     budgets, deadlines and cost; and the capabilities ``ports.ConfigRoutedModel`` and
     ``ports.AttachmentAwareModel``.
