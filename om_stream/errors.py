@@ -3,12 +3,11 @@
     OMError
     ├── ConfigError                 invalid OM configuration or settings (names the field)
     ├── WireDecodeError             a record or HTTP body that does not match the wire contract
+    ├── InputRejected               the memory refused a well-formed input (``reason`` says why)
     ├── ModelError                  an Observer / Reflector / extractor / embedder call failed
     │   ├── ModelUnavailable        every configured model failed, or its circuit is open
-    │   ├── ObservationParseError   the model answered, but not in a usable form
     │   └── BudgetExceeded          a tenant's token budget refuses the call
     ├── StorageError                the content store failed (``transient``: worth retrying)
-    │   └── StaleVersion            a compare-and-set on a record's version lost
     └── RecallError                 a recall request that cannot be answered
 """
 
@@ -21,9 +20,7 @@ __all__ = [
     "ModelError",
     "ModelUnavailable",
     "OMError",
-    "ObservationParseError",
     "RecallError",
-    "StaleVersion",
     "StorageError",
     "WireDecodeError",
 ]
@@ -77,10 +74,6 @@ class ModelUnavailable(ModelError):
     """No configured model could serve the call."""
 
 
-class ObservationParseError(ModelError):
-    """The model's output could not be used (empty, degenerate, malformed)."""
-
-
 class BudgetExceeded(ModelError):
     """A per-tenant token budget refuses the call."""
 
@@ -93,10 +86,6 @@ class StorageError(OMError):
     def __init__(self, message: str, *, transient: bool = True) -> None:
         super().__init__(message)
         self.transient = transient
-
-
-class StaleVersion(StorageError):
-    """A conditional write lost: the stored version moved on."""
 
 
 class RecallError(OMError):

@@ -1,10 +1,13 @@
-"""Test-session wiring: real Kafka and Cassandra, started once and only when collected tests need them."""
+"""Test-session wiring: real Kafka and Cassandra, started once and only when collected tests need them, and the
+network guard (``tests/support/network_guard.py``): no test reaches beyond loopback."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.support.services import ServicePool
+
+pytest_plugins = ["tests.support.network_guard"]
 
 _pool = ServicePool()
 _FIXTURE_SERVICE = {"kafka_bootstrap": "kafka", "cassandra_hosts": "cassandra"}

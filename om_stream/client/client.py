@@ -30,7 +30,6 @@ from om_stream.client.tail import TopicTail
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import Message
 from om_stream.core.recall.params import RecallArguments
-from om_stream.settings import KafkaSettings
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MessageRecord
@@ -44,16 +43,15 @@ _REMEMBERED_PER_THREAD = 4096  # message ids per thread kept for read-your-write
 
 @dataclass(frozen=True)
 class ClientTopics:
+    """The topic names an agent uses; the defaults are the worker's (``OM_KAFKA_TOPIC_*`` renames them there).
+
+    The client's own options, not the server's settings: an agent process never reads ``OM_*`` variables."""
+
     messages: str = "om.messages"
     events: str = "om.events"
     context: str = "om.context"
     recall_requests: str = "om.recall.requests"
     recall_responses: str = "om.recall.responses"
-
-    @classmethod
-    def from_settings(cls, kafka: KafkaSettings) -> ClientTopics:
-        return cls(messages=kafka.topic_messages, events=kafka.topic_events, context=kafka.topic_context,
-                   recall_requests=kafka.topic_recall_requests, recall_responses=kafka.topic_recall_responses)
 
 
 @dataclass(frozen=True)

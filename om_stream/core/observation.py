@@ -37,7 +37,6 @@ from om_stream.core.events import (
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.labels import thread_label
 from om_stream.core.messages import Message, TextPart
-from om_stream.core.model_spec import model_name
 from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, SegmentRef, Trigger
 from om_stream.core.step import Step
 from om_stream.core.temporal import GAP_THRESHOLD_MS, gap_text, marker_id, marker_text
@@ -535,6 +534,3 @@ def retry_cycle(step: Step, cycle: Cycle) -> None:
     step.retry_cycle(cycle, lambda failed: on_result(step, failed, cycle),
                      lambda again: request_observation(step, again))
 
-
-def describe_model(step: Step) -> str:
-    return model_name(step.config.observer_model)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["MetricInfo", "Metrics", "describe_metrics", "metric_names"]
+__all__ = ["MetricInfo", "Metrics", "describe_metrics"]
 
 _DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
@@ -176,12 +176,6 @@ class Metrics:
                                           "Observation groups left out of the recall index after every retry "
                                           "failed", registry=reg),
         )
-
-
-def metric_names() -> list[str]:
-    """The names of every metric (for contract tests and dashboards)."""
-    metrics = Metrics.create()
-    return sorted(getattr(metrics, f.name)._name for f in fields(Metrics) if f.name != "registry")
 
 
 _SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}

@@ -227,16 +227,15 @@ def test_a_gateway_attempt_feeds_the_genai_cost_retry_and_cache_series() -> None
 
 
 async def test_a_model_outside_the_gateway_and_the_cycle_hooks_feed_the_same_series() -> None:
-    from om_stream.adapters.gateway import CallRecord
     from om_stream.adapters.offline_model import OfflineModel
     from om_stream.core.prompts.chat import ChatMessage
     from om_stream.core.prompts.tasks import ReflectorTask
-    from om_stream.observability.model_metrics import CycleMetrics, MeteredModel, ModelCallMetrics
+    from om_stream.observability.model_metrics import CycleMetrics, MeteredModel, ModelAttempt, ModelCallMetrics
     from om_stream.ports import ChatRequest
     from om_stream.runtime.cycles import CycleHookContext
 
     metrics = Metrics.create()
-    records: list[CallRecord] = []
+    records: list[ModelAttempt] = []
     calls = ModelCallMetrics(metrics)
     model = MeteredModel(OfflineModel(), lambda r: (records.append(r), calls(r)))
     task = ReflectorTask(observations="* 🔴 User is Ada.", level=0, target_tokens=100, input_tokens=10)

@@ -24,7 +24,9 @@ from om_stream.core.messages import (
 )
 from om_stream.core.recall import MessagesResult, RecallScope, SearchResult, ThreadsResult
 from om_stream.errors import RecallError
+from om_stream.observability.metrics import Metrics
 from om_stream.ports import RecallStore
+from om_stream.runtime.recall import RecallEndpoint
 from om_stream.wire.recall import RecallRequest
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
@@ -363,16 +365,18 @@ async def check_search_mode(w: World) -> None:
 
 
 async def check_wire_round_trip(w: World) -> None:
+    # through the endpoint the HTTP route and the request/reply topics share: the wire is the runtime's business
+    endpoint = RecallEndpoint(w.service, Metrics.create())
     request = RecallRequest.model_validate({
         "schema": "om.recall.request/v1", "correlation_id": "c-1", "resource_id": w.alice,
         "thread_id": w.trip_thread, "retrieval": {"scope": "resource"},
         "arguments": {"cursor": w.trip(3), "limit": 2, "partType": "text"}})
-    response = await w.service.handle(request)
+    response = await endpoint.answer(request, "topic")
     data = json.loads(response.model_dump_json(by_alias=True, exclude_none=True))
     assert data["schema"] == "om.recall.response/v1" and data["correlation_id"] == "c-1"
     assert data["result"]["mode"] == "messages" and data["result"]["hasNextPage"] is True
     assert data["result"]["count"] == 2 and "truncated" not in data["result"]
-    bad = await w.service.handle(request.model_copy(update={"resource_id": w.bob}))
+    bad = await endpoint.answer(request.model_copy(update={"resource_id": w.bob}), "topic")
     assert bad.error is not None and bad.error.code == "invalid_request" and bad.result is None
     assert w.trip(3) in bad.error.message and "Porto" not in bad.error.message
 

@@ -1,9 +1,13 @@
-"""The dependency rule of ARCHITECTURE.md §2: core and wire stay pure; only runtime imports faust."""
+"""The dependency rule of ARCHITECTURE.md §2: core and wire stay pure; only runtime imports faust; the agent-side
+client carries no server code; adapters do not speak the wire contract; observability depends on neither the
+runtime nor the adapters (it is handed to them)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import om_stream
 
 PACKAGE = Path(__file__).resolve().parents[2] / "om_stream"
 IO_LIBRARIES = {"faust", "mode", "aiokafka", "cassandra", "qdrant_client", "litellm", "prometheus_client", "httpx",
@@ -67,3 +71,77 @@ def test_the_layer_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
     module = tmp_path / "bad.py"
     module.write_text("import asyncio\nfrom aiokafka import AIOKafkaProducer\nfrom om_stream.core import x\n")
     assert _imports(module) & IO_LIBRARIES == {"asyncio", "aiokafka"}
+
+
+# -- who may import whom, beyond core and wire ----------------------------------------------------------------------
+
+def _om_imports(path: Path) -> set[str]:
+    """Every ``om_stream`` module ``path`` imports, wherever the import sits (under ``TYPE_CHECKING`` or inside a
+    function too: a lazy import is still a dependency)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("om_stream"))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "om_stream":  # ``from om_stream import x``: a module, or a public name's home
+                found.update(om_stream._LAZY.get(alias.name, f"om_stream.{alias.name}")  # type: ignore[attr-defined]
+                             for alias in node.names)
+            elif node.module.startswith("om_stream."):
+                found.add(node.module)
+    return found
+
+
+def _offenders(layers: tuple[str, ...], forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    bad: dict[str, list[str]] = {}
+    for path in _modules(*layers):
+        hits = sorted(m for m in _om_imports(path) if any(m == f or m.startswith(f"{f}.") for f in forbidden))
+        if hits:
+            bad[str(path.relative_to(PACKAGE))] = hits
+    return bad
+
+
+def test_the_client_imports_no_server_code() -> None:
+    """Agents run ``om_stream.client`` in their own processes: it speaks the wire contract, with its own options."""
+    server = ("om_stream.settings", "om_stream.runtime", "om_stream.adapters", "om_stream.observability",
+              "om_stream.cli", "om_stream.replay", "om_stream.devservices")
+    assert _offenders(("client",), server) == {}
+    assert all("pydantic_settings" not in _imports(p) for p in _modules("client"))
+
+
+def test_importing_the_client_loads_no_server_settings() -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys, om_stream.client; "
+             "print(sorted(m for m in sys.modules if m in ('om_stream.settings', 'pydantic_settings', 'faust', "
+             "'litellm') or m.startswith(('om_stream.runtime', 'om_stream.adapters'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+
+# Waiting for the runtime: ``RecallService.handle`` turns a wire request into a wire response; it moves to the
+# runtime's recall endpoint (``runtime/recall.py``), the one caller, and then this list is empty.
+ADAPTERS_ON_WIRE_PENDING = {"adapters/recall_service.py": ["om_stream.wire.recall"]}
+
+
+def test_adapters_import_no_wire() -> None:
+    """Adapters reach the world through the ports' types; the wire contract is the runtime's and the client's."""
+    assert _offenders(("adapters",), ("om_stream.wire",)) == ADAPTERS_ON_WIRE_PENDING
+
+
+def test_adapters_import_no_observability() -> None:
+    """An adapter reports through the callbacks it is given (the gateway's call observers), never a metrics object."""
+    assert _offenders(("adapters",), ("om_stream.observability",)) == {}
+
+
+def test_observability_imports_neither_runtime_nor_adapters() -> None:
+    """Metric feeds are handed to the runtime and the adapters; they declare what they read (protocols)."""
+    assert _offenders(("observability",), ("om_stream.runtime", "om_stream.adapters")) == {}
+
+
+def test_the_import_rules_see_lazy_and_type_only_imports(tmp_path: Path) -> None:
+    module = tmp_path / "lazy.py"
+    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from om_stream.wire.recall import X\n"
+                      "def f():\n    import om_stream.runtime.host\n    from om_stream import settings, Memory\n")
+    assert _om_imports(module) == {"om_stream.wire.recall", "om_stream.runtime.host", "om_stream.settings",
+                                   "om_stream.runtime.embedded"}
