@@ -43,7 +43,7 @@ from om_stream.core.recall.render import (
     visible_parts,
 )
 from om_stream.core.recall.results import MessagesResult, RecallResult, SearchResult, ThreadsResult
-from om_stream.errors import ModelError, RecallError, StorageError
+from om_stream.errors import ModelError, RecallError
 from om_stream.ports import (
     Embedder,
     MessagePosition,
@@ -55,7 +55,6 @@ from om_stream.ports import (
     StoredMessage,
     ThreadSummary,
 )
-from om_stream.wire.recall import RecallFailure, RecallRequest, RecallResponse
 
 __all__ = ["RecallService"]
 
@@ -104,19 +103,6 @@ class RecallService:
         if args.mode == "search":
             return await self._search(scope, args)
         return await self._messages(scope, args)
-
-    async def handle(self, request: RecallRequest) -> RecallResponse:
-        """A wire request in, a wire response out (the HTTP handler and the request/reply topic use this)."""
-        try:
-            result = await self.recall(request.scope(), request.arguments)
-        except RecallError as exc:
-            return RecallResponse(correlation_id=request.correlation_id,
-                                  error=RecallFailure(code="invalid_request", message=str(exc)))
-        except (StorageError, ModelError) as exc:
-            log.warning("recall %s failed: %s", request.correlation_id, type(exc).__name__)
-            return RecallResponse(correlation_id=request.correlation_id,
-                                  error=RecallFailure(code="unavailable", message=f"recall is unavailable: {exc}"))
-        return RecallResponse(correlation_id=request.correlation_id, result=result)
 
     # -- threads -------------------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from om_stream.adapters.recall_service import RecallService
 from om_stream.core.commands import IndexForRecall
 from om_stream.core.config import RetrievalConfig
-from om_stream.errors import ModelError, StorageError, WireDecodeError
+from om_stream.errors import ModelError, RecallError, StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
 from om_stream.wire.codec import decode_json
 from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RecallFailure, RecallRequest, RecallResponse
@@ -71,11 +71,26 @@ class RecallEndpoint:
             response = RecallResponse(correlation_id=request.correlation_id,
                                       error=RecallFailure(code="unavailable", message=NO_STORE))
         else:
-            response = await self.service.handle(request)
+            response = await self._handle(request)
         self.metrics.recall_seconds.labels(mode).observe(time.perf_counter() - began)
         outcome = "ok" if response.error is None else response.error.code
         self.metrics.recall_requests.labels(transport, mode, outcome).inc()
         return response
+
+    async def _handle(self, request: RecallRequest) -> RecallResponse:
+        """A wire request in, a wire response out: a call that cannot be answered as asked is ``invalid_request``,
+        a store or embedder that fails is ``unavailable``."""
+        assert self.service is not None
+        try:
+            result = await self.service.recall(request.scope(), request.arguments)
+        except RecallError as exc:
+            return RecallResponse(correlation_id=request.correlation_id,
+                                  error=RecallFailure(code="invalid_request", message=str(exc)))
+        except (StorageError, ModelError) as exc:
+            log.warning("recall %s failed: %s", request.correlation_id, type(exc).__name__)
+            return RecallResponse(correlation_id=request.correlation_id,
+                                  error=RecallFailure(code="unavailable", message=f"recall is unavailable: {exc}"))
+        return RecallResponse(correlation_id=request.correlation_id, result=result)
 
     async def index(self, command: IndexForRecall) -> None:
         """Index one observation group and its messages; retried, then counted as a failure (never raised)."""
