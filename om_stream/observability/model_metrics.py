@@ -115,14 +115,18 @@ class _Attempt:
 
 
 class ModelCallMetrics:
-    """A gateway ``CallObserver``: ``gateway.observers.append(ModelCallMetrics(metrics, gateway))``.
+    """A gateway ``CallObserver`` (give it to the gateway at construction), and what ``MeteredModel`` reports to.
 
-    ``breakers`` (the gateway) lets ``om_model_circuit_state`` read each model's breaker at scrape time."""
+    ``breakers`` (the gateway, given here or with :meth:`watch_breakers` once it is built) lets
+    ``om_model_circuit_state`` read each model's breaker at scrape time."""
 
     def __init__(self, metrics: Metrics, breakers: _Breakers | None = None) -> None:
         self.metrics = metrics
         self.breakers = breakers
         self._watched: set[str] = set()
+
+    def watch_breakers(self, breakers: _Breakers) -> None:
+        self.breakers = breakers
 
     def __call__(self, record: ModelAttempt) -> None:
         metrics = self.metrics

@@ -5,7 +5,10 @@ runtime nor the adapters (it is handed to them)."""
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
+
+import pytest
 
 import om_stream
 
@@ -140,3 +143,40 @@ def test_the_import_rules_see_lazy_and_type_only_imports(tmp_path: Path) -> None
                       "def f():\n    import om_stream.runtime.host\n    from om_stream import settings, Memory\n")
     assert _om_imports(module) == {"om_stream.wire.recall", "om_stream.runtime.host", "om_stream.settings",
                                    "om_stream.runtime.embedded"}
+
+
+def _cycles(package: str) -> list[list[str]]:
+    """Import cycles among the modules of one package (every import counts, type-only and lazy ones too)."""
+    modules = {f"om_stream.{package.replace('/', '.')}.{p.stem}": p for p in (PACKAGE / package).glob("*.py")}
+    graph = {name: {m for m in _om_imports(path) if m in modules and m != name} for name, path in modules.items()}
+    found: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        for nxt in sorted(graph[node]):
+            if nxt in trail:
+                cycle = trail[trail.index(nxt):]
+                if min(cycle) == cycle[0]:  # each cycle once
+                    found.append(cycle)
+            else:
+                visit(nxt, [*trail, nxt])
+
+    for start in sorted(graph):
+        visit(start, [start])
+    return found
+
+
+def test_the_runtime_has_no_import_cycle() -> None:
+    """The worker's modules (and the runtime's) depend on each other one way: the HTTP API names what it needs of
+    the worker instead of importing it, the host knows no driver."""
+    assert _cycles("runtime/worker") == []
+    assert _cycles("runtime") == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "om_stream" / "demo"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from om_stream.demo.b import x\n")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\n"
+                                  "if TYPE_CHECKING:\n    from om_stream.demo.a import y\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "om_stream")
+    assert _cycles("demo") == [["om_stream.demo.a", "om_stream.demo.b"]]

@@ -441,12 +441,12 @@ def gateway_for_cli(model: str, api_base: str | None = None, *,
 
 
 def build_gateway(config: ResolvedConfig, memory: MemorySettings | None = None, *,
-                  settings: GatewaySettings | None = None) -> ModelGateway:
+                  settings: GatewaySettings | None = None, observers: Iterable[CallObserver] = ()) -> ModelGateway:
     """The worker's gateway: routes from the OM configuration; ``OM_MEMORY_API_BASE`` / ``OM_MEMORY_API_KEY`` (if
-    set) apply to every model that has no entry of its own in ``settings``."""
+    set) apply to every model that has no entry of its own in ``settings``; ``observers`` see every attempt."""
     settings = settings or GatewaySettings()
     if memory is not None and memory.api_base:
         settings = settings.model_copy(update={"api_bases": {"*": memory.api_base, **settings.api_bases}})
     if memory is not None and memory.api_key is not None:
         settings = settings.model_copy(update={"api_keys": {"*": memory.api_key, **settings.api_keys}})
-    return ModelGateway(settings).bind_config(config)
+    return ModelGateway(settings, observers=observers).bind_config(config)

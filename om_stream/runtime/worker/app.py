@@ -38,7 +38,8 @@ from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
-from om_stream.observability.worker_metrics import instrument_worker
+from om_stream.observability.model_metrics import CycleMetrics
+from om_stream.observability.worker_metrics import ConsumerLag, RecoveryTimer
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.effects import Effects
@@ -134,7 +135,7 @@ class Worker:
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
                                 blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
         self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
-                                  count_text=deps.counter.count)
+                                  count_text=deps.counter.count, observers=[CycleMetrics(deps.metrics)])
         self.model_calls = ModelCalls(self.runner.run, deps.results, deps.metrics,
                                       owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/"
                                             f"{uuid.uuid4().hex[:8]}")
@@ -143,8 +144,9 @@ class Worker:
         self._model_tasks: set[asyncio.Task[None]] = set()
         self._rebuild_timers = True
         self._define_agents()
+        self._lag = ConsumerLag(deps.metrics)
+        self._recovery = RecoveryTimer(deps.metrics, self.started_at)
         register_views(self)
-        instrument_worker(self)  # model-call, cycle, lag and recovery metrics (registers a timer: before start)
 
     def _remember_context(self, context: ContextRecord) -> None:
         self.contexts[context.thread_id] = context
@@ -261,6 +263,7 @@ class Worker:
             self.agents["ingest"] = ingest
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
+        app.timer(interval=1.0)(self._watch)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
 
         def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
@@ -276,6 +279,33 @@ class Worker:
         cast(Any, app.on_rebalance_complete).connect(on_rebalance)
         cast(Any, app.on_partitions_revoked).connect(on_revoked)
         cast(Any, app.on_partitions_assigned).connect(on_assigned)
+
+    async def _watch(self) -> None:
+        """Every second: the table's recovery time, the consumer lag, and whether the partitions make progress."""
+        recovered = self.recovered
+        self._recovery.tick(recovered)
+        if not recovered:
+            self.liveness.check_progress((), ready=False)
+            return
+        lags = self._lags()
+        self._lag.update(lags)
+        self.liveness.check_progress(lags, ready=True)
+
+    def _lags(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, lag, committed offset) of every assigned partition read so far: the lag is the
+        consumer's high watermark minus the committed offset."""
+        consumer = cast(Any, self.app.consumer)
+        committed = self.app.monitor.tp_committed_offsets or {}
+        lags: list[tuple[str, int, int, int]] = []
+        for tp in consumer.assignment():
+            try:
+                end = consumer.highwater(tp)
+            except (AssertionError, KeyError, AttributeError, TypeError):  # not fetched yet
+                continue
+            done = committed.get(tp)
+            if end is not None and done is not None:
+                lags.append((tp.topic, tp.partition, int(end) - int(done), int(done)))
+        return lags
 
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent

@@ -13,6 +13,7 @@ from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.model_metrics import MeteredModel, ModelCallMetrics
 from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
@@ -27,8 +28,8 @@ class WorkerDeps:
     accountant: TokenAccountant
     store: ContentStore
     results: CycleResults  # model results by request (the content store keeps them)
-    model: ChatModel
-    offline: ChatModel
+    model: ChatModel  # every call reported to ``metrics``
+    offline: ChatModel  # the offline fallback, metered too
     metrics: Metrics
     recall: RecallService | None = None  # None: the content store cannot be browsed (memory store)
 
@@ -65,12 +66,19 @@ def _store(settings: Settings) -> _Store:
     raise ConfigError("OM_MEMORY_STORE", f"unknown content store {kind!r}; use cassandra, sqlite or memory")
 
 
-def _model(settings: Settings, config: ResolvedConfig, offline: ChatModel) -> ChatModel:
+def _models(settings: Settings, config: ResolvedConfig, offline: ChatModel,
+            metrics: Metrics) -> tuple[ChatModel, ChatModel]:
+    """The Observer/Reflector model and the offline fallback, each call of both reported to the metrics: the
+    gateway reports its attempts itself (its observer), any other model is wrapped."""
+    calls = ModelCallMetrics(metrics)
+    metered_offline = MeteredModel(offline, calls)
     if settings.memory.model == "offline":
-        return offline
+        return metered_offline, metered_offline
     from om_stream.adapters.gateway import build_gateway
 
-    return build_gateway(config, settings.memory, settings=settings.gateway)
+    gateway = build_gateway(config, settings.memory, settings=settings.gateway, observers=[calls])
+    calls.watch_breakers(gateway)
+    return gateway, metered_offline
 
 
 def build_recall(settings: Settings, config: ResolvedConfig, store: ContentStore,
@@ -102,8 +110,9 @@ def build_deps(settings: Settings) -> WorkerDeps:
                                              "reflection": options.reflection.model_copy(update={"model": None})})
     config = options.resolve()
     counter = TiktokenCounter(config.token_encoding)
-    offline = OfflineModel(counter.count)
+    metrics = Metrics.create()
+    model, offline = _models(settings, config, OfflineModel(counter.count), metrics)
     store = _store(settings)
     return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
-                      store=store, results=store, model=_model(settings, config, offline), offline=offline,
-                      metrics=Metrics.create(), recall=build_recall(settings, config, store, counter))
+                      store=store, results=store, model=model, offline=offline, metrics=metrics,
+                      recall=build_recall(settings, config, store, counter))
