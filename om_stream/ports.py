@@ -51,7 +51,6 @@ __all__ = [
     "RecallStore",
     "RetryingModel",
     "StoredMessage",
-    "TextTokenCounter",
     "ThreadMetadata",
     "ThreadPage",
     "ThreadQueries",
@@ -65,16 +64,6 @@ class Clock(Protocol):
     """Wall-clock time in epoch milliseconds. The core never reads a clock; the runtime passes ``now`` in."""
 
     def now_ms(self) -> int: ...
-
-
-@runtime_checkable
-class TextTokenCounter(Protocol):
-    """Exact token count of a text for one tokenizer. Deterministic: the same text always gives the same count."""
-
-    @property
-    def name(self) -> str: ...
-
-    def count(self, text: str) -> int: ...
 
 
 @runtime_checkable
