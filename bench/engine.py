@@ -24,7 +24,7 @@ from om_stream.core.config import OMConfig
 from om_stream.replay.conversation import load_turns
 from om_stream.replay.runner import replay
 from om_stream.replay.synthetic import PLANTED_FACTS, write_jsonl
-from om_stream.runtime import embedded
+from om_stream.runtime import host
 
 OPTIONS: dict[str, Any] = {
     "observation": {"messageTokens": 2000, "bufferTokens": 0.2, "bufferActivation": 0.8, "blockAfter": 1.2},
@@ -35,12 +35,13 @@ REFERENCE_TOKENS = 14_700_000
 
 
 class DecideTimer:
-    """Times every ``decide()`` the embedded runner makes (inputs: messages, model results, timers, commands)."""
+    """Times every ``decide()`` the host makes for the embedded runner (inputs: messages, model results, timers,
+    commands)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.seconds = 0.0
-        self._decide = embedded.decide
+        self._decide = host.decide
 
     def __enter__(self) -> DecideTimer:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -51,11 +52,11 @@ class DecideTimer:
                 self.seconds += time.perf_counter() - began
                 self.calls += 1
 
-        embedded.decide = timed  # type: ignore[assignment]
+        host.decide = timed  # type: ignore[assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        embedded.decide = self._decide  # type: ignore[assignment]
+        host.decide = self._decide  # type: ignore[assignment]
 
 
 async def one_run(path: Path, store: str = "memory") -> dict[str, Any]:

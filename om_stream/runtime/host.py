@@ -181,9 +181,10 @@ class Host:
             except Exception as exc:  # one input must never stop the others: the driver is told, and why
                 log.exception("input %s for %s could not be handled", type(arrival.input).__name__, arrival.key)
                 batch.failures.append((arrival, "processing_error", f"{type(exc).__name__}: {exc}", exc))
-        # 1 (end). message rows depend on nothing: written together
-        outcomes = await asyncio.gather(*(self.store_retry("write", partial(self.effects.write, [m]))
-                                          for m, _ in batch.messages), return_exceptions=True)
+        # 1 (end). message rows depend on nothing: written together (one alone needs no task of its own)
+        writes = [self.store_retry("write", partial(self.effects.write, [m])) for m, _ in batch.messages]
+        outcomes: list[object] = ([await _outcome(writes[0])] if len(writes) == 1 else
+                                  list(await asyncio.gather(*writes, return_exceptions=True)))
         for (_, arrival), outcome in zip(batch.messages, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 if isinstance(outcome, StorageError) and outcome.transient:
@@ -262,3 +263,11 @@ class Host:
             log.exception("a publication failed; the record's next input publishes again")
             if self.on_publish_error is not None:
                 self.on_publish_error()
+
+
+async def _outcome(call: Awaitable[object]) -> object:
+    """What ``asyncio.gather(..., return_exceptions=True)`` gives for one awaitable: its result or its error."""
+    try:
+        return await call
+    except Exception as exc:  # noqa: BLE001 - handed back to the caller, which sorts transient from refused
+        return exc
