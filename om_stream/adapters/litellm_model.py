@@ -11,6 +11,8 @@ gateway's job (``adapters.gateway``), which wraps instances of this class. What 
 * usage (input, output, cached input, reasoning tokens) and cost: a cost the provider reports (``usage.cost`` in
   the body, or a ``*-cost`` response header) wins over litellm's price map; a model the map does not know has an
   unknown cost (``None``), never a silent zero;
+* the finish reason: OpenAI's vocabulary, as litellm maps it, but the provider's own word where litellm's mapping
+  would pass an unfinished answer off as ``stop`` (``other``, ``unknown``, ``error``);
 * every litellm exception becomes a ``ModelError`` with its kind, HTTP status and Retry-After.
 """
 
@@ -49,6 +51,12 @@ _OPTION_KEYS = {
     "openai": ("openai",),
     "text-completion-openai": ("openai",),
 }
+# how a failure about credentials reads (litellm raises some before any request is sent, as a 500 of its own)
+_CREDENTIALS = re.compile(r"api[ _-]?key|credential|authenticat|unauthori[sz]ed|permission denied", re.IGNORECASE)
+# provider finish reasons litellm reports as "stop" although the answer did not end; and the names some providers
+# give to "unknown"
+_UNFINISHED_BEHIND_STOP = frozenset({"other", "unknown", "error"})
+_UNSPECIFIED_FINISH = {"finish_reason_unspecified": "unknown", "unspecified": "unknown"}
 # response headers a provider or gateway uses to report what a call cost, in USD
 _COST_HEADERS = ("x-litellm-response-cost", "x-openrouter-cost", "x-request-cost", "x-response-cost", "x-cost")
 
@@ -193,15 +201,28 @@ class LiteLLMModel:
 
 
 def model_error(exc: BaseException) -> ModelError:
-    """Translate a litellm exception, keeping the HTTP status and any Retry-After the provider sent."""
+    """Translate a litellm exception, keeping the HTTP status and any Retry-After the provider sent.
+
+    Some of litellm's 500s are its own, not the provider's, and their status is dropped: an answer litellm
+    validated and refused (``JSONSchemaValidationError`` and its parent; kind ``response_validation``), and a local
+    failure about credentials that no HTTP answer came with (kind ``auth``, as for such a failure without any
+    status). Neither is worth another try."""
+    litellm = import_litellm()
     raw_status = getattr(exc, "status_code", None)
-    status = raw_status if isinstance(raw_status, int) else None
+    status = raw_status if isinstance(raw_status, int) and not isinstance(raw_status, bool) else None
     name = type(exc).__name__
-    kind = ("timeout" if name in ("Timeout", "APITimeoutError", "TimeoutError") or status == 408 else
-            "rate_limited" if status == 429 else
-            "server_error" if status is not None and status >= 500 else
-            "connection" if "Connection" in name else
-            "client_error" if status is not None else name)
+    answered = getattr(exc, "litellm_response_headers", None) is not None  # the provider's HTTP answer was seen
+    local = status is None or (status >= 500 and not answered)
+    if isinstance(exc, litellm.exceptions.APIResponseValidationError):
+        kind, status = "response_validation", None
+    elif local and _CREDENTIALS.search(str(exc)):
+        kind, status = "auth", None
+    else:
+        kind = ("timeout" if name in ("Timeout", "APITimeoutError", "TimeoutError") or status == 408 else
+                "rate_limited" if status == 429 else
+                "server_error" if status is not None and status >= 500 else
+                "connection" if "Connection" in name else
+                "client_error" if status is not None else name)
     where = f" (HTTP {status})" if status is not None else ""
     return ModelError(f"{name}{where}: {exc}"[:2000], kind=kind, status_code=status, retry_after=_retry_after(exc))
 
@@ -269,10 +290,33 @@ def _to_response(response: Any, model: str) -> ChatResponse:
         mapped = _number(hidden.get("response_cost"))
         cost = mapped
         metadata["cost_source"] = "price_map" if mapped is not None else None
+    native = _native_finish_reason(choice)
+    if native is not None:
+        metadata["native_finish_reason"] = native
     return ChatResponse(
         text=text, model=getattr(response, "model", None) or model,
         usage=Usage(input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                     output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                     cached_input_tokens=int(getattr(prompt_details, "cached_tokens", 0) or 0),
                     reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", 0) or 0)),
-        cost_usd=cost, provider_metadata=metadata, finish_reason=getattr(choice, "finish_reason", None))
+        cost_usd=cost, provider_metadata=metadata, finish_reason=_finish_reason(choice, native))
+
+
+def _native_finish_reason(choice: Any) -> str | None:
+    """The provider's own finish reason, which litellm keeps aside when it maps it to OpenAI's vocabulary."""
+    fields = getattr(choice, "provider_specific_fields", None)
+    native = fields.get("native_finish_reason") if isinstance(fields, Mapping) else None
+    return native if isinstance(native, str) else None
+
+
+def _finish_reason(choice: Any, native: str | None) -> str | None:
+    """OpenAI's finish reason, as litellm maps it, except where the mapping hides an unfinished answer: litellm
+    turns every reason it does not know ("other", "unknown", OpenRouter's "error", Gemini's unspecified reason)
+    into "stop"; the provider's word is kept instead, so the gateway can tell the answer was cut short."""
+    mapped = getattr(choice, "finish_reason", None) if choice is not None else None
+    if native is not None and mapped == "stop":
+        word = native.strip().lower().replace("-", "_")
+        word = _UNSPECIFIED_FINISH.get(word, word)
+        if word in _UNFINISHED_BEHIND_STOP:
+            return word
+    return mapped if isinstance(mapped, str) else None

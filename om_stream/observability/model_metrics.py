@@ -136,7 +136,7 @@ class ModelCallMetrics:
         metrics.model_calls.labels(model, role, "ok" if record.ok else "error").inc()
         if record.attempt > 1:  # every attempt after a call's first: the same model again, or the next fallback
             metrics.model_retries.labels(model, role).inc()
-        if record.ok:
+        if record.ok or record.usage is not None:  # a failed attempt with usage got an (unfinished) answer: paid
             usage = record.usage
             if usage is not None:
                 metrics.model_tokens.labels(*common, "input").observe(usage.input_tokens)

@@ -1,5 +1,6 @@
-"""The gateway under failure, through litellm to the fake OpenAI server: retries and Retry-After, circuit breakers,
-bulkheads, token budgets, per-call timeouts and the overall deadline."""
+"""The gateway under failure, through litellm to the fake OpenAI server: retries and Retry-After, which failures are
+transient, unfinished answers, circuit breakers, bulkheads, token budgets, per-call timeouts and the overall
+deadline."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import asyncio
 import itertools
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from om_stream.adapters.gateway import CircuitBreaker, GatewaySettings, ModelGateway, RetryPolicy
+from om_stream.adapters.gateway import CircuitBreaker, GatewaySettings, ModelGateway, RetryPolicy, is_transient
+from om_stream.adapters.litellm_model import model_error
+from om_stream.adapters.offline import import_litellm
 from om_stream.core.model_spec import ModelWithRetries
-from om_stream.errors import BudgetExceeded, ModelUnavailable
+from om_stream.errors import BudgetExceeded, ModelError, ModelUnavailable
+from om_stream.observability.metrics import Metrics
+from om_stream.observability.model_metrics import ModelCallMetrics
 from om_stream.ports import ChatMessage, ChatRequest
 from om_stream.testing.fake_openai import ErrorReply, FakeOpenAI, Reply, Usage
 
@@ -253,3 +259,136 @@ async def test_call_observers_see_every_attempt_and_their_failures_are_contained
 
     assert [(r.ok, r.error_kind, r.attempt) for r in records] == [(False, "server_error", 1), (True, None, 2)]
     assert records[1].cost_usd == pytest.approx(0.00125)
+
+
+# -- which failures are worth another try ----------------------------------------------------------------------------
+
+async def test_a_conflict_is_retried(srv: FakeOpenAI) -> None:
+    srv.enqueue(ErrorReply(409, "Another request with this idempotency key is in progress.", "conflict"))
+    gateway = ModelGateway(settings(srv), routes="openai/gpt-5-mini")
+
+    response = await gateway.complete(chat())
+
+    assert response.text == "fine"
+    assert len(srv.requests) == 2
+
+
+async def test_an_answer_refused_by_litellms_json_schema_validation_is_not_retried(
+        srv: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    # litellm raises its own HTTP 500 for an answer that does not match the schema: asking again is no cure
+    monkeypatch.setattr(import_litellm(), "enable_json_schema_validation", True)
+    srv.default = lambda _r: Reply('{"name": 7}')
+    gateway = ModelGateway(settings(srv), routes="openai/gpt-5-mini")
+    request = replace(chat(), role="extractor", response_schema={
+        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
+
+    with pytest.raises(ModelUnavailable) as caught:
+        await gateway.complete(request)
+
+    assert len(srv.requests) == 1
+    assert caught.value.kind == "response_validation" and caught.value.status_code is None
+    assert gateway.breaker("openai/gpt-5-mini").consecutive == 0
+
+
+def test_missing_credentials_litellm_reports_as_a_server_error_are_not_transient() -> None:
+    litellm = import_litellm()
+    local = litellm.InternalServerError(  # what litellm raises, before any request, for an OpenAI model with no key
+        message="OpenAIException - Missing credentials. Please pass an `api_key`, or set the OPENAI_API_KEY "
+                "environment variable.", llm_provider="openai", model="gpt-5-mini")
+
+    error = model_error(local)
+
+    assert (error.kind, error.status_code) == ("auth", None)
+    assert not is_transient(error)
+
+
+@pytest.mark.parametrize(("error", "transient"), [
+    (ModelError("Invalid API key provided"), False),
+    (ModelError("AuthenticationError: authentication failed for this organization"), False),
+    (ModelError("response schema validation failed: 'name' is a required property"), False),
+    (ModelError("TypeError: acompletion() got an unexpected keyword argument 'thinking'", kind="TypeError"), False),
+    (ModelError("read ECONNRESET"), True),
+    (ModelError("httpx.RemoteProtocolError: Server disconnected without sending a response."), True),
+    (ModelError("openai/gpt-5-mini: no answer within 2 s", kind="timeout"), True),
+    (ModelError("Timeout (HTTP 408): Request timed out.", kind="timeout", status_code=408), True),
+    (ModelError("conflict", kind="client_error", status_code=409), True),
+    (ModelError("rate limited", kind="rate_limited", status_code=429), True),
+    (ModelError("bad gateway", kind="server_error", status_code=502), True),
+    (ModelError("bad request", kind="client_error", status_code=400), False),
+    (ModelError("unauthorized", kind="client_error", status_code=401), False),
+    (ModelError("unprocessable", kind="client_error", status_code=422), False),
+    (ModelError("litellm.JSONSchemaValidationError", kind="response_validation", status_code=500), False),
+])
+def test_only_timeouts_connection_failures_and_retryable_statuses_are_transient(error: ModelError,
+                                                                                 transient: bool) -> None:
+    assert is_transient(error) is transient
+
+
+# -- answers the model did not finish --------------------------------------------------------------------------------
+
+async def test_an_answer_stopped_by_the_content_filter_is_a_failed_attempt_and_asked_again(srv: FakeOpenAI) -> None:
+    srv.enqueue(Reply("<observations>\n* 🔴 User", usage=Usage(1000, 20), finish_reason="content_filter"))
+    records: list[Any] = []
+    gateway = ModelGateway(settings(srv, budget_tokens=10_000), routes="openai/gpt-5-mini",
+                           observers=[records.append])
+
+    response = await gateway.complete(chat())
+
+    assert response.text == "fine"
+    assert len(srv.requests) == 2
+    assert [(r.ok, r.error_kind) for r in records] == [(False, "incomplete"), (True, None)]
+    assert records[0].usage is not None and records[0].usage.output_tokens == 20
+    assert gateway.breaker("openai/gpt-5-mini").state == "closed"
+    assert gateway.budget.used("tenant-a", time.monotonic()) == 1020 + 1500  # the cut answer was paid for too
+
+
+@pytest.mark.parametrize("provider_reason", ["other", "unknown", "error", "OTHER", "SAFETY", "content_filter"])
+async def test_an_unfinished_answer_fails_the_call_after_its_retries_with_the_reason(
+        srv: FakeOpenAI, provider_reason: str) -> None:
+    # litellm maps "other", "unknown" and "error" to "stop" (and Gemini's OTHER and SAFETY to content_filter): the
+    # gateway reads the provider's own reason
+    srv.default = lambda _r: Reply("<observations>\n* 🔴 User is", finish_reason=provider_reason)
+    gateway = ModelGateway(settings(srv, max_retries=2), routes="openai/gpt-5-mini")
+
+    with pytest.raises(ModelUnavailable) as caught:
+        await gateway.complete(chat())
+
+    assert len(srv.requests) == 3
+    assert caught.value.kind == "incomplete"
+    expected = "content_filter" if provider_reason in ("OTHER", "SAFETY") else provider_reason
+    assert f"finish reason {expected!r}" in str(caught.value)
+
+
+async def test_an_unfinished_answer_moves_on_to_the_next_fallback_entry(srv: FakeOpenAI) -> None:
+    srv.add_rule(Reply("partial", finish_reason="content_filter"), model="gpt-4o-mini")
+    gateway = ModelGateway(settings(srv), routes=[ModelWithRetries(model="openai/gpt-4o-mini", max_retries=1),
+                                                  ModelWithRetries(model="openai/gpt-5-mini")])
+
+    response = await gateway.complete(chat())
+
+    assert response.text == "fine"
+    assert [r.model for r in srv.requests] == ["gpt-4o-mini", "gpt-4o-mini", "gpt-5-mini"]
+
+
+async def test_a_truncated_answer_is_still_an_answer(srv: FakeOpenAI) -> None:
+    srv.enqueue(Reply("<observations>\n* 🔴 User is Ada.", finish_reason="length"))
+    gateway = ModelGateway(settings(srv), routes="openai/gpt-5-mini")
+
+    response = await gateway.complete(chat())
+
+    assert response.finish_reason == "length"
+    assert len(srv.requests) == 1
+
+
+async def test_an_unfinished_answer_is_counted_as_spend_in_the_metrics(srv: FakeOpenAI) -> None:
+    srv.enqueue(Reply("<observations>\n* 🔴 User", usage=Usage(1000, 500), finish_reason="content_filter"))
+    metrics = Metrics.create()
+    gateway = ModelGateway(settings(srv), routes="openai/gpt-5-mini", observers=[ModelCallMetrics(metrics)])
+
+    await gateway.complete(chat())
+
+    labels = {"gen_ai_request_model": "openai/gpt-5-mini", "om_role": "observer"}
+    spent = metrics.registry.get_sample_value("om_model_cost_usd_total", labels)
+    assert spent == pytest.approx(2 * 0.00125)  # both answers were billed, the cut one too
+    assert gateway.stats.cost_usd == pytest.approx(2 * 0.00125)
+    assert metrics.registry.get_sample_value("om_model_calls_total", {**labels, "outcome": "error"}) == 1

@@ -2,7 +2,7 @@
 
     gateway      ModelGateway (the ChatModel the runtime uses), GatewaySettings, gateway_for_cli
     routing      model specs → ordered route entries; API bases and keys
-    resilience   transient errors, retry backoff, circuit breakers, bulkheads
+    resilience   transient errors, unfinished answers, retry backoff, circuit breakers, bulkheads
     budget       per-resource token budgets over a sliding window
     pricing      what a call cost, and who said so
 

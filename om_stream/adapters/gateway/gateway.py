@@ -9,7 +9,9 @@ For each call (``complete``), in order:
 3. **try entries in order**: an entry whose circuit is open is skipped; each attempt waits for a slot of the
    model's bulkhead, runs with the per-call timeout, and on a transient failure is retried after a backoff with
    jitter (or the provider's Retry-After) up to the entry's ``maxRetries``; a non-transient failure moves on to the
-   next entry at once;
+   next entry at once. An answer the model did not complete (finish reason ``content_filter``, ``other``,
+   ``unknown``, ``error``) is a failed attempt too, retried the same way (kind ``incomplete``), although it says
+   nothing against the model's health: its circuit stays closed;
 4. **settle**: the cost is settled (provider-reported, price override, litellm's map, else unknown) and the budget
    charged with what the call used.
 
@@ -33,7 +35,13 @@ from pydantic import SecretStr
 
 from om_stream.adapters.gateway.budget import Reservation, TokenBudget
 from om_stream.adapters.gateway.pricing import priced
-from om_stream.adapters.gateway.resilience import Bulkhead, CircuitBreaker, RetryPolicy, is_transient
+from om_stream.adapters.gateway.resilience import (
+    Bulkhead,
+    CircuitBreaker,
+    RetryPolicy,
+    incomplete_reason,
+    is_transient,
+)
 from om_stream.adapters.gateway.routing import RouteEntry, api_base_for, apply_entry, lookup, resolve_route
 from om_stream.adapters.litellm_model import (
     LiteLLMModel,
@@ -263,16 +271,17 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
             except ModelError:
                 shared.stats.budget_refusals += 1
                 raise
+        spent: list[int] = []  # tokens of answers that came back but were not usable (paid all the same)
         try:
-            response = await self._try_entries(request, entries, deadline)
+            response = await self._try_entries(request, entries, deadline, spent)
         except BaseException:
-            TokenBudget.settle(reservation, 0)
+            TokenBudget.settle(reservation, sum(spent))
             raise
-        TokenBudget.settle(reservation, response.usage.input_tokens + response.usage.output_tokens)
+        TokenBudget.settle(reservation, sum(spent) + response.usage.input_tokens + response.usage.output_tokens)
         return response
 
-    async def _try_entries(self, request: ChatRequest, entries: tuple[RouteEntry, ...],
-                           deadline: float) -> ChatResponse:
+    async def _try_entries(self, request: ChatRequest, entries: tuple[RouteEntry, ...], deadline: float,
+                           spent: list[int]) -> ChatResponse:
         shared = self._shared
         stats = shared.stats
         last: ModelError | None = None
@@ -302,10 +311,14 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
                         breaker.release()
                         raise
                     last = exc
-                    if not is_transient(exc):
+                    if isinstance(exc, _IncompleteAnswer):
+                        spent.append(exc.tokens)
+                        breaker.success()  # the model answered: nothing against its health
+                    elif is_transient(exc):
+                        breaker.failure(shared.clock())
+                    else:
                         breaker.release()
                         break
-                    breaker.failure(shared.clock())
                     if retry == entry.max_retries or breaker.state == "open":
                         break
                     delay = shared.policy.delay(retry, exc.retry_after, shared.rand)
@@ -352,16 +365,20 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
         finally:
             bulkhead.release()
         response = priced(response, lookup(shared.settings.prices, entry.model))
+        reason = incomplete_reason(response)
+        if reason is not None:
+            incomplete = _IncompleteAnswer(entry.model, reason, response.usage)
+            self._paid(response)
+            self._failed(request, entry, index, attempt, began, incomplete, usage=response.usage,
+                         cost_usd=response.cost_usd)
+            raise incomplete
         gateway = {"route": entry.model, "provider_model": response.model, "entry": index, "attempts": attempt}
         if entry.tier is not None:
             gateway["tier"] = entry.tier
         response = replace(response, model=entry.model,
                            provider_metadata={**response.provider_metadata, "gateway": gateway})
         stats.successes += 1
-        if response.cost_usd is None:
-            stats.unknown_cost_calls += 1
-        else:
-            stats.cost_usd += response.cost_usd
+        self._paid(response)
         self._notify(CallRecord(role=request.role, model=entry.model, ok=True, seconds=shared.clock() - began,
                                 attempt=attempt, entry=index, usage=response.usage, cost_usd=response.cost_usd,
                                 resource_id=request.resource_id))
@@ -370,12 +387,19 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
     # -- helpers -------------------------------------------------------------------------------------------------
 
     def _failed(self, request: ChatRequest, entry: RouteEntry, index: int, attempt: int, began: float,
-                error: ModelError) -> None:
+                error: ModelError, *, usage: Usage | None = None, cost_usd: float | None = None) -> None:
         self._shared.stats.failures += 1
         log.info("model call to %s failed (%s): %s", entry.model, error.kind, str(error)[:300])
         self._notify(CallRecord(role=request.role, model=entry.model, ok=False,
-                                seconds=self._shared.clock() - began, attempt=attempt, entry=index,
-                                error_kind=error.kind, resource_id=request.resource_id))
+                                seconds=self._shared.clock() - began, attempt=attempt, entry=index, usage=usage,
+                                cost_usd=cost_usd, error_kind=error.kind, resource_id=request.resource_id))
+
+    def _paid(self, response: ChatResponse) -> None:
+        stats = self._shared.stats
+        if response.cost_usd is None:
+            stats.unknown_cost_calls += 1
+        else:
+            stats.cost_usd += response.cost_usd
 
     def _notify(self, record: CallRecord) -> None:
         for observer in self._shared.observers:
@@ -423,6 +447,15 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
         if bulkhead is None:
             bulkhead = shared.bulkheads[name] = Bulkhead(shared.settings.max_concurrency)
         return bulkhead
+
+
+class _IncompleteAnswer(ModelError):
+    """An answer that came back unfinished; ``tokens`` is what it used (charged to the budget all the same)."""
+
+    def __init__(self, model: str, reason: str, usage: Usage) -> None:
+        super().__init__(f"{model}: the answer is incomplete (finish reason {reason!r})", kind="incomplete")
+        self.reason = reason
+        self.tokens = usage.input_tokens + usage.output_tokens
 
 
 def _give_up(last: ModelError | None, summary: str) -> str:

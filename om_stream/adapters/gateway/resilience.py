@@ -1,5 +1,5 @@
-"""Behaviour under failure, per model: which errors are worth another try, how long to wait, when to stop calling a
-model for a while (circuit breaker) and how many calls may run at once (bulkhead).
+"""Behaviour under failure, per model: which errors are worth another try, which answers are incomplete, how long
+to wait, when to stop calling a model for a while (circuit breaker) and how many calls may run at once (bulkhead).
 
 The reference retries 8 times over ~4 minutes with no breaker, which blocked users' turns for 247 s; here retries
 are few, bounded by the gateway's deadline, and a failing model is skipped quickly once its circuit opens.
@@ -10,26 +10,56 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from om_stream.errors import ModelError
+from om_stream.ports import ChatResponse
 
-__all__ = ["Bulkhead", "CircuitBreaker", "RetryPolicy", "is_transient"]
+__all__ = ["INCOMPLETE_FINISH_REASONS", "Bulkhead", "CircuitBreaker", "RetryPolicy", "incomplete_reason",
+           "is_transient"]
 
+# Statuses after which the same request may succeed: a timeout, a conflict with a concurrent request, "too early",
+# a rate limit; and any 5xx of the provider.
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+# Kinds ``litellm_model.model_error`` and the gateway give to failures of the transport itself.
 _TRANSIENT_KINDS = frozenset({"timeout", "rate_limited", "server_error", "connection", "deadline"})
-_TRANSIENT_STATUS = frozenset({408, 425, 429})
+# Kinds that fail the same way every time, whatever status came with them: a refused credential, an answer
+# litellm itself validated and refused (its JSON-schema check raises a 500 of its own).
+_PERMANENT_KINDS = frozenset({"auth", "response_validation"})
+# How a failed transport reads in an error that carries no status (the reference's list, plus Python's words).
+_TRANSPORT_FAILURE = re.compile(
+    r"econnreset|econnrefused|enotfound|eai_again|etimedout|socket hang up|fetch failed|network error|"
+    r"timed out|request timeout|connection (?:reset|closed|refused|aborted|error)|server disconnected|"
+    r"remote end closed|broken pipe|temporary failure in name resolution|\bterminated\b",
+    re.IGNORECASE)
+
+# Finish reasons of an answer the model did not complete: a content filter stopped it, or the provider ended it
+# for a reason of its own ("other", "unknown", "error"). Parsing such an answer would commit a fragment as if it
+# were the Observer's work. "length" is not here: a truncated answer is still the model's, and a runaway one is
+# caught as degenerate by the cycle.
+INCOMPLETE_FINISH_REASONS = frozenset({"content_filter", "other", "unknown", "error"})
 
 
 def is_transient(error: ModelError) -> bool:
-    """Worth another try: timeouts, rate limits, 5xx, connection failures. Client errors (auth, validation,
-    unknown model) are not: they fail the same way every time. An error litellm could not classify (no HTTP
-    status) is treated as a transport problem."""
+    """Worth another try: timeouts, connection failures, 408/409/425/429 and the provider's 5xx. Anything else
+    (a refused key, a request or an answer that fails validation, an unknown model, an error nobody could place)
+    fails the same way every time and is not retried. An error without a status is transient only when its kind
+    or its words say the transport failed."""
+    if error.kind in _PERMANENT_KINDS:
+        return False
     status = error.status_code
     if status is not None:
-        return status in _TRANSIENT_STATUS or status >= 500
-    return error.kind in _TRANSIENT_KINDS or error.kind not in ("client_error", "input_too_large", "no_model")
+        return status in _TRANSIENT_STATUS or 500 <= status <= 599
+    return error.kind in _TRANSIENT_KINDS or _TRANSPORT_FAILURE.search(str(error)) is not None
+
+
+def incomplete_reason(response: ChatResponse) -> str | None:
+    """The finish reason of an answer the model did not complete, or ``None`` for a complete one."""
+    reason = (response.finish_reason or "").strip().lower().replace("-", "_")
+    return reason if reason in INCOMPLETE_FINISH_REASONS else None
 
 
 @dataclass(frozen=True)
