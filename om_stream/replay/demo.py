@@ -20,11 +20,12 @@ from om_stream.wire.context import ContextRecord
 
 __all__ = ["DEMO_OPTIONS", "run_demo", "sample_conversation"]
 
-# Small thresholds so a short conversation shows buffering, activation and reflection.
+# Small thresholds so a short conversation shows buffering, activation and reflection; the reflection threshold
+# leaves the condensed log room for every fact the user asked to keep (tests/component/test_demo_memory.py).
 DEMO_OPTIONS: dict[str, Any] = {
     "observation": {"messageTokens": 500, "bufferTokens": 0.25, "bufferActivation": 0.8, "blockAfter": 1.2,
                     "threadTitle": True},
-    "reflection": {"observationTokens": 450, "bufferActivation": 0.5, "blockAfter": 1.2},
+    "reflection": {"observationTokens": 600, "bufferActivation": 0.5, "blockAfter": 1.2},
     "temporalMarkers": True,
 }
 
