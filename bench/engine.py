@@ -1,11 +1,24 @@
-"""``make bench-engine``: engine overhead and model tokens on a 2,000-turn synthetic conversation.
+"""``make bench-engine``: engine overhead, model tokens and the observation log's bound, on several conversation
+shapes (offline model).
 
-Replays the conversation (seeded generator: varied lengths, ~12 % tool turns with long results, facts planted
-early) through the embedded runner and the offline model with thresholds 2000/0.2/0.8/1.2 and 4000/0.5/1.2, several
-times, and prints medians. The engine is measured on the in-memory content store; one more run on the SQLite store
-(the embedded default) shows what the store adds. Targets (engine issue): ≤ 1.2 ms of engine overhead per turn, no
-upward drift, ≤ 7.4 M tokens sent to the models (the reference sends 14.7 M, re-sending the whole log on every
-Observer call, and spends 18.5 ms per turn), and zero invariant violations.
+1. **The reference comparison** (as before): the project's 2,000-turn synthetic conversation (seeded generator:
+   varied lengths, ~12 % tool turns with long results, facts planted early) through the embedded runner and the
+   offline model with thresholds 2000/0.2/0.8/1.2 and 4000/0.5/1.2, several times, medians printed. The engine is
+   measured on the in-memory content store; one more run on the SQLite store (the embedded default) shows what the
+   store adds. Targets (engine issue): <= 1.2 ms of engine overhead per turn, no upward drift, <= 7.4 M tokens sent
+   to the models (the reference sends 14.7 M, re-sending the whole log on every Observer call, and spends 18.5 ms
+   per turn), and zero invariant violations.
+2. **Every conversation shape** (``om_stream.replay.shapes``: chatty, tool-heavy, documents, multi-day, mixed,
+   project), same thresholds, one run each: engine overhead per turn and its drift from the first half to the
+   second (target <= 5 %), tokens sent to the Observer and Reflector and their ratio to what the same calls would
+   cost re-sending the whole observation log, the agent's contexts plus those tokens against an agent without
+   memory re-sending the whole conversation every turn (target <= 0.5), Reflector calls and generations, the largest
+   observation log of any published context and the turns over the bound observationTokens x blockAfter (target
+   0), and the planted facts still in the final context.
+
+"Re-sending the whole log": every Observer call carrying the whole observation log as its previous observations,
+as the reference does, where om-stream sends at most ``previousObserverTokens`` of it. The baseline is the tokens
+actually sent plus, for each Observer request, the log's tokens beyond that budget.
 """
 
 from __future__ import annotations
@@ -20,11 +33,14 @@ from typing import Any
 
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.adapters.sqlite_store import SqliteContentStore
+from om_stream.core.commands import RequestObservation
 from om_stream.core.config import OMConfig
-from om_stream.replay.conversation import load_turns
+from om_stream.replay.conversation import Turn, load_turns
 from om_stream.replay.runner import replay
+from om_stream.replay.shapes import SHAPES, Conversation, generate
 from om_stream.replay.synthetic import PLANTED_FACTS, write_jsonl
 from om_stream.runtime import host
+from om_stream.runtime.host import Decided
 
 OPTIONS: dict[str, Any] = {
     "observation": {"messageTokens": 2000, "bufferTokens": 0.2, "bufferActivation": 0.8, "blockAfter": 1.2},
@@ -59,35 +75,80 @@ class DecideTimer:
         host.decide = self._decide  # type: ignore[assignment]
 
 
-async def one_run(path: Path, store: str = "memory") -> dict[str, Any]:
-    turns = load_turns(path)
+class WholeLogCost:
+    """For each Observer request, the observation log's tokens beyond ``previousObserverTokens``: what re-sending
+    the whole log would have added to that call."""
+
+    def __init__(self, previous_budget: int | None) -> None:
+        self.budget = previous_budget
+        self.extra_tokens = 0
+
+    def __call__(self, decided: Decided) -> None:
+        if self.budget is None:
+            return  # the whole log is sent already
+        for command in decided.commands:
+            if isinstance(command, RequestObservation):
+                tokens = {s.id: s.tokens for s in (*decided.before.log, *decided.after.log)}
+                full = sum(tokens.get(i, 0) for i in command.previous_segment_ids)
+                self.extra_tokens += max(0, full - self.budget)
+
+
+async def one_run(turns: list[Turn], store: str = "memory") -> dict[str, Any]:
     content = InMemoryContentStore() if store == "memory" else SqliteContentStore(":memory:")
+    options = OMConfig.parse(OPTIONS)
+    whole_log = WholeLogCost(options.resolve().previous_observer_tokens)
     with DecideTimer() as timer:
-        result = await replay(turns, OMConfig.parse(OPTIONS), store=content)
+        result = await replay(turns, options, store=content, watch=whole_log)
+    await content.close()
     report = result.report()
     report["messages"] = sum(len(t.messages) for t in turns)
     report["decide"] = {"inputs": timer.calls, "seconds": timer.seconds}
+    sent = report["totals"]["tokens_sent_to_models"]
+    report["whole_log_tokens"] = sent + whole_log.extra_tokens
+    report["full_history_tokens"] = full_history_tokens(turns)
+    # what the agent sends with OM (its context each turn) plus what OM's own models are sent
+    report["with_om_tokens"] = sent + sum(t["observation_tokens"] + t["context_message_tokens"]
+                                          for t in report["per_turn"])
+    report["final_text"] = "\n".join(
+        "\n".join([c.observations, *(m.text for m in c.messages)]) for c in result.final_contexts.values())
     return report
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--turns", type=int, default=2000)
-    args = parser.parse_args()
+def full_history_tokens(turns: list[Turn]) -> int:
+    """Without memory: every turn re-sends the whole conversation so far (tokens as the agent's model counts)."""
+    from om_stream.adapters.tiktoken_counter import TiktokenCounter
+    from om_stream.core.tokens import TokenAccountant
+
+    accountant = TokenAccountant(TiktokenCounter().count)
+    history = total = 0
+    for turn in turns:
+        history += sum(accountant.message_tokens(m) for m in turn.messages)
+        total += history
+    return total
+
+
+def _drift(report: dict[str, Any]) -> float:
+    first = report["timing"]["overhead_ms_first_half_mean"]
+    second = report["timing"]["overhead_ms_second_half_mean"]
+    return (second - first) / first * 100 if first else 0.0
+
+
+def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
+    """The project's conversation, ``runs`` times: medians, and the figures the reference is compared on."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "conversation.jsonl"
-        lines = write_jsonl(path, args.turns, seed=42)
+        lines = write_jsonl(path, turns, seed=42)
         from om_stream.adapters.tiktoken_counter import TiktokenCounter
 
         counter = TiktokenCounter()
+        loaded = load_turns(path)
         total_tokens = sum(counter.count(m.text) + sum(counter.count(str(getattr(p, "result", "")))
                                                         for p in m.parts if p.type == "tool-result")
-                           for t in load_turns(path) for m in t.messages)
-        print(f"conversation: {args.turns} turns, {lines} lines, ~{total_tokens / 1e6:.2f} M tokens "
+                           for t in loaded for m in t.messages)
+        print(f"conversation: {turns} turns, {lines} lines, ~{total_tokens / 1e6:.2f} M tokens "
               f"({len(PLANTED_FACTS)} facts planted early)")
-        reports = [asyncio.run(one_run(path)) for _ in range(args.runs)]
-        on_sqlite = asyncio.run(one_run(path, "sqlite"))["timing"]["overhead_ms"]
+        reports = [asyncio.run(one_run(loaded)) for _ in range(runs)]
+        on_sqlite = asyncio.run(one_run(loaded, "sqlite"))["timing"]["overhead_ms"]
     mean = [r["timing"]["overhead_ms"]["mean"] for r in reports]
     p50 = [r["timing"]["overhead_ms"]["p50"] for r in reports]
     p90 = [r["timing"]["overhead_ms"]["p90"] for r in reports]
@@ -96,7 +157,7 @@ def main() -> None:
     last = reports[-1]
     totals = last["totals"]
     median_mean = statistics.median(mean)
-    print(f"runs: {args.runs} (medians below)")
+    print(f"runs: {runs} (medians below)")
     print(f"engine overhead per turn: mean {median_mean:.3f} ms, p50 {statistics.median(p50):.3f} ms, "
           f"p90 {statistics.median(p90):.3f} ms (runs: {', '.join(f'{m:.3f}' for m in mean)})")
     print(f"  first half {statistics.median(first):.3f} ms, second half {statistics.median(second):.3f} ms "
@@ -114,7 +175,54 @@ def main() -> None:
           f"sync {totals['observer']['sync']}); Reflector calls {totals['reflector']['calls']}; "
           f"activations {totals['activations']}; generations {totals['generations']}")
     print(f"invariants: turns over blockAfter {last['invariants']['turns_over_block_after']}, "
-          f"turns without the current user message {last['invariants']['turns_without_current_user_message']}")
+          f"turns without the current user message {last['invariants']['turns_without_current_user_message']}, "
+          f"turns over the observation bound {last['invariants']['turns_over_observation_limit']}")
+    return last
+
+
+def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
+    totals, timing, invariants = report["totals"], report["timing"], report["invariants"]
+    sent, whole = totals["tokens_sent_to_models"], report["whole_log_tokens"]
+    facts = conversation.current_facts()
+    kept = sum(1 for f in facts if f.found_in(report["final_text"]))
+    return (f"{conversation.shape:<11}{len(conversation.turns()):>6}{timing['overhead_ms']['mean']:>9.3f}"
+            f"{timing['overhead_ms_first_half_mean']:>8.3f}{timing['overhead_ms_second_half_mean']:>8.3f}"
+            f"{_drift(report):>+8.1f}%{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
+            f"{report['with_om_tokens'] / report['full_history_tokens']:>7.3f}"
+            f"{totals['reflector']['calls']:>7}{totals['generations']:>6}{invariants['largest_observation_log']:>8}"
+            f"{invariants['turns_over_observation_limit']:>7}{kept:>5}/{len(facts):<3}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="runs of the reference comparison (medians)")
+    parser.add_argument("--turns", type=int, default=2000, help="turns of every conversation")
+    parser.add_argument("--shapes", default=",".join(SHAPES),
+                        help=f"comma-separated shapes to measure (default: all of {', '.join(SHAPES)}; none: '')")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--skip-reference", action="store_true", help="only the shapes")
+    args = parser.parse_args()
+    shapes = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
+    project = None if args.skip_reference else reference_comparison(args.runs, args.turns)
+    if not shapes:
+        return
+    limit = OMConfig.parse(OPTIONS).resolve().reflection_block_after
+    print(f"\nshapes: {args.turns} turns each, seed {args.seed}, one run each; bound on the observation log "
+          f"{limit} tokens; targets: drift <= 5 %, tokens <= 0.5x (/full), 0 turns over the bound")
+    print("  /whole: OM's model tokens against the same calls re-sending the whole observation log; /full: the "
+          "agent's contexts plus OM's model tokens against re-sending the whole conversation every turn")
+    print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'1st':>8}{'2nd':>8}{'drift':>9}{'M tok':>9}{'/whole':>7}"
+          f"{'/full':>7}{'refl':>7}{'gens':>6}{'max log':>8}{'over':>7}{'facts':>9}")
+    for name in shapes:
+        conversation = generate(name, args.turns, seed=args.seed)
+        if name == "project" and project is not None and args.seed == 42:
+            report = project  # the reference comparison's conversation (another thread id, the same lines)
+        else:
+            report = asyncio.run(one_run(conversation.turns()))
+        print(shape_row(conversation, report), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ own (a manual clock set to each message's ``created_at``). With ``drain`` (the d
 background cycles finish before the next message, which makes runs reproducible.
 
 Engine overhead per turn = wall time of the turn − time spent inside the model's ``complete()``.
+
+Every context the host publishes is watched (through its ``on_decided`` hook, chained with the driver's): the
+report gives the largest observation log any published context held and the turns where it exceeded the bound
+``reflection.observationTokens × blockAfter`` (``observation_limit``). ``watch`` sees every decision too, and
+``finalize`` observes what is left unobserved at the end (as a thread that ends would), before the memory closes.
 """
 
 from __future__ import annotations
@@ -16,15 +21,53 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from om_stream.core.config import OMConfig
+from om_stream.core.commands import PersistSegment, PublishContext
+from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.ports import ChatModel, ContentStore
 from om_stream.replay.conversation import Turn
 from om_stream.runtime.clock import ManualClock
 from om_stream.runtime.cycles import RoleStats
 from om_stream.runtime.embedded import Memory
+from om_stream.runtime.host import Decided
 from om_stream.wire.context import ContextRecord
 
-__all__ = ["ReplayResult", "TurnRecord", "replay"]
+__all__ = ["PublishedLogs", "ReplayResult", "TurnRecord", "observation_limit", "replay"]
+
+
+def observation_limit(config: ResolvedConfig) -> int:
+    """The most observation-log tokens a published context may hold: ``reflection.observationTokens ×
+    blockAfter``, or the threshold itself when reflection is not buffered (it then blocks at the threshold)."""
+    block_after = config.reflection_block_after
+    return block_after if block_after is not None else config.observation_tokens
+
+
+class PublishedLogs:
+    """Watches the host's decisions: the observation log of every published context, and the observation tokens
+    the Observer added to the log."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.contexts = 0
+        self.over_limit = 0
+        self.largest = 0
+        self.since_mark = 0  # the largest since ``mark()``
+        self.observation_tokens_written = 0
+
+    def __call__(self, decided: Decided) -> None:
+        for command in decided.commands:
+            if isinstance(command, PublishContext):
+                tokens = command.spec.observation_tokens
+                self.contexts += 1
+                self.over_limit += tokens > self.limit
+                self.largest = max(self.largest, tokens)
+                self.since_mark = max(self.since_mark, tokens)
+            elif isinstance(command, PersistSegment) and command.kind == "observation":
+                self.observation_tokens_written += command.tokens
+
+    def mark(self) -> int:
+        """The largest observation log published since the previous mark."""
+        largest, self.since_mark = self.since_mark, 0
+        return largest
 
 
 @dataclass
@@ -38,6 +81,7 @@ class TurnRecord:
     context_has_current_user_message: bool
     newest_tokens: int
     overhead_ms: float
+    published_observation_tokens: int = 0  # the largest observation log in a context published during the turn
 
 
 @dataclass
@@ -46,6 +90,8 @@ class ReplayResult:
     memory: Memory | None = None
     wall_seconds: float = 0.0
     final_observation_lines: int = 0
+    published: PublishedLogs | None = None
+    final_contexts: dict[str, ContextRecord] = field(default_factory=dict)  # read last, before the memory closed
 
     def report(self) -> dict[str, Any]:
         assert self.memory is not None
@@ -60,6 +106,7 @@ class ReplayResult:
         observer, reflector = memory.stats.observer, memory.stats.reflector
         last = self.turns[-1] if self.turns else None
         limit = memory.config.message_limit
+        published = self.published or PublishedLogs(observation_limit(memory.config))
         unknown = observer.unknown_cost_calls + reflector.unknown_cost_calls
         return {
             "totals": {
@@ -68,6 +115,7 @@ class ReplayResult:
                 "tokens_sent_to_models": observer.input_tokens + reflector.input_tokens,
                 "activations": memory.events_by_type.get("data-om-activation", 0),
                 "generations": last.generation_count if last else 0,
+                "observation_tokens_written": published.observation_tokens_written,
                 "events_by_type": dict(sorted(memory.events_by_type.items())),
                 "cost_usd": None if unknown and not (observer.cost_usd + reflector.cost_usd)
                 else round(observer.cost_usd + reflector.cost_usd, 6),
@@ -90,6 +138,12 @@ class ReplayResult:
                                               if t.context_message_tokens - t.newest_tokens > limit),
                 "turns_without_current_user_message": sum(1 for t in self.turns
                                                           if not t.context_has_current_user_message),
+                "observation_limit": published.limit,
+                "largest_observation_log": published.largest,
+                "turns_over_observation_limit": sum(1 for t in self.turns
+                                                    if t.published_observation_tokens > published.limit),
+                "contexts_published": published.contexts,
+                "contexts_over_observation_limit": published.over_limit,
             },
             "per_turn": [{"turn": t.turn, "active_message_tokens": t.active_message_tokens,
                           "observation_tokens": t.observation_tokens, "buffered_chunks": t.buffered_chunks,
@@ -118,14 +172,18 @@ def _percentile(values: Sequence[float], pct: float) -> float:
 
 async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel | None = None, drain: bool = True,
                  on_turn: Callable[[Turn, ContextRecord | None, Memory], None] | None = None,
-                 memory: Memory | None = None, store: ContentStore | None = None) -> ReplayResult:
-    """Replay ``turns`` through a ``Memory`` (the given one, else one on ``store``: SQLite in memory by default)."""
+                 memory: Memory | None = None, store: ContentStore | None = None,
+                 watch: Callable[[Decided], None] | None = None, finalize: bool = False) -> ReplayResult:
+    """Replay ``turns`` through a ``Memory`` (the given one, else one on ``store``: SQLite in memory by default).
+    ``watch`` sees every decision of the memory's host; ``finalize`` observes what is left at the end."""
     clock = ManualClock(turns[0].messages[0].created_at_ms if turns else 0)
     result = ReplayResult()
     started = time.perf_counter()
     async with memory or Memory(options, model=model, clock=clock, store=store) as om:
         clock = om.clock if isinstance(om.clock, ManualClock) else clock
         result.memory = om
+        published = result.published = PublishedLogs(observation_limit(om.config))
+        _chain(om, published, watch)
         for turn in turns:
             model_before = om.stats.observer.model_seconds + om.stats.reflector.model_seconds
             began = time.perf_counter()
@@ -156,12 +214,32 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
                 observation_tokens=state.log_tokens, buffered_chunks=len(state.buffered),
                 generation_count=state.generation, context_message_tokens=max_tokens,
                 context_has_current_user_message=has_user, newest_tokens=newest,
-                overhead_ms=max(0.0, (elapsed - model_seconds) * 1000)))
+                overhead_ms=max(0.0, (elapsed - model_seconds) * 1000), published_observation_tokens=published.mark()))
             if on_turn is not None:
                 on_turn(turn, context, om)
         await om.settle()
         result.wall_seconds = time.perf_counter() - started
+        threads = {t.thread_id: t.messages[0].resource_id for t in turns}
+        if finalize:
+            for thread_id, resource_id in threads.items():
+                await om.observe(thread_id, resource_id, force=True)
+            await om.settle()
+        for thread_id in threads:
+            context = await om.context(thread_id)
+            if context is not None:
+                result.final_contexts[thread_id] = context
         if turns:
             result.final_observation_lines = await om.observation_lines(turns[-1].thread_id,
                                                                        turns[-1].messages[0].resource_id)
     return result
+
+
+def _chain(memory: Memory, *watchers: Callable[[Decided], None] | None) -> None:
+    """Every decision of the memory's host to its own hook first, then to each watcher."""
+    hooks = [h for h in (memory.host.on_decided, *watchers) if h is not None]
+
+    def on_decided(decided: Decided) -> None:
+        for hook in hooks:
+            hook(decided)
+
+    memory.host.on_decided = on_decided
