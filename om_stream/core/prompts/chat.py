@@ -35,9 +35,10 @@ class ChatMessage:
 @dataclass(frozen=True)
 class ChatRequest:
     """One call to a chat model on behalf of OM. ``task`` is the structured view of the same call, which the
-    offline deterministic model answers from; real models read ``messages``."""
+    offline deterministic model answers from; real models read ``messages``. The ``reader`` and ``judge`` roles are
+    the benchmarks' calls (``om_stream.eval``): an answer written with OM's context, and its grading."""
 
-    role: Literal["observer", "reflector", "extractor"]
+    role: Literal["observer", "reflector", "extractor", "reader", "judge"]
     model: str
     messages: tuple[ChatMessage, ...]
     task: ObserverTask | ReflectorTask | None = None
