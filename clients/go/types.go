@@ -42,14 +42,17 @@ func TextPart(text string) Part { return Part{Type: "text", Text: &text} }
 
 // Message is a chat message (the fields of om.message/v1 without the schema tag, as contexts carry them).
 type Message struct {
-	MessageID  string          `json:"message_id"`
-	ThreadID   string          `json:"thread_id"`
-	ResourceID string          `json:"resource_id"`
-	Role       string          `json:"role"`
-	CreatedAt  string          `json:"created_at"`
-	Parts      []Part          `json:"parts"`
-	Model      *string         `json:"model,omitempty"`
-	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	MessageID  string  `json:"message_id"`
+	ThreadID   string  `json:"thread_id"`
+	ResourceID string  `json:"resource_id"`
+	Role       string  `json:"role"`
+	CreatedAt  string  `json:"created_at"`
+	Parts      []Part  `json:"parts"`
+	Model      *string `json:"model,omitempty"`
+	// PromptCacheRetention is the OpenAI prompt-cache retention of the actor's call of Model ("in_memory" or
+	// "24h"); with activateAfterIdle "auto" it sets how long an OpenAI actor may stay idle before activation.
+	PromptCacheRetention *string         `json:"prompt_cache_retention,omitempty"`
+	Metadata             json.RawMessage `json:"metadata,omitempty"`
 }
 
 // MessageRecord is om.message/v1, published to the messages topic with key = thread id.
@@ -68,6 +71,8 @@ type CommandRecord struct {
 	Guidance          *string `json:"guidance,omitempty"`
 	MessageTokens     *int64  `json:"message_tokens,omitempty"`
 	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
+	Force             *bool   `json:"force,omitempty"`
+	Replace           *bool   `json:"replace,omitempty"`
 }
 
 // ContextHints are the Observer's continuation hints.
@@ -376,15 +381,33 @@ type TemporalMarkerEvent struct {
 	Text              string `json:"text"`
 }
 
-// -- HTTP bodies ----------------------------------------------------------------------------------------------
-
-// CommandRequest is the body of POST /v1/threads/{id}/observe and /reflect.
-type CommandRequest struct {
-	ResourceID *string `json:"resource_id,omitempty"`
-	Guidance   *string `json:"guidance,omitempty"`
+// CondensationEvent is data-om-condensation (om-stream's own): the engine condensed the observation log itself
+// to keep it within its bound.
+type CondensationEvent struct {
+	RecordID           string  `json:"recordId"`
+	ThreadID           string  `json:"threadId"`
+	CycleID            *string `json:"cycleId,omitempty"`
+	CondensedAt        string  `json:"condensedAt"`
+	Reason             string  `json:"reason"`
+	TokensBefore       int64   `json:"tokensBefore"`
+	TokensAfter        *int64  `json:"tokensAfter,omitempty"`
+	TargetTokens       int64   `json:"targetTokens"`
+	ObservationsFolded *int64  `json:"observationsFolded,omitempty"`
 }
 
-// CommandAccepted is the 202 answer of observe/reflect.
+// -- HTTP bodies ----------------------------------------------------------------------------------------------
+
+// CommandRequest is the body of POST /v1/threads/{id}/observe, /reflect and /override.
+type CommandRequest struct {
+	ResourceID        *string `json:"resource_id,omitempty"`
+	Guidance          *string `json:"guidance,omitempty"`
+	Force             *bool   `json:"force,omitempty"`
+	MessageTokens     *int64  `json:"message_tokens,omitempty"`
+	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
+	Replace           *bool   `json:"replace,omitempty"`
+}
+
+// CommandAccepted is the 202 answer of observe/reflect/override.
 type CommandAccepted struct {
 	Accepted  bool   `json:"accepted"`
 	CommandID string `json:"command_id"`
@@ -414,6 +437,7 @@ var PayloadTypes = map[string]func() any{
 	"data-om-activation/v1":         func() any { return new(ActivationEvent) },
 	"data-om-thread-update/v1":      func() any { return new(ThreadUpdateEvent) },
 	"data-om-temporal-marker/v1":    func() any { return new(TemporalMarkerEvent) },
+	"data-om-condensation/v1":       func() any { return new(CondensationEvent) },
 	"om.http.command-request/v1":    func() any { return new(CommandRequest) },
 	"om.http.command-accepted/v1":   func() any { return new(CommandAccepted) },
 	"om.http.error/v1":              func() any { return new(HTTPError) },

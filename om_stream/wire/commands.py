@@ -14,7 +14,13 @@ COMMAND_SCHEMA: Literal["om.command/v1"] = "om.command/v1"
 
 
 class CommandRecord(BaseModel):
-    """``observe`` / ``reflect`` (optional ``guidance``) / ``override`` (threshold overrides) / ``clear``."""
+    """``observe`` (``force``: whatever the message threshold) / ``reflect`` (optional ``guidance``) / ``override``
+    (threshold overrides, merged into the thread's; ``replace``: exactly these) / ``clear``.
+
+    ``observe`` observes only once the thread's unobserved messages reach the message threshold, as the
+    reference's ``observe()``; below it nothing happens. An ``override`` for a thread no message reached is
+    dead-lettered (``unknown_thread``). ``clear`` forgets the observations, not the conversation: the thread's
+    stored messages are unobserved again."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True,
                               title="om.command/v1")
@@ -27,6 +33,10 @@ class CommandRecord(BaseModel):
     guidance: str | None = Field(None, max_length=10_000)
     message_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
     observation_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    force: bool | None = Field(None, strict=True, description="observe: observe now, whatever the message threshold")
+    replace: bool | None = Field(None, strict=True,
+                                 description="override: the thread's overrides become exactly these (a threshold "
+                                             "left out loses its override) instead of merging")
 
     @model_validator(mode="after")
     def _fields_fit_the_command(self) -> CommandRecord:
@@ -34,4 +44,8 @@ class CommandRecord(BaseModel):
             raise ValueError("guidance is only for the reflect command")
         if self.command != "override" and (self.message_tokens or self.observation_tokens):
             raise ValueError("message_tokens / observation_tokens are only for the override command")
+        if self.command != "observe" and self.force is not None:
+            raise ValueError("force is only for the observe command")
+        if self.command != "override" and self.replace is not None:
+            raise ValueError("replace is only for the override command")
         return self

@@ -11,7 +11,8 @@ __all__ = ["DLQ_REASONS", "DLQ_SCHEMA", "DeadLetterRecord"]
 
 DLQ_SCHEMA: Literal["om.dlq/v1"] = "om.dlq/v1"
 DLQ_REASONS = ("invalid_utf8", "invalid_json", "unknown_schema", "invalid_fields", "key_mismatch", "oversize",
-               "too_deep", "missing_key", "rejected_command", "resource_mismatch", "processing_error", "store_refused")
+               "too_deep", "missing_key", "rejected_command", "resource_mismatch", "unknown_thread", "processing_error",
+               "store_refused")
 
 
 class DeadLetterRecord(BaseModel):

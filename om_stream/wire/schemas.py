@@ -35,6 +35,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from om_stream.core.events import EVENT_TYPES
+from om_stream.core.messages import MAX_SAFE_INTEGER
 from om_stream.errors import WireDecodeError
 from om_stream.wire.codec import decode_json
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
@@ -73,15 +74,21 @@ class _Closed(BaseModel):
 
 
 class CommandRequest(_Closed):
-    """Body of ``POST /v1/threads/{id}/observe`` and ``.../reflect`` (an empty body means ``{}``). ``guidance``
-    is for reflect only; ``resource_id`` is needed in resource scope."""
+    """Body of ``POST /v1/threads/{id}/observe``, ``.../reflect`` and ``.../override`` (an empty body means
+    ``{}``). ``force`` is for observe only, ``guidance`` for reflect only, the token counts and ``replace`` for
+    override only; ``resource_id`` is needed in resource scope."""
 
     resource_id: str | None = Field(None, min_length=1, max_length=256)
     guidance: str | None = Field(None, max_length=10_000)
+    force: bool | None = Field(None, strict=True)
+    message_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    observation_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    replace: bool | None = Field(None, strict=True)
 
 
 class CommandAccepted(_Closed):
-    """``202`` answer to observe/reflect: the command was queued on the commands topic under ``command_id``."""
+    """``202`` answer to observe/reflect/override: the command was queued on the commands topic under
+    ``command_id``."""
 
     accepted: Literal[True]
     command_id: str = Field(min_length=1, max_length=256)
@@ -93,8 +100,9 @@ class HttpFieldProblem(_Closed):
 
 
 class HttpError(_Closed):
-    """``4xx`` answers: ``not_found`` (the thread is not held by this worker: read the context topic instead),
-    ``invalid_json`` or ``invalid_fields`` (``detail`` lists the problems)."""
+    """``4xx`` answers: ``not_found`` (the thread is not held by this worker: read the context topic instead; for
+    an override, also: no message reached the thread), ``invalid_json`` or ``invalid_fields`` (``detail`` lists
+    the problems)."""
 
     error: Literal["not_found", "invalid_json", "invalid_fields"]
     detail: str | list[HttpFieldProblem] | None = None
@@ -138,8 +146,10 @@ def _catalogue() -> tuple[Payload, ...]:
                       + ("; GET /v1/threads/{id}/status" if event_type == "data-om-status" else ""))
               for event_type, model in sorted(EVENT_TYPES.items())]
     http = [
-        Payload("om.http.command-request/v1", CommandRequest, "body of POST /v1/threads/{id}/observe|reflect"),
-        Payload("om.http.command-accepted/v1", CommandAccepted, "202 answer of POST /v1/threads/{id}/observe|reflect"),
+        Payload("om.http.command-request/v1", CommandRequest,
+                "body of POST /v1/threads/{id}/observe|reflect|override"),
+        Payload("om.http.command-accepted/v1", CommandAccepted,
+                "202 answer of POST /v1/threads/{id}/observe|reflect|override"),
         Payload("om.http.error/v1", HttpError, "4xx answers of the HTTP API"),
     ]
     return (*topics, *events, *http)
@@ -182,7 +192,10 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
         {"if": _if_const("command", "reflect", negate=True),
          "then": {"properties": {"guidance": _ABSENT_OR_NULL}}},
         {"if": _if_const("command", "override", negate=True),
-         "then": {"properties": {"message_tokens": _ABSENT_OR_NULL, "observation_tokens": _ABSENT_OR_NULL}}},
+         "then": {"properties": {"message_tokens": _ABSENT_OR_NULL, "observation_tokens": _ABSENT_OR_NULL,
+                                 "replace": _ABSENT_OR_NULL}}},
+        {"if": _if_const("command", "observe", negate=True),
+         "then": {"properties": {"force": _ABSENT_OR_NULL}}},
     ]}},
     RECALL_RESPONSE_SCHEMA: {"": {"oneOf": [
         # RecallResponse._one_outcome: exactly one of result and error

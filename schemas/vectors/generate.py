@@ -87,6 +87,9 @@ VALID: list[dict[str, Any]] = [
            message(message_id="m-parts", role="assistant", model="openai/gpt-4o", parts=EVERY_PART,
                    metadata={"trace": "abc", "attempt": 2})),
     vector("message-empty-parts", "om.message/v1", message(message_id="m-empty", role="assistant", parts=[])),
+    vector("message-prompt-cache-retention", "om.message/v1",
+           message(message_id="m-cache", role="assistant", model="openai/gpt-5-mini", prompt_cache_retention="24h",
+                   parts=[{"type": "text", "text": "Done."}])),
     vector("message-nulls-where-optional", "om.message/v1",
            message(message_id="m-nulls", model=None, metadata=None,
                    parts=[{"type": "image", "url": None, "data": "AAAA", "filename": None, "width": None,
@@ -126,6 +129,12 @@ VALID: list[dict[str, Any]] = [
     vector("command-clear", "om.command/v1",
            {"schema": "om.command/v1", "command_id": "cmd-4", "thread_id": "thread-1", "command": "clear",
             "resource_id": None, "message_tokens": None}),
+    vector("command-observe-force", "om.command/v1",
+           {"schema": "om.command/v1", "command_id": "cmd-5", "thread_id": "thread-1", "command": "observe",
+            "force": True}),
+    vector("command-override-replace", "om.command/v1",
+           {"schema": "om.command/v1", "command_id": "cmd-6", "thread_id": "thread-1", "command": "override",
+            "observation_tokens": 60000, "replace": True}),
     vector("context-full", "om.context/v1", {
         "schema": "om.context/v1", "thread_id": "thread-1", "resource_id": "user-1", "version": 7,
         "through_message_id": "m-9", "observations": "Date: Mar 1, 2026\n* 🔴 (09:00) User asked for weather.",
@@ -176,6 +185,9 @@ VALID: list[dict[str, Any]] = [
     vector("http-command-request-empty", "om.http.command-request/v1", {}),
     vector("http-command-request-reflect", "om.http.command-request/v1",
            {"resource_id": "user-1", "guidance": "Focus on decisions."}),
+    vector("http-command-request-override", "om.http.command-request/v1",
+           {"message_tokens": 20000, "observation_tokens": 50000, "replace": False}),
+    vector("http-command-request-observe-force", "om.http.command-request/v1", {"force": True}),
     vector("http-command-accepted", "om.http.command-accepted/v1",
            {"accepted": True, "command_id": "0b9c6a8e-6a2f-4f7e-9a55-1f6d2f0e1c2d"}),
     vector("http-error-not-found", "om.http.error/v1",
@@ -216,18 +228,27 @@ VALID += [
     vector("event-buffering-failed", "data-om-buffering-failed/v1", {
         **EVENT_BASE, "cycleId": "thread-1:ref:1", "operationType": "reflection", "failedAt": "2026-03-01T09:00:04Z",
         "durationMs": 1, "tokensAttempted": 40000, "error": "timeout", "observations": "partial"}),
+    # one event per activated chunk, under the chunk's buffering cycleId; ttlExpiredMs is the time since the last
+    # activity (09:00:00), not the excess over activateAfterIdle
     vector("event-activation", "data-om-activation/v1", {
-        **EVENT_BASE, **CYCLE, "activatedAt": "2026-03-01T09:10:00.000Z", "chunksActivated": 2,
-        "tokensActivated": 12000, "observationTokens": 600, "messagesActivated": 14, "generationCount": 0,
-        "observations": "* 🔴 (09:00) …", "triggeredBy": "ttl", "bufferCycleIds": ["thread-1:obs:1", "thread-1:obs:2"],
-        "lastActivityAt": 1772355600000, "ttlExpiredMs": 300000, "previousModel": None,
-        "config": {**MARKER, "activateAfterIdle": 300000}}),
+        **EVENT_BASE, "cycleId": "thread-1:obs:1", "operationType": "observation",
+        "activatedAt": "2026-03-01T09:05:01.000Z", "chunksActivated": 1, "tokensActivated": 6000,
+        "observationTokens": 300, "messagesActivated": 7, "generationCount": 0, "observations": "* 🔴 (09:00) …",
+        "triggeredBy": "ttl", "bufferCycleIds": ["thread-1:obs:1"], "lastActivityAt": 1772355600000,
+        "ttlExpiredMs": 301000, "previousModel": None, "config": {**MARKER, "activateAfterIdle": 300000}}),
     vector("event-thread-update", "data-om-thread-update/v1", {
         **EVENT_BASE, "cycleId": "thread-1:obs:3", "oldTitle": None, "newTitle": "Trip to Zürich 🚆",
         "timestamp": "2026-03-01T09:00:05.000Z"}),
     vector("event-temporal-marker", "data-om-temporal-marker/v1", {
         **EVENT_BASE, "messageId": "thread-1:gap:m-10", "precedesMessageId": "m-10", "gapMs": 259200000,
         "gapText": "3 days later", "text": "<system-reminder>3 days have passed.</system-reminder>"}),
+    vector("event-condensation", "data-om-condensation/v1", {
+        **EVENT_BASE, "cycleId": "thread-1:refl:4", "condensedAt": "2026-03-01T09:00:06.000Z",
+        "reason": "over_target", "tokensBefore": 5210, "tokensAfter": 3190, "targetTokens": 4000,
+        "observationsFolded": 37}),
+    vector("event-condensation-as-rendered", "data-om-condensation/v1", {
+        **EVENT_BASE, "cycleId": None, "condensedAt": "2026-03-01T09:00:07.000Z", "reason": "context_over_bound",
+        "tokensBefore": 5210, "tokensAfter": None, "targetTokens": 4800, "observationsFolded": None}),
 ]
 
 
@@ -286,6 +307,8 @@ INVALID: list[dict[str, Any]] = [
             "is_error must be a boolean"),
     invalid("message-metadata-not-an-object", "om.message/v1", {**M, "metadata": ["a"]},
             "metadata must be an object"),
+    invalid("message-unknown-prompt-cache-retention", "om.message/v1", {**M, "prompt_cache_retention": "1h"},
+            "prompt_cache_retention must be in_memory or 24h (OpenAI's names)"),
     invalid("message-not-an-object", "om.message/v1", [M], "a record is a JSON object"),
     invalid("command-unknown-command", "om.command/v1", {**CMD, "command": "delete"},
             "command must be observe/reflect/override/clear"),
@@ -293,6 +316,12 @@ INVALID: list[dict[str, Any]] = [
             "guidance is only for the reflect command"),
     invalid("command-tokens-on-clear", "om.command/v1", {**CMD, "command": "clear", "message_tokens": 100},
             "message_tokens is only for the override command"),
+    invalid("command-force-on-reflect", "om.command/v1", {**CMD, "command": "reflect", "force": True},
+            "force is only for the observe command"),
+    invalid("command-replace-on-clear", "om.command/v1", {**CMD, "command": "clear", "replace": True},
+            "replace is only for the override command"),
+    invalid("command-force-not-a-boolean", "om.command/v1", {**CMD, "command": "observe", "force": "yes"},
+            "force must be a boolean"),
     invalid("command-zero-message-tokens", "om.command/v1", {**CMD, "command": "override", "message_tokens": 0},
             "message_tokens must be > 0"),
     invalid("command-missing-command-id", "om.command/v1", without({**CMD, "command": "clear"}, "command_id"),
@@ -348,6 +377,9 @@ INVALID: list[dict[str, Any]] = [
     invalid("event-temporal-marker-gap-as-text", "data-om-temporal-marker/v1", {
         **EVENT_BASE, "messageId": "g", "precedesMessageId": "m", "gapMs": "three days", "gapText": "x",
         "text": "x"}, "gapMs must be an integer"),
+    invalid("event-condensation-unknown-reason", "data-om-condensation/v1", {
+        **EVENT_BASE, "cycleId": None, "condensedAt": T0, "reason": "tired", "tokensBefore": 1, "targetTokens": 1},
+            "reason must be over_target/unusable/failed/context_over_bound"),
     invalid("event-marker-config-bad-idle", "data-om-buffering-start/v1", {
         **EVENT_BASE, **CYCLE, "startedAt": T0, "tokensToBuffer": 1, "threadIds": [],
         "config": {**MARKER, "activateAfterIdle": "soon"}}, 'activateAfterIdle is milliseconds or "auto"'),

@@ -20,6 +20,8 @@ import type { BufferingFailedEvent } from "./data-om-buffering-failed.v1.js";
 export type { BufferingFailedEvent };
 import type { BufferingStartEvent } from "./data-om-buffering-start.v1.js";
 export type { BufferingStartEvent };
+import type { CondensationEvent } from "./data-om-condensation.v1.js";
+export type { CondensationEvent };
 import type { ObservationEndEvent } from "./data-om-observation-end.v1.js";
 export type { ObservationEndEvent };
 import type { ObservationFailedEvent } from "./data-om-observation-failed.v1.js";
@@ -51,6 +53,7 @@ export interface Payloads {
   "data-om-buffering-end/v1": BufferingEndEvent;
   "data-om-buffering-failed/v1": BufferingFailedEvent;
   "data-om-buffering-start/v1": BufferingStartEvent;
+  "data-om-condensation/v1": CondensationEvent;
   "data-om-observation-end/v1": ObservationEndEvent;
   "data-om-observation-failed/v1": ObservationFailedEvent;
   "data-om-observation-start/v1": ObservationStartEvent;

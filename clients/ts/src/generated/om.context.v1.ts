@@ -30,6 +30,10 @@ export interface Message {
   created_at: string;
   parts: (TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart | ReasoningPart)[];
   model?: string | null;
+  /**
+   * The prompt-cache retention the actor asked of OpenAI on the call of `model` (`prompt_cache_retention`; the AI SDK's `providerOptions.openai.promptCacheRetention`). With `activateAfterIdle: 'auto'` and an OpenAI actor it sets the idle time: '24h' -> 1 h, 'in_memory' -> 5 min. Absent: the model's default.
+   */
+  prompt_cache_retention?: ("in_memory" | "24h") | null;
   metadata?: {
     [k: string]: unknown | undefined;
   } | null;
