@@ -276,6 +276,12 @@ class ResolvedConfig:
         """The most unobserved message tokens a context may hold: blockAfter, or the threshold without buffering."""
         return self.block_after if self.block_after is not None else self.message_tokens
 
+    @property
+    def observation_limit(self) -> int:
+        """The most observation-log tokens a context may hold: reflection.blockAfter, or the reflection threshold
+        without background reflection (the engine's bound, whatever the Reflector does)."""
+        return self.reflection_block_after if self.reflection_block_after is not None else self.observation_tokens
+
     def message_threshold(self, observation_tokens: int) -> int:
         """Observation threshold; with ``shareTokenBudget`` messages may use what observations leave free."""
         if not self.share_token_budget:

@@ -5,10 +5,19 @@
   appended since.
 * Without buffering (or past reflection.blockAfter with nothing buffered) the whole log is reflected
   synchronously: the context waits, and the offline model condenses if every configured model fails.
-* An empty, degenerate or non-shrinking reflection is never committed; after a failed or unproductive attempt no
-  automatic reflection runs until the log grows by a tenth of the threshold or a back-off timer expires, so a log
-  that cannot be condensed never loops.
+* An empty, degenerate or non-shrinking reflection is never committed. An answer still over target is condensed
+  by the engine (``core.condensation``, in the cycle flow) and said so with ``data-om-condensation``.
+* The bound: the log reaching ``reflection.blockAfter`` (the threshold, without background reflection) always
+  starts a blocking reflection, so no context is published over it (one published anyway, after a timeout, is
+  condensed as rendered).
+* No churn: after a failed or unproductive attempt no automatic reflection with the configured Reflector runs until
+  the log grows by a tenth of the threshold, doubled for each such attempt in a row (``_growth``), or a back-off
+  timer expires after a failure; reaching the bound meanwhile reflects with the offline model, which condenses when
+  it cannot do better.
 * Buffered observation chunks are untouched by a reflection: they belong to the unobserved messages.
+* ``reflection.extract`` values are written to the thread's metadata as soon as the reflection is kept: when it is
+  committed, or when a background one is buffered (as a buffered observation's values are); a reflection that is
+  overtaken or not kept writes none.
 """
 
 from __future__ import annotations
@@ -20,12 +29,14 @@ from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
     BufferingFailedEvent,
+    CondensationEvent,
     ExtractionFailure,
     ObservationEndEvent,
     ObservationFailedEvent,
 )
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.model_spec import model_name
+from om_stream.core.observation import reported_values, store_extracted
 from om_stream.core.state import BufferedReflection, Cycle, CycleKind, SegmentRef, Trigger
 from om_stream.core.step import Step
 from om_stream.core.ttl import resolve_idle_ms
@@ -34,6 +45,7 @@ __all__ = ["compression_start_level", "evaluate", "on_result", "retry_cycle", "s
 
 BACKGROUND_TARGET_RATIO = 0.75
 HOLD_GROWTH_RATIO = 0.1
+MAX_GROWTH_DOUBLINGS = 4
 
 
 def compression_start_level(model: str) -> int:
@@ -43,6 +55,16 @@ def compression_start_level(model: str) -> int:
 
 def _threshold(step: Step) -> int:
     return step.state.override_observation_tokens or step.config.observation_tokens
+
+
+def _growth(step: Step, unproductive: int) -> int:
+    """How much the log must grow before the next automatic reflection: a tenth of the threshold, doubled for each
+    reflection in a row whose answer had to be condensed, or that failed (at most 16 tenths). Reaching the bound
+    meanwhile reflects with the offline model instead (``_start_bounded``), so the bound holds and the configured
+    Reflector, which could not compress, is called less and less often (mastra-ai/mastra#14110 is the loop this
+    prevents)."""
+    factor = 2 ** min(max(0, unproductive - 1), MAX_GROWTH_DOUBLINGS) if unproductive else 1
+    return max(1, round(_threshold(step) * HOLD_GROWTH_RATIO * factor))
 
 
 def _held(step: Step) -> bool:
@@ -77,11 +99,23 @@ def evaluate(step: Step, *, idle_check: bool = False, previous_model: str | None
         if block_after is not None and tokens >= block_after:
             if buffering:
                 step.block_on(buffering[0])
-            elif not _held(step):
-                _start(step, "sync", "turn-sync")
+            else:
+                _start_bounded(step)
         return
-    if tokens >= threshold and not _held(step):
+    if tokens >= threshold:
+        _start_bounded(step)
+
+
+def _start_bounded(step: Step) -> None:
+    """The log reached its bound: reflect now, whatever the back-off. While backing off, the offline model (which
+    condenses when it cannot do better) reflects instead of the configured one: the bound holds without paying
+    again for a model that just failed or could not compress; unless the offline cycle itself just failed, in
+    which case the retry timer decides (contexts are condensed as rendered meanwhile)."""
+    state = step.state
+    if not _held(step):
         _start(step, "sync", "turn-sync")
+    elif not state.offline_reflection_failed:
+        _start(step, "sync", "turn-sync", offline=True)
 
 
 def _maybe_activate_early(step: Step, previous_model: str | None, current_model: str | None) -> None:
@@ -93,7 +127,7 @@ def _maybe_activate_early(step: Step, previous_model: str | None, current_model:
     trigger: Literal["ttl", "provider_change"] | None = None
     if config.reflection_provider_change and previous_model and current_model and previous_model != current_model:
         trigger = "provider_change"
-    idle = resolve_idle_ms(config.reflection_idle, state.last_actor_model)
+    idle = resolve_idle_ms(config.reflection_idle, state.last_actor_model, state.last_actor_cache_retention)
     if trigger is None and idle is not None and state.last_assistant_at is not None \
             and step.now - state.last_assistant_at >= idle:
         trigger = "ttl"
@@ -123,16 +157,21 @@ def _start(step: Step, kind: CycleKind, trigger: Trigger, *, guidance: str | Non
     request_reflection(step, cycle)
 
 
+def _target(step: Step, cycle: Cycle) -> int:
+    """What the Reflector must come in under: the threshold, or for a background reflection three quarters of
+    what it condenses; always less than its input."""
+    target = round(cycle.tokens * BACKGROUND_TARGET_RATIO) if cycle.kind == "buffer" else _threshold(step)
+    return min(target, max(1, cycle.tokens - 1))
+
+
 def request_reflection(step: Step, cycle: Cycle) -> None:
     state = step.state
-    threshold = _threshold(step)
-    target = round(cycle.tokens * BACKGROUND_TARGET_RATIO) if cycle.kind == "buffer" else threshold
     level = 0 if cycle.kind == "manual" else compression_start_level(model_name(step.config.reflector_model))
     step.add(RequestReflection(
         record_key=state.key, request_id=f"{cycle.id}#{cycle.attempt}", cycle_id=cycle.id, attempt=cycle.attempt,
         kind=cycle.kind, trigger=cycle.trigger, resource_id=state.resource_id, thread_ids=cycle.thread_ids,
         generation=cycle.generation, segment_ids=tuple(s.id for s in state.log[:cycle.covers]),
-        input_tokens=cycle.tokens, target_tokens=min(target, max(1, cycle.tokens - 1)),
+        input_tokens=cycle.tokens, target_tokens=_target(step, cycle),
         compression_start_level=level, guidance=cycle.guidance, use_offline_model=cycle.fallback,
         deadline_at=cycle.deadline_at))
 
@@ -156,11 +195,13 @@ def activate(step: Step, trigger: Literal["threshold", "ttl", "provider_change",
     input_tokens = sum(s.tokens for s in state.log[:buffered.covers])
     _commit(step, buffered.id, buffered.tokens, buffered.covers)
     step.emit(ActivationEvent(
-        record_id=step.record_id, thread_id=step.primary_thread(), cycle_id=step.new_id("act"),
+        record_id=step.record_id, thread_id=step.primary_thread(), cycle_id=buffered.cycle_id,
         operation_type="reflection", activated_at=step.iso_now(), chunks_activated=1, tokens_activated=input_tokens,
         observation_tokens=state.log_tokens, messages_activated=0, generation_count=state.generation,
         observations="", triggered_by=trigger, buffer_cycle_ids=[buffered.cycle_id],
         last_activity_at=state.last_assistant_at if trigger == "ttl" else None,
+        ttl_expired_ms=(step.now - state.last_assistant_at
+                        if trigger == "ttl" and state.last_assistant_at is not None else None),
         previous_model=previous_model, current_model=current_model, config=step.marker_config()),
         observations_from=(buffered.id,))
 
@@ -178,10 +219,13 @@ def _commit(step: Step, reflection_id: str, tokens: int, covers: int) -> None:
     state.log_tokens = sum(s.tokens for s in state.log)
     state.generation += 1
     state.reflection_failures = 0
-    threshold = _threshold(step)
-    # a reflection that could not get under the threshold is kept (it is smaller), but does not re-run at once
-    state.reflection_hold_tokens = (state.log_tokens + max(1, round(threshold * HOLD_GROWTH_RATIO))
-                                    if state.log_tokens >= threshold else None)
+    state.offline_reflection_failed = False
+    # a reflection that could not get under the threshold is kept (it is smaller), but does not re-run at once; after
+    # answers the engine had to condense, the configured Reflector waits longer each time (see _growth)
+    hold = state.log_tokens + _growth(step, 0) if state.log_tokens >= _threshold(step) else None
+    if state.unproductive_reflections:
+        hold = max(hold or 0, state.log_tokens + _growth(step, state.unproductive_reflections))
+    state.reflection_hold_tokens = hold
     step.add(CommitGeneration(record_key=state.key, generation=state.generation,
                               segment_ids=tuple(s.id for s in state.log), reflection_id=reflection_id,
                               replaced_segment_ids=tuple(s.id for s in covered),
@@ -195,8 +239,10 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     text = result.observations.strip()
     stale = cycle.generation != state.generation or cycle.covers > len(state.log)
     tokens = step.accountant.count_text(text) if text else 0
-    if stale:
-        return  # another reflection replaced these segments meanwhile; this one describes a log that is gone
+    if stale:  # another reflection replaced these segments meanwhile; this one describes a log that is gone
+        step.end_overtaken(cycle, f"overtaken: generation {state.generation} was committed before the result of "
+                                  f"this reflection of generation {cycle.generation} arrived")
+        return
     if not result.ok or not text or tokens >= cycle.tokens:
         reason = result.error or ("the Reflector returned nothing" if not text else
                                   f"the reflection ({tokens} tokens) is not smaller than its input "
@@ -205,6 +251,13 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         return
     main = step.primary_thread(cycle.thread_ids)
     failures = [ExtractionFailure(slug=s, error=e) for s, e in result.extraction_failures] or None
+    if not cycle.fallback:  # the configured Reflector's record: did its answer come in under target on its own?
+        state.unproductive_reflections = state.unproductive_reflections + 1 if result.condensed else 0
+    if result.condensed:
+        step.emit(CondensationEvent(
+            record_id=step.record_id, thread_id=main, cycle_id=cycle.id, condensed_at=step.iso_now(),
+            reason=result.condensed, tokens_before=result.condensed_from_tokens, tokens_after=tokens,
+            target_tokens=_target(step, cycle), observations_folded=result.folded_observations))
     segment_id = step.new_id("seg")
     step.add(PersistSegment(record_key=state.key, segment_id=segment_id, kind="reflection",
                             status="buffered" if cycle.kind == "buffer" else "active", generation=state.generation,
@@ -217,22 +270,24 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         state.buffered_reflection = BufferedReflection(id=segment_id, cycle_id=cycle.id, generation=state.generation,
                                                        covers=cycle.covers, input_tokens=cycle.tokens,
                                                        tokens=tokens, buffered_at=step.now)
+        store_extracted(step, main, cycle.id, result)
         step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                     operation_type="reflection", completed_at=step.iso_now(),
                                     duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
                                     buffered_tokens=tokens, observations=text,
-                                    extracted_values=result.extracted_values or None,
+                                    extracted_values=reported_values(result),
                                     extraction_failures=failures))
         if cycle.blocking and state.log_tokens >= _threshold(step):
             activate(step, "threshold")
         return
     _commit(step, segment_id, tokens, cycle.covers)
+    store_extracted(step, main, cycle.id, result)
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="reflection", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
                                   observation_tokens=state.log_tokens, observations=text,
                                   suggested_response=result.suggested_response,
-                                  extracted_values=result.extracted_values or None, extraction_failures=failures,
+                                  extracted_values=reported_values(result), extraction_failures=failures,
                                   fallback_model=result.fallback_model or ("offline" if cycle.fallback else None)))
 
 
@@ -240,8 +295,10 @@ def _on_failure(step: Step, cycle: Cycle, error: str, partial: str | None) -> No
     state = step.state
     main = step.primary_thread(cycle.thread_ids)
     state.reflection_failures += 1
-    threshold = _threshold(step)
-    state.reflection_hold_tokens = state.log_tokens + max(1, round(threshold * HOLD_GROWTH_RATIO))
+    state.offline_reflection_failed = cycle.fallback
+    if not cycle.fallback:
+        state.unproductive_reflections += 1
+    state.reflection_hold_tokens = state.log_tokens + _growth(step, state.unproductive_reflections)
     if state.reflection_failures <= step.limits.max_reflection_failures:
         step.schedule("retry:reflection", step.now + step.backoff(state.reflection_failures))
     if cycle.kind == "buffer":
@@ -264,6 +321,7 @@ def _on_failure(step: Step, cycle: Cycle, error: str, partial: str | None) -> No
 def release_hold(step: Step) -> None:
     """The back-off after a failed reflection expired: automatic reflection may try again."""
     step.state.reflection_hold_tokens = None
+    step.state.offline_reflection_failed = False
 
 
 def retry_cycle(step: Step, cycle: Cycle) -> None:

@@ -53,7 +53,8 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
         segment_ids=tuple(s.id for s in state.log), segment_boundaries=tuple(s.boundary_at for s in state.log),
         message_ids=tuple(ids), message_tokens=tokens, observation_tokens=state.log_tokens,
         current_task=thread.current_task, suggested_response=thread.suggested_response, thread_title=thread.title,
-        other_threads=others, obscure_thread_ids=config.obscure_thread_ids)
+        other_threads=others, obscure_thread_ids=config.obscure_thread_ids,
+        observation_limit=config.observation_limit)
 
 
 def status_event(state: RecordState, thread_id: str, config: ResolvedConfig, conversation_overhead: int) -> StatusEvent:

@@ -48,6 +48,8 @@ class Metrics:
     buffer_to_activation: Histogram
     message_to_context: Histogram
     generations: Counter
+    condensations: Counter
+    reflection_backoffs: Counter
     threads_near_block_after: Gauge
     # -- pipeline ----------------------------------------------------------------------------------------------
     messages_in: Counter
@@ -128,6 +130,13 @@ class Metrics:
                                          "Time from a message entering the worker to its context being published",
                                          buckets=_LATENCY_BUCKETS, registry=reg),
             generations=Counter("om_generations_total", "Reflection generations committed", registry=reg),
+            condensations=Counter("om_condensations_total",
+                                  "Observation logs the engine condensed itself to hold their bound, by reason "
+                                  "(over_target, unusable, failed: a reflection; context_over_bound: a context)",
+                                  ["reason"], registry=reg),
+            reflection_backoffs=Counter("om_reflection_backoffs_total",
+                                        "Reflections of the configured Reflector that failed or had to be condensed: "
+                                        "the next one waits for more log growth each time", registry=reg),
             threads_near_block_after=Gauge("om_threads_near_block_after",
                                            "Records whose unobserved tokens are at 90% of blockAfter or more",
                                            registry=reg),

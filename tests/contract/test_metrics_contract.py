@@ -34,6 +34,8 @@ EXPOSITION = [
     "om_events_published_total",
     "om_fenced_batches_total",
     "om_generations_total",
+    "om_condensations_total",
+    "om_reflection_backoffs_total",
     "om_message_to_context_seconds_bucket", "om_message_to_context_seconds_count",
     "om_message_to_context_seconds_sum",
     "om_messages_in_total",

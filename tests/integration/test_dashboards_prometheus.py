@@ -56,8 +56,10 @@ def _answer(request: RecordedRequest) -> Response:
                 f"* 🟡 (09:{n % 60:02d}) User explained the staging cluster needs a new partition plan first.\n"
                 f"* 🟡 (09:{n % 60:02d}) Assistant proposed checking consumer lag before the rollout window.\n"
                 "</observations>")
-    else:
-        text = "<observations>\nDate: Mar 1, 2026\n* 🔴 User's deployment moved to friday.\n</observations>"
+    else:  # a Reflector that does not compress: the engine condenses its answers (om_condensations_total)
+        lines = "\n".join(f"* 🟡 (10:{i:02d}) User's deployment moved to friday, as said before ({i})."
+                          for i in range(40))
+        text = f"<observations>\nDate: Mar 1, 2026\n* 🔴 User's deployment moved to friday.\n{lines}\n</observations>"
     return Reply(text, usage=Usage(tokens, len(text) // 4, cached_tokens=tokens // 4))
 
 
@@ -168,7 +170,8 @@ def _scrape(port: int) -> dict[str, float]:
 
 NEEDED = {"om_model_cost_usd_total", "om_model_retries_total", "om_model_budget_rejections_total",
           "om_generations_total", "om_buffer_to_activation_seconds_count", "om_dlq_records_total",
-          "om_message_to_context_seconds_count", "om_model_cached_input_tokens_total"}
+          "om_message_to_context_seconds_count", "om_model_cached_input_tokens_total", "om_condensations_total",
+          "om_reflection_backoffs_total"}
 
 
 @pytest.fixture

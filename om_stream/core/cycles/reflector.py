@@ -9,7 +9,11 @@ Rules kept here (each has a unit test):
 * the attempt kept is the first under target, else the smallest usable one; its own answer gives the hints and
   the extractors' values;
 * an empty or degenerate reflection is never a success: when every attempt is unusable the cycle fails
-  (``degenerate``).
+  (``degenerate``);
+* the bound does not depend on the model: when the attempt kept is still not under target, the engine condenses
+  it itself (``core.condensation``, to ``CONDENSED_SHARE`` of the target); the offline model's cycle, the last
+  resort, condenses the log it was given when its answers are unusable or the call fails, so it always ends under
+  target.
 
 The result's ``duration_ms`` is left at 0: the driver times the cycle.
 """
@@ -17,10 +21,11 @@ The result's ``duration_ms`` is left at 0: the driver times the cycle.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 from om_stream.core.commands import RequestReflection
+from om_stream.core.condensation import condense
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.cycles.extraction import JsonSchemaValidator, MainExchange, extraction_flow
 from om_stream.core.cycles.steps import (
@@ -40,7 +45,10 @@ from om_stream.core.prompts.reflector import build_reflector_messages
 from om_stream.core.prompts.tasks import ReflectorTask
 from om_stream.errors import ModelError
 
-__all__ = ["LadderClimb", "climb_ladder", "reflection_flow", "reflector_request"]
+__all__ = ["CONDENSED_SHARE", "LadderClimb", "climb_ladder", "reflection_flow", "reflector_request"]
+
+# a condensed reflection aims below its target, so the log has room to grow before the next reflection is due
+CONDENSED_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -67,21 +75,49 @@ def reflection_flow(request: RequestReflection, config: ResolvedConfig, *, count
     inline = tuple(e for e in config.reflection_extractors if e.inline)
     primary = request.thread_ids[0] if request.thread_ids else None
     extracted: Mapping[str, Any] = (yield from read_extracted(primary)) if primary else {}
-    climb = yield from climb_ladder(request, config, observations, inline, extracted, count_text=count_text)
+    try:
+        climb = yield from climb_ladder(request, config, observations, inline, extracted, count_text=count_text)
+    except ModelError:
+        if not request.use_offline_model:
+            raise
+        return _condensed_input(request, observations, "failed", count_text)
     chosen = choose(climb.attempts, request.target_tokens)
     if chosen is None:
+        if request.use_offline_model:
+            return _condensed_input(request, observations, "unusable", count_text)
         raise UnusableAnswer(f"every reflection attempt was empty or degenerate (levels "
                              f"{climb.attempts[0].level}-{climb.attempts[-1].level})", kind="degenerate")
     parsed = climb.parsed[chosen.level]
-    values, failures = yield from extraction_flow(
+    outcome = yield from extraction_flow(
         "reflection", config.reflection_extractors, parsed, climb.exchanges[chosen.level],
-        resource_id=request.resource_id, thread_id=primary, prior=extracted, model=model, schemas=schemas)
+        resource_id=request.resource_id, thread_id=primary, prior=extracted, model=model, schemas=schemas,
+        active_observations=observations)
     last = climb.last
-    return ModelResultArrived(
+    result = ModelResultArrived(
         cycle_id=request.cycle_id, attempt=request.attempt, operation="reflection", ok=True,
         observations=chosen.text, suggested_response=parsed.suggested_response,
-        current_task=parsed.current_task, extracted_values=values, extraction_failures=failures,
+        current_task=parsed.current_task, extracted_values=outcome.values, extraction_failures=outcome.failures,
+        working_memory=outcome.working_memory,
         model=last.model, fallback_model=last.model if request.use_offline_model else None)
+    if chosen.tokens < request.target_tokens:
+        return result
+    folded = condense(chosen.text, _budget(request), count_text)
+    return replace(result, observations=folded.text, condensed="over_target", folded_observations=folded.folded,
+                   condensed_from_tokens=chosen.tokens)
+
+
+def _budget(request: RequestReflection) -> int:
+    return max(1, min(request.target_tokens - 1, round(request.target_tokens * CONDENSED_SHARE)))
+
+
+def _condensed_input(request: RequestReflection, observations: str, reason: Literal["unusable", "failed"],
+                     count_text: Callable[[str], int]) -> ModelResultArrived:
+    """The offline cycle's last word: the log itself, condensed under target, when no answer could be used."""
+    folded = condense(observations, _budget(request), count_text)
+    return ModelResultArrived(
+        cycle_id=request.cycle_id, attempt=request.attempt, operation="reflection", ok=True,
+        observations=folded.text, model="offline", fallback_model="offline", condensed=reason,
+        folded_observations=folded.folded, condensed_from_tokens=count_text(observations))
 
 
 def climb_ladder(request: RequestReflection, config: ResolvedConfig, observations: str,
