@@ -9,12 +9,16 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from om_stream import __version__
 from om_stream.errors import OMError
+
+if TYPE_CHECKING:
+    from om_stream.core.config import OMConfig
+    from om_stream.eval.longmemeval.harness import EvalModels
 
 __all__ = ["build_parser", "main"]
 
@@ -45,7 +49,7 @@ def _threshold_options(args: argparse.Namespace) -> dict[str, Any]:
     return {**base, "observation": observation, "reflection": reflection}
 
 
-def _add_threshold_flags(parser: argparse.ArgumentParser) -> None:
+def _add_threshold_flags(parser: argparse.ArgumentParser, *, default_model: str = "offline") -> None:
     parser.add_argument("--config", help="YAML file with the observationalMemory options")
     parser.add_argument("--message-tokens", type=int, help="observation.messageTokens")
     parser.add_argument("--buffer-tokens", type=_number_or_false, help="observation.bufferTokens (number or false)")
@@ -54,9 +58,10 @@ def _add_threshold_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--observation-tokens", type=int, help="reflection.observationTokens")
     parser.add_argument("--reflection-buffer-activation", type=float, help="reflection.bufferActivation")
     parser.add_argument("--reflection-block-after", type=float, help="reflection.blockAfter")
-    parser.add_argument("--model", default="offline", help="'offline' (default), 'config' (the models of the "
-                                                          "--config options) or any litellm model, e.g. "
-                                                          "openai/gpt-5-mini")
+    parser.add_argument("--model", default=default_model,
+                        help=f"OM's models: 'offline', 'config' (the models of the --config options: by default "
+                             f"google/gemini-2.5-flash) or any litellm model, e.g. openai/gpt-5-mini "
+                             f"(default: {default_model})")
     parser.add_argument("--api-base", help="API base URL for --model (also read from the provider's env vars)")
 
 
@@ -83,11 +88,40 @@ def build_parser() -> argparse.ArgumentParser:
     schemas = sub.add_parser("schemas", help="export the wire JSON Schemas, or check them against the models")
     schemas.add_argument("action", choices=["export", "check"])
     schemas.add_argument("--dir", type=Path, default=Path("schemas"), help="the schemas folder (default: schemas)")
+    evaluate = sub.add_parser("eval", help="run a memory benchmark through OM (needs model keys)")
+    benchmarks = evaluate.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    lme = benchmarks.add_parser(
+        "longmemeval", help="LongMemEval (_S, _M or oracle): replay each question's sessions through OM, answer "
+                            "with a reader model, grade with a judge model, summarise")
+    lme.add_argument("dataset", type=Path, help="a LongMemEval JSON file (longmemeval_s.json, ...)")
+    lme.add_argument("--out", type=Path, default=None,
+                     help="results folder (default: longmemeval-<dataset name>); a run given the same folder "
+                          "resumes: questions already answered are not asked again")
+    lme.add_argument("--reader-model", default="openai/gpt-4o", help="the model answering with OM's context")
+    lme.add_argument("--judge-model", default="openai/gpt-4o", help="the model grading the answers")
+    lme.add_argument("--reader-api-base", help="API base URL for the reader (default: --api-base, else env)")
+    lme.add_argument("--judge-api-base", help="API base URL for the judge (default: --api-base, else env)")
+    lme.add_argument("--concurrency", type=_positive, default=4, help="questions in flight at once (default 4)")
+    lme.add_argument("--limit", type=_positive, default=None, help="only the first N questions of the file")
+    lme.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _add_threshold_flags(lme, default_model="config")
     gen = sub.add_parser("synth", help="write a synthetic conversation file for benchmarks")
     gen.add_argument("file", type=Path)
     gen.add_argument("--turns", type=int, default=2000)
     gen.add_argument("--seed", type=int, default=42)
+    from om_stream.replay.shapes import SHAPES
+
+    gen.add_argument("--shape", choices=list(SHAPES), default="project",
+                     help="conversation shape (default: project, the first generator): "
+                          + "; ".join(f"{name}: {shape.summary}" for name, shape in SHAPES.items()))
     return parser
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
 
 
 def _model(name: str | None, api_base: str | None) -> tuple[Any, str]:
@@ -122,6 +156,66 @@ def _replay(args: argparse.Namespace) -> int:
     print(f"{len(turns)} turns replayed; engine overhead per turn mean {timing['mean']:.3f} ms "
           f"(p50 {timing['p50']:.3f}, p90 {timing['p90']:.3f}); tokens sent to models "
           f"{totals['tokens_sent_to_models']:,}; report: {args.report}")
+    return 0
+
+
+def _eval_models(args: argparse.Namespace, options: OMConfig) -> EvalModels:
+    """OM's models (as ``--model`` says), the reader and the judge: each a gateway of its own, configured by the
+    ``OM_GATEWAY_*`` settings (timeouts, retries, keys, prices), the API bases given or the providers' env vars."""
+    from om_stream.adapters.gateway import ModelGateway, gateway_for_cli
+    from om_stream.eval.longmemeval.harness import EvalModels
+    from om_stream.ports import ChatModel
+    from om_stream.settings import Settings
+
+    gateway = Settings().gateway
+    om: ChatModel | None
+    if args.model == "offline":
+        om, om_label = None, "offline"
+    elif args.model == "config":
+        bases = {"*": args.api_base} if args.api_base else {}
+        om = ModelGateway(gateway.model_copy(update={"api_bases": {**gateway.api_bases, **bases}}))
+        resolved = options.resolve()
+        om_label = f"observer {resolved.observer_model}, reflector {resolved.reflector_model}"
+    else:
+        om, om_label = gateway_for_cli(args.model, args.api_base, settings=gateway), args.model
+    return EvalModels(
+        om=om, om_label=om_label,
+        reader=gateway_for_cli(args.reader_model, args.reader_api_base or args.api_base, settings=gateway),
+        reader_model=args.reader_model,
+        judge=gateway_for_cli(args.judge_model, args.judge_api_base or args.api_base, settings=gateway),
+        judge_model=args.judge_model)
+
+
+def _eval_longmemeval(args: argparse.Namespace) -> int:
+    from om_stream.core.config import OMConfig
+    from om_stream.eval.longmemeval.harness import LongMemEvalRun, run_longmemeval
+    from om_stream.eval.longmemeval.summary import render
+
+    if not args.dataset.is_file():
+        print(f"om-stream: no dataset file at {args.dataset} (LongMemEval's longmemeval_s.json, _m or oracle)",
+              file=sys.stderr)
+        return 2
+    options = OMConfig.parse(_threshold_options(args))
+    models = _eval_models(args, options)
+    out = args.out or Path(f"longmemeval-{args.dataset.stem}")
+    plan = LongMemEvalRun(dataset=args.dataset, out=out, options=options, models=models,
+                          concurrency=args.concurrency, limit=args.limit,
+                          progress=None if args.no_progress else sys.stderr)
+    try:
+        outcome = asyncio.run(run_longmemeval(plan))
+    except KeyboardInterrupt:
+        print(f"om-stream: interrupted; what was answered is kept in {out}: run the same command to resume",
+              file=sys.stderr)
+        return 130
+    print(render(outcome.summary))
+    print(f"results: {outcome.folder} (hypotheses.jsonl for LongMemEval's evaluator, summary.json, results.jsonl)")
+    for failure in outcome.failures:
+        print(f"om-stream: question {failure.question_id} failed ({failure.stage}): {failure.error}",
+              file=sys.stderr)
+    if outcome.failures:
+        print(f"om-stream: {len(outcome.failures)} question(s) failed; run the same command to ask them again",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -171,10 +265,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("schemas in sync with the models" if not drift else f"{len(drift)} difference(s): run "
                   f"'om-stream schemas export' and commit the result")
             return 1 if drift else 0
+        elif args.command == "eval":
+            return _eval_longmemeval(args)
         elif args.command == "synth":
-            from om_stream.replay.synthetic import write_jsonl
+            from om_stream.replay import shapes, synthetic
 
-            print(f"{write_jsonl(args.file, args.turns, seed=args.seed)} lines written to {args.file}")
+            lines = (synthetic.write_jsonl(args.file, args.turns, seed=args.seed) if args.shape == "project" else
+                     shapes.write_jsonl(args.file, shapes.generate(args.shape, args.turns, seed=args.seed)))
+            print(f"{lines} lines written to {args.file}")
         else:
             parser.print_help()
     except OMError as exc:

@@ -124,6 +124,8 @@ class ThreadMetadata:
     suggested_response: str | None = None
     extracted: dict[str, Any] = field(default_factory=dict)
     last_observed_message_id: str | None = None
+    # the working memory the Observer keeps (observation.manageWorkingMemory): markdown text or a JSON object
+    working_memory: Any = None
 
 
 @runtime_checkable
@@ -139,6 +141,13 @@ class ContentStore(Protocol):
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
         """The messages in the order asked; ids not found are left out. ``resource_id`` restricts the answer to
         one tenant's messages (message ids are only unique within a resource); the runtime always gives it."""
+        ...
+
+    async def get_record_messages(self, record_key: str, *, resource_id: str, thread_ids: Sequence[str],
+                                  through_seq: int) -> list[StoredMessage]:
+        """The messages stored under ``record_key`` (``put_message``) in the threads ``thread_ids`` of
+        ``resource_id``, with ``seq <= through_seq``, in ``seq`` order: the conversation a clear gives back to the
+        record as unobserved."""
         ...
 
     async def put_segment(self, segment: PersistSegment) -> None: ...

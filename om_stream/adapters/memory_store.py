@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
+from om_stream.core.recall.records import StoredMessage
 from om_stream.ports import ThreadMetadata
 
 __all__ = ["RESULT_TTL_S", "InMemoryContentStore", "InMemoryCycleResults", "StoredSegment", "check_request"]
@@ -119,6 +120,15 @@ class InMemoryContentStore:
                 found.append(message)
         return found
 
+    async def get_record_messages(self, record_key: str, *, resource_id: str, thread_ids: Sequence[str],
+                                  through_seq: int) -> list[StoredMessage]:
+        threads = set(thread_ids)
+        record = self._records.get(record_key)
+        found = [StoredMessage(message, record_key, seq, tokens) for message, seq, tokens in
+                 (record.messages.values() if record is not None else ())
+                 if seq <= through_seq and message.resource_id == resource_id and message.thread_id in threads]
+        return sorted(found, key=lambda stored: stored.seq)
+
     async def put_segment(self, segment: PersistSegment) -> None:
         existing = self.segments.get(segment.segment_id)
         if existing is None:
@@ -152,7 +162,8 @@ class InMemoryContentStore:
             current_task=command.current_task or current.current_task,
             suggested_response=command.suggested_response or current.suggested_response,
             extracted={**current.extracted, **command.extracted_values},
-            last_observed_message_id=command.last_observed_message_id or current.last_observed_message_id)
+            last_observed_message_id=command.last_observed_message_id or current.last_observed_message_id,
+            working_memory=current.working_memory if command.working_memory is None else command.working_memory)
 
     async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata:
         return self._threads.get(thread_id, ThreadMetadata(thread_id))

@@ -97,6 +97,10 @@ _MIGRATIONS: tuple[str, ...] = (
         lease_expires_at REAL NOT NULL DEFAULT 0, expires_at REAL NOT NULL);
     CREATE INDEX cycle_results_by_expiry ON cycle_results (expires_at);
     """,
+    # the thread's working memory (observation.manageWorkingMemory), as JSON: markdown text or an object
+    """
+    ALTER TABLE threads ADD COLUMN working_memory TEXT;
+    """,
 )
 _PRUNE_BATCH = 64  # expired result rows deleted per write: an indexed range, so a write never pays for a backlog
 _MAX_VARIABLES = 500  # stay well under SQLite's bound parameter limit in IN (...) lists
@@ -271,6 +275,22 @@ class SqliteContentStore:
         bodies = await self._run(read)
         return [Message.model_validate_json(bodies[i]) for i in message_ids if i in bodies]
 
+    async def get_record_messages(self, record_key: str, *, resource_id: str, thread_ids: Sequence[str],
+                                  through_seq: int) -> list[StoredMessage]:
+        threads = list(dict.fromkeys(thread_ids))
+
+        def read(conn: sqlite3.Connection) -> list[StoredMessage]:
+            found: list[StoredMessage] = []
+            for chunk in _chunks(threads):
+                marks = ",".join("?" * len(chunk))
+                rows = conn.execute(f"SELECT record_key, seq, tokens, body FROM messages WHERE resource_id = ? AND"
+                                    f" thread_id IN ({marks}) AND record_key = ? AND seq <= ?",
+                                    [resource_id, *chunk, record_key, through_seq]).fetchall()
+                found.extend(self._stored(row) for row in rows)
+            return sorted(found, key=lambda stored: stored.seq)
+
+        return await self._run(read)
+
     async def put_segment(self, segment: PersistSegment) -> None:
         def write(conn: sqlite3.Connection) -> None:
             if conn.execute("SELECT 1 FROM segments WHERE segment_id = ?", (segment.segment_id,)).fetchone():
@@ -377,25 +397,30 @@ class SqliteContentStore:
             extracted = {**(json.loads(row[0]) if row else {}), **command.extracted_values}
             conn.execute(
                 "INSERT INTO threads (thread_id, resource_id, title, current_task, suggested_response, extracted,"
-                " last_observed_message_id) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET"
+                " last_observed_message_id, working_memory) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (thread_id) DO UPDATE SET"
                 " resource_id = excluded.resource_id, title = coalesce(excluded.title, threads.title),"
                 " current_task = coalesce(excluded.current_task, threads.current_task),"
                 " suggested_response = coalesce(excluded.suggested_response, threads.suggested_response),"
                 " extracted = excluded.extracted, last_observed_message_id = coalesce("
-                " excluded.last_observed_message_id, threads.last_observed_message_id)",
+                " excluded.last_observed_message_id, threads.last_observed_message_id),"
+                " working_memory = coalesce(excluded.working_memory, threads.working_memory)",
                 (command.thread_id, command.resource_id, command.title or None, command.current_task or None,
                  command.suggested_response or None, json.dumps(extracted, default=str),
-                 command.last_observed_message_id or None))
+                 command.last_observed_message_id or None,
+                 None if command.working_memory is None else json.dumps(command.working_memory, default=str)))
 
         await self._run(write, write=True)
 
     async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata:
         def read(conn: sqlite3.Connection) -> ThreadMetadata:
             row = conn.execute("SELECT resource_id, title, current_task, suggested_response, extracted,"
-                               " last_observed_message_id FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+                               " last_observed_message_id, working_memory FROM threads WHERE thread_id = ?",
+                               (thread_id,)).fetchone()
             if row is None:
                 return ThreadMetadata(thread_id)
-            return ThreadMetadata(thread_id, row[0], row[1], row[2], row[3], json.loads(row[4]), row[5])
+            return ThreadMetadata(thread_id, row[0], row[1], row[2], row[3], json.loads(row[4]), row[5],
+                                  None if row[6] is None else json.loads(row[6]))
 
         return await self._run(read)
 

@@ -32,6 +32,7 @@ __all__ = [
     "RejectInput",
     "RequestObservation",
     "RequestReflection",
+    "ThreadPrior",
 ]
 
 STORE = 1
@@ -103,6 +104,7 @@ class PersistThreadMetadata:
     suggested_response: str | None = None
     extracted_values: dict[str, Any] = field(default_factory=dict)
     last_observed_message_id: str | None = None
+    working_memory: Any = None  # the thread's new working memory (replaces the stored one); None: unchanged
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ class ContextSpec:
     thread_title: str | None
     other_threads: tuple[tuple[str, tuple[str, ...]], ...] = ()  # resource scope: other threads' unobserved ids
     obscure_thread_ids: bool = False
+    observation_limit: int | None = None  # the log's bound: a renderer condenses a log over it (core.condensation)
 
 
 @dataclass(frozen=True)
@@ -153,8 +156,21 @@ class PublishContext:
 
 
 @dataclass(frozen=True)
+class ThreadPrior:
+    """What a thread of a multi-thread (resource scope) observation already holds, shown to the Observer."""
+
+    thread_id: str
+    current_task: str | None = None
+    suggested_response: str | None = None
+    title: str | None = None
+
+
+@dataclass(frozen=True)
 class RequestObservation:
-    """Run the Observer over ``message_ids`` (oldest first) with the current log as previous observations."""
+    """Run the Observer over ``message_ids`` (oldest first) with the current log as previous observations.
+
+    ``prior_*``: the primary thread's metadata; ``thread_priors`` (resource scope): each thread's, in
+    ``thread_ids`` order."""
 
     phase: ClassVar[int] = PUBLISH
     record_key: str
@@ -175,6 +191,7 @@ class RequestObservation:
     want_hints: bool
     use_offline_model: bool
     deadline_at: int
+    thread_priors: tuple[ThreadPrior, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@
 * Relative-time annotations ("3 days ago", "in 2 weeks", "likely already happened") are computed against the
   conversation's own time (its newest message), not the wall clock, so a replayed conversation renders the same.
 * Continuation hints (current task, suggested response) and extracted values follow the observations.
+* Resource scope: what the user said in the resource's other threads and that is not observed yet comes before the
+  observations, one ``<other-conversation>`` block per thread, each part cut to ``OTHER_PART_CHARS``. The blocks
+  stay bounded: a resource's unobserved messages are what its message threshold lets wait.
 """
 
 from __future__ import annotations
@@ -17,9 +20,14 @@ from datetime import UTC, date, datetime
 from functools import lru_cache, partial
 
 from om_stream.core.commands import ContextSpec
+from om_stream.core.labels import thread_label
 from om_stream.core.messages import Message
+from om_stream.core.prompts.transcript import render_messages
 
-__all__ = ["CONTINUATION_REMINDER", "INTRO", "RenderedContext", "annotate_relative_times", "render_context"]
+__all__ = ["CONTINUATION_REMINDER", "INTRO", "OTHER_PART_CHARS", "RenderedContext", "annotate_relative_times",
+           "other_conversation_blocks", "render_context"]
+
+OTHER_PART_CHARS = 500  # each part of another thread's message, as the agent sees it
 
 INTRO = (
     "Below is your memory of this conversation so far: observations written while it went on, oldest first, "
@@ -111,7 +119,9 @@ def _gap(days: int) -> str:
 
 @lru_cache(maxsize=8192)
 def annotate_relative_times(text: str, today: date, previous_header: date | None = None) -> tuple[str, date | None]:
-    """Annotate date headers and ``(meaning <date>)`` marks relative to ``today`` (the conversation's date).
+    """Annotate date headers and ``(meaning <date>)`` marks relative to ``today`` (the conversation's date); a
+    header repeating the day of the header before it (in this text or, through ``previous_header``, in the segments
+    before it) is left out, so each day is introduced once.
 
     Returns the text and the last date header seen, so consecutive segments can mark gaps between them.
     Memoised: a context is re-rendered after every message, and its segments rarely change.
@@ -125,6 +135,8 @@ def annotate_relative_times(text: str, today: date, previous_header: date | None
             if day is None:
                 out.append(line)
                 continue
+            if day == last:
+                continue  # the same day as the header before it (a later group of that day): said once
             if last is not None and (day - last).days > 1:
                 out.append(f"{header.group(1)}{_gap((day - last).days)}")
             out.append(f"{line.rstrip()} ({_relative((day - today).days)})")
@@ -145,15 +157,33 @@ def _meaning_note(match: re.Match[str], *, line: str, today: date) -> str:
     return note
 
 
+def other_conversation_blocks(spec: ContextSpec, messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:
+    """The other threads' unobserved messages (``spec.other_threads``) as (label, transcript) pairs, in the spec's
+    order; a thread none of whose messages could be read is left out. Attachments show as placeholders only."""
+    by_id = {m.message_id: m for m in messages}
+    blocks = []
+    for thread_id, message_ids in spec.other_threads:
+        found = [by_id[i] for i in message_ids if i in by_id and by_id[i].thread_id == thread_id]
+        # parts are cut to a few hundred characters, far below the transcript's token limits: characters stand in
+        # for tokens there
+        text = render_messages(found, len, attachments_policy=False, max_part_chars=OTHER_PART_CHARS).text
+        if text:
+            blocks.append((thread_label(thread_id, spec.obscure_thread_ids), text))
+    return tuple(blocks)
+
+
 def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Sequence[Message], *,
                    now_ms: int, hints: bool = True, extracted: Mapping[str, str] | None = None,
-                   extra_instructions: str | None = None,
+                   extra_instructions: str | None = None, instructions_need_observations: bool = False,
                    other_conversations: Sequence[tuple[str, str]] = (),
                    group_headings: Mapping[str, str] | None = None) -> RenderedContext:
     """Assemble the agent's context from a ``ContextSpec`` and the stored texts it names.
 
     Retrieval mode: ``extra_instructions`` are the recall tool's instructions and ``group_headings`` introduce each
-    segment with its group id and message ranges (the cursors those instructions talk about)."""
+    segment with its group id and message ranges (the cursors those instructions talk about). With
+    ``instructions_need_observations`` (thread-scoped retrieval: recall reads only this conversation, whose
+    messages are all in the context until something is observed) the instructions come only once there is an
+    observation group; resource-scoped retrieval gives them from the start (other conversations can be read)."""
     today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
     segment_blocks: list[str] = []
     previous: date | None = None
@@ -165,15 +195,18 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
         heading = (group_headings or {}).get(segment_id)
         segment_blocks.append(f"{heading}\n{annotated}" if heading else annotated)
     blocks: list[str] = []
+    if instructions_need_observations and not segment_blocks:
+        extra_instructions = None
     intro = INTRO if not extra_instructions else f"{INTRO}\n\n{extra_instructions}"
     has_memory = bool(segment_blocks or (hints and (spec.current_task or spec.suggested_response)))
     if has_memory or extra_instructions:
         blocks.append(intro)
     if other_conversations:
-        rendered = "\n".join(f'<other-conversation id="{tid}">\n{body}\n</other-conversation>'
-                             for tid, body in other_conversations)
-        blocks.append("Other conversations of the same user, for reference only (not part of this one):\n"
-                      f"{rendered}")
+        rendered = "\n\n".join(f'<other-conversation id="{tid}">\n{body}\n</other-conversation>'
+                               for tid, body in other_conversations)
+        blocks.append("The same user is also talking with you in other conversations. What they said there "
+                      "recently is below, for reference only: it is not part of this conversation, and you answer "
+                      f"only this one.\n<other-conversations>\n{rendered}\n</other-conversations>")
     if segment_blocks:
         blocks.append("<observations>")
         blocks.extend(segment_blocks)

@@ -24,9 +24,10 @@ from om_stream.core.inputs import (
 from om_stream.core.state import RecordState, ThreadState
 from om_stream.core.step import EngineLimits, Step
 from om_stream.core.tokens import TokenAccountant
+from om_stream.core.ttl import actor_cache_retention
 from om_stream.errors import ConfigError
 
-__all__ = ["Decision", "decide", "new_record", "record_key"]
+__all__ = ["Decision", "decide", "new_record", "record_config", "record_key"]
 
 _DEFAULT_LIMITS = EngineLimits()
 _config_cache: dict[tuple[int, int | None, int | None], tuple[ResolvedConfig, ResolvedConfig]] = {}
@@ -46,7 +47,7 @@ def new_record(key: str, scope: str, resource_id: str) -> RecordState:
     return RecordState(key=key, scope=scope, resource_id=resource_id)  # type: ignore[arg-type]
 
 
-def _effective(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
+def record_config(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
     """The record's thresholds: the configuration, or its per-record overrides (validated when set)."""
     if state.override_message_tokens is None and state.override_observation_tokens is None:
         return config
@@ -62,7 +63,7 @@ def _effective(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
 
 def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, accountant: TokenAccountant,
            limits: EngineLimits = _DEFAULT_LIMITS) -> Decision:
-    step = Step(state.clone(), now, _effective(config, state), accountant, limits, base=config)
+    step = Step(state.clone(), now, record_config(config, state), accountant, limits, base=config)
     if isinstance(event, MessageAppended):
         _on_message(step, event)
     elif isinstance(event, ModelResultArrived):
@@ -70,18 +71,17 @@ def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, a
     elif isinstance(event, TimerFired):
         _on_timer(step, event)
     elif isinstance(event, ObserveNow):
-        observation.start_manual_observation(step)
-        step.owe_all_threads()
+        _on_observe(step, event)
     elif isinstance(event, ReflectNow):
-        if not reflection.start_manual_reflection(step, event.guidance):
+        if not step.config.enabled:
+            step.add(RejectInput(state.key, "reflection_unavailable", "observational memory is off"))
+        elif not reflection.start_manual_reflection(step, event.guidance):
             step.add(RejectInput(state.key, "reflection_unavailable",
                                  "nothing to reflect, or a reflection is already being committed"))
     elif isinstance(event, OverrideThresholds):
         _on_override(step, event)
     elif isinstance(event, ClearRecord):
-        _on_clear(step)
-        step.publish_owed()
-        return Decision(step.state, _ordered(step.commands))
+        _on_clear(step, event)
     _settle(step)
     return Decision(step.state, _ordered(step.commands))
 
@@ -113,8 +113,9 @@ def _on_message(step: Step, event: MessageAppended) -> None:
         step.owed.add(message.thread_id)
         return
     if not step.config.enabled:
-        step.thread(message.thread_id).last_message_id = message.message_id
-        step.owed.add(message.thread_id)
+        observation.pass_through(step, message)
+        if message.model:
+            state.last_actor_model = message.model
         return
     previous_model = state.last_actor_model
     if message.role == "user":
@@ -122,6 +123,7 @@ def _on_message(step: Step, event: MessageAppended) -> None:
     observation.append_message(step, message)
     if message.model:
         state.last_actor_model = message.model
+    state.last_actor_cache_retention = actor_cache_retention(message, state.last_actor_cache_retention)
     reflection.evaluate(step, idle_check=message.role == "user", previous_model=previous_model,
                         current_model=message.model)
     if message.role == "assistant" and not message.tool_call_ids():
@@ -165,25 +167,65 @@ def _on_timer(step: Step, event: TimerFired) -> None:
         observation.start_manual_observation(step)
 
 
-def _on_override(step: Step, event: OverrideThresholds) -> None:
-    try:
-        step.base.with_overrides(event.message_tokens, event.observation_tokens)
-    except ConfigError as exc:
-        step.add(RejectInput(step.state.key, "invalid_override", str(exc)))
+def _on_observe(step: Step, event: ObserveNow) -> None:
+    """Manual observe(): as the reference's, it observes only once the unobserved messages reach the message
+    threshold (below it: nothing, and no Observer call); ``force`` observes now whatever the threshold. With OM
+    off nothing is ever observed."""
+    if not step.config.enabled:
         return
-    step.state.override_message_tokens = event.message_tokens
-    step.state.override_observation_tokens = event.observation_tokens
-    step.config = _effective(step.base, step.state)
+    if event.force or step.pending() >= step.message_threshold():
+        observation.start_manual_observation(step)
+        step.owe_all_threads()
+
+
+def _on_override(step: Step, event: OverrideThresholds) -> None:
+    """Overrides merge field by field into the record's (``replace``: they become exactly these). A record no
+    message reached is no thread's memory: the override is refused rather than making one."""
+    state = step.state
+    if not state.holds_conversation:
+        step.add(RejectInput(state.key, "unknown_thread",
+                             f"no message reached thread {event.thread_id or state.key!r}: there is no memory to "
+                             f"override (send its messages first)"))
+        return
+    message_tokens = (event.message_tokens if event.replace or event.message_tokens is not None
+                      else state.override_message_tokens)
+    observation_tokens = (event.observation_tokens if event.replace or event.observation_tokens is not None
+                          else state.override_observation_tokens)
+    try:
+        step.base.with_overrides(message_tokens, observation_tokens)
+    except ConfigError as exc:
+        step.add(RejectInput(state.key, "invalid_override", str(exc)))
+        return
+    state.override_message_tokens = message_tokens
+    state.override_observation_tokens = observation_tokens
+    step.config = record_config(step.base, state)
     step.owe_all_threads()
 
 
-def _on_clear(step: Step) -> None:
+def _on_clear(step: Step, event: ClearRecord) -> None:
+    """Forget what OM made of the conversation, not the conversation: the messages the record took in (handed
+    over by the host from the content store) are unobserved again, and the thresholds apply to them at once as to
+    any message (past blockAfter the context waits for them to be observed again: it stays bounded). Ids and
+    message numbers keep counting up, so nothing of the cleared epoch is ever reused. A record no message reached
+    has nothing to forget.
+
+    A cycle still running is dropped with the record, but still ends: its start gets a failed event saying the
+    record was cleared, and its result, when it comes, finds no cycle to resolve (it is discarded, silently)."""
     old = step.state
+    if not old.holds_conversation:
+        return
     fresh = new_record(old.key, old.scope, old.resource_id)
     fresh.epoch = old.epoch + 1
     fresh.context_version = old.context_version
     fresh.id_seq = old.id_seq
+    fresh.msg_seq = old.msg_seq
+    fresh.last_actor_model = old.last_actor_model
+    fresh.last_actor_cache_retention = old.last_actor_cache_retention
     fresh.threads = {tid: ThreadState(tid, last_message_id=t.last_message_id) for tid, t in old.threads.items()}
     step.state = fresh
     step.add(ClearStored(old.key, fresh.epoch))
+    for cycle in old.cycles:
+        step.end_overtaken(cycle, "overtaken: the record was cleared before its result arrived")
+    observation.restore_conversation(step, [stored for stored in event.conversation
+                                            if stored.record_key == old.key and stored.seq <= old.msg_seq])
     step.owe_all_threads()

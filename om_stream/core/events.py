@@ -19,6 +19,7 @@ __all__ = [
     "BufferingEndEvent",
     "BufferingFailedEvent",
     "BufferingStartEvent",
+    "CondensationEvent",
     "ExtractionFailure",
     "MarkerConfig",
     "OMEvent",
@@ -195,23 +196,32 @@ class BufferingFailedEvent(OMEvent):
 
 
 class ActivationEvent(OMEvent):
+    """One buffered chunk (or the buffered reflection) moved into the active log: one event per chunk, under the
+    ``cycleId`` of the buffering cycle that produced it, so a client pairs it with that cycle's
+    ``data-om-buffering-start`` and ``-end``."""
+
     event_type: ClassVar[str] = "data-om-activation"
-    cycle_id: str
+    cycle_id: str = Field(description="the cycleId of the buffering cycle that produced the activated content")
     operation_type: OperationType
     activated_at: str
-    chunks_activated: int
-    tokens_activated: int
-    observation_tokens: int
+    chunks_activated: int = Field(description="always 1: each activated chunk has an event of its own")
+    tokens_activated: int = Field(description="observation: message tokens the chunk removes from the context; "
+                                              "reflection: log tokens it replaces")
+    observation_tokens: int = Field(description="observation: tokens of the chunk; reflection: log tokens after")
     messages_activated: int
     generation_count: int
     observations: str
     triggered_by: Literal["threshold", "ttl", "provider_change", "manual"]
-    buffer_cycle_ids: list[str]
-    last_activity_at: int | None = None
-    ttl_expired_ms: int | None = None
+    buffer_cycle_ids: list[str] = Field(description="om-stream addition: the buffering cycleId again (one entry)")
+    last_activity_at: int | None = Field(None, description="ttl only: time of the last activity (the newest "
+                                                           "assistant message), epoch milliseconds")
+    ttl_expired_ms: int | None = Field(None, description="ttl only: milliseconds since the last activity (as the "
+                                                         "reference reports it), not the excess over the idle time")
     previous_model: str | None = None
     current_model: str | None = None
-    config: MarkerConfig
+    config: MarkerConfig = Field(description="thresholds in force; when a ttl trigger activates observations, "
+                                             "activateAfterIdle is the idle time it resolved to, in milliseconds "
+                                             "(also for 'auto')")
 
 
 class ThreadUpdateEvent(OMEvent):
@@ -233,6 +243,28 @@ class TemporalMarkerEvent(OMEvent):
     text: str
 
 
+class CondensationEvent(OMEvent):
+    """om-stream addition: the engine condensed the observation log itself, without a model, to keep it within its
+    bound (``reflection.observationTokens`` x ``reflection.blockAfter``). The folded observations' conversation
+    stays in the content store, where the recall tool reaches it."""
+
+    event_type: ClassVar[str] = "data-om-condensation"
+    cycle_id: str | None = Field(None, description="the reflection cycle whose answer was condensed; null when a "
+                                                   "context was condensed as it was rendered")
+    condensed_at: str
+    reason: Literal["over_target", "unusable", "failed", "context_over_bound"] = Field(
+        description="over_target: the Reflector's best answer was not under its target; unusable / failed: the "
+                    "offline Reflector's answers were unusable, or its call failed; context_over_bound: a context "
+                    "was published while the log was over its bound (a reflection still running or failed), so "
+                    "it was condensed as rendered")
+    tokens_before: int = Field(description="tokens of what was condensed (for context_over_bound: the whole log)")
+    tokens_after: int | None = Field(None, description="tokens of the condensed text (null for context_over_bound)")
+    target_tokens: int = Field(description="the target it had to come under: the Reflector's target, or the bound")
+    observations_folded: int | None = Field(None, description="observation entries folded under the marker line "
+                                                              "(null for context_over_bound: counted as rendered)")
+
+
 EVENT_TYPES: dict[str, type[OMEvent]] = {cls.event_type: cls for cls in (
     StatusEvent, ObservationStartEvent, ObservationEndEvent, ObservationFailedEvent, BufferingStartEvent,
-    BufferingEndEvent, BufferingFailedEvent, ActivationEvent, ThreadUpdateEvent, TemporalMarkerEvent)}
+    BufferingEndEvent, BufferingFailedEvent, ActivationEvent, ThreadUpdateEvent, TemporalMarkerEvent,
+    CondensationEvent)}

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from om_stream.core.messages import Message
+
 __all__ = [
     "BUILT_IN_SLUGS",
     "RESERVED_SLUGS",
@@ -45,7 +47,15 @@ def slugify(name: str) -> str:
 
 @dataclass(frozen=True)
 class ExtractionContext:
-    """What a dynamic ``instructions``/``schema`` function or ``on_extracted`` hook receives."""
+    """What a dynamic ``instructions``/``schema`` function or ``on_extracted`` hook receives.
+
+    * ``previous``/``current``: the value stored before this cycle and the one it extracted (``on_extracted``);
+    * ``raw_observations``: what this cycle wrote (the new observations, or the reflection);
+    * ``observed_messages``: the messages this observation read, oldest first (in resource scope, the thread's
+      own); none for a reflection;
+    * ``active_observations``: the observation log the cycle worked from: the active log an observation's new
+      observations are appended to, or the log a reflection condenses.
+    """
 
     source: str  # "observation" | "reflection"
     thread_id: str | None
@@ -53,6 +63,8 @@ class ExtractionContext:
     previous: Any = None
     current: Any = None
     raw_observations: str = ""
+    observed_messages: tuple[Message, ...] = ()
+    active_observations: str = ""
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from om_stream.core.messages import Message
+from om_stream.core.recall.records import StoredMessage
 
 __all__ = [
     "ClearRecord",
@@ -16,6 +17,7 @@ __all__ = [
     "ObserveNow",
     "OverrideThresholds",
     "ReflectNow",
+    "ThreadMetadataUpdate",
     "TimerFired",
 ]
 
@@ -26,12 +28,25 @@ class MessageAppended:
 
 
 @dataclass(frozen=True)
+class ThreadMetadataUpdate:
+    """What one thread of a multi-thread (resource scope) observation learnt: its hints, its title, its
+    extracted values (keyed for persistence, like ``ModelResultArrived.extracted_values``) and its working memory."""
+
+    current_task: str | None = None
+    suggested_response: str | None = None
+    thread_title: str | None = None
+    extracted_values: dict[str, Any] = field(default_factory=dict)
+    working_memory: Any = None
+
+
+@dataclass(frozen=True)
 class ModelResultArrived:
     """The outcome of an Observer or Reflector call requested by a ``RequestObservation``/``RequestReflection``.
 
     ``observations`` is the parsed log text (already cleaned by the prompt parser). ``per_thread`` carries the
-    per-thread sections of a multi-thread (resource scope) observation. On failure ``error`` says why and
-    ``observations`` holds any partial output.
+    per-thread sections of a multi-thread (resource scope) observation, and ``thread_metadata`` each of its
+    threads' hints, title and values (by real thread id). On failure ``error`` says why and ``observations`` holds
+    any partial output.
     """
 
     cycle_id: str
@@ -45,11 +60,20 @@ class ModelResultArrived:
     thread_title: str | None = None
     extracted_values: dict[str, Any] = field(default_factory=dict)
     extraction_failures: tuple[tuple[str, str], ...] = ()
+    # the working memory the working-memory extractor updated (observation.manageWorkingMemory): the full new
+    # content, markdown text or a JSON object; None when the cycle leaves it as it is
+    working_memory: Any = None
     error: str | None = None
     error_kind: str | None = None  # e.g. "rate_limited", "timeout", "degenerate", "budget_exceeded"
     duration_ms: int = 0
     model: str | None = None
     fallback_model: str | None = None  # set when the offline model answered instead of the configured ones
+    # a reflection the engine condensed itself (``core.condensation``) because the Reflector's best answer missed
+    # its target: why ("over_target", "unusable", "failed"), how many observations were folded, tokens before
+    condensed: Literal["over_target", "unusable", "failed"] | None = None
+    folded_observations: int = 0
+    condensed_from_tokens: int = 0
+    thread_metadata: dict[str, ThreadMetadataUpdate] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,9 +86,12 @@ class TimerFired:
 
 @dataclass(frozen=True)
 class ObserveNow:
-    """Manual ``observe()``: activate what is buffered and observe the rest, whatever the thresholds."""
+    """Manual ``observe()``: once the unobserved messages reach the message threshold, activate what is buffered
+    and observe the rest; below it nothing happens (no Observer call), as in the reference. ``force`` observes
+    now whatever the threshold."""
 
     thread_id: str | None = None
+    force: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,18 +104,27 @@ class ReflectNow:
 
 @dataclass(frozen=True)
 class OverrideThresholds:
-    """Per-record threshold overrides (``None`` removes an override)."""
+    """Per-record threshold overrides, merged field by field into the record's: ``None`` keeps the current value
+    of that field. ``replace``: the record's overrides become exactly these (``None`` removes one). Only a record
+    that holds a conversation takes overrides."""
 
     message_tokens: int | None = None
     observation_tokens: int | None = None
     thread_id: str | None = None
+    replace: bool = False
 
 
 @dataclass(frozen=True)
 class ClearRecord:
-    """Forget everything OM knows about the record (its messages stay in the store unless purged there)."""
+    """Forget what OM made of the record's conversation (observations, reflections, buffered work, overrides). The
+    conversation stays: its stored messages count as unobserved again, so they are back in the context, the
+    thresholds apply to them as to new messages, and the next observation rebuilds the log from them.
+
+    ``conversation``: the record's stored messages, oldest first. Drivers send the command alone; the host reads
+    them from the content store before deciding (``runtime/host.py``)."""
 
     thread_id: str | None = None
+    conversation: tuple[StoredMessage, ...] = ()
 
 
 CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord

@@ -17,6 +17,7 @@ __all__ = [
     "ImagePart",
     "Message",
     "Part",
+    "PromptCacheRetention",
     "ReasoningPart",
     "Role",
     "TextPart",
@@ -27,6 +28,7 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
+PromptCacheRetention = Literal["in_memory", "24h"]  # OpenAI's names
 MAX_SAFE_INTEGER = 2**53 - 1  # I-JSON: the largest integer every client (JavaScript too) represents exactly
 
 
@@ -107,6 +109,11 @@ class Message(BaseModel):
     created_at: datetime
     parts: tuple[Part, ...]
     model: str | None = None
+    prompt_cache_retention: PromptCacheRetention | None = Field(
+        None, description="The prompt-cache retention the actor asked of OpenAI on the call of `model` "
+                          "(`prompt_cache_retention`; the AI SDK's `providerOptions.openai.promptCacheRetention`). "
+                          "With `activateAfterIdle: 'auto'` and an OpenAI actor it sets the idle time: '24h' -> "
+                          "1 h, 'in_memory' -> 5 min. Absent: the model's default.")
     metadata: dict[str, Any] | None = None
 
     @field_validator("created_at")

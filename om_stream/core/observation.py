@@ -3,7 +3,12 @@
 The promises kept here (each has a test):
 * a context never holds more unobserved message tokens than the limit (blockAfter, or messageTokens without
   buffering) plus the message that just arrived: past the limit the context waits for a synchronous observation,
-  and when every configured model fails the offline model observes instead;
+  and when every configured model fails the offline model observes instead. The one exception is a turn waiting
+  for a tool result: the agent's model is not called before the result arrives, so (as in the reference) no
+  synchronous observation runs until it does, and the context is not held back meanwhile;
+* once the threshold is crossed with chunks buffered, at least one chunk is activated;
+* every buffering cycle ends with ``buffering-end`` or ``buffering-failed``, also when its messages were observed
+  another way before its result arrived;
 * every message is observed exactly once: buffered chunks cover disjoint runs of the oldest unobserved messages,
   a synchronous observation covers only messages no chunk or buffering cycle covers;
 * a cycle never separates a tool call from its result (the agent's context stays valid for providers);
@@ -14,6 +19,8 @@ The promises kept here (each has a test):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from operator import attrgetter
 from typing import Literal
 
 from om_stream.core.commands import (
@@ -23,6 +30,7 @@ from om_stream.core.commands import (
     PersistSegment,
     PersistThreadMetadata,
     RequestObservation,
+    ThreadPrior,
 )
 from om_stream.core.events import (
     ActivationEvent,
@@ -34,16 +42,19 @@ from om_stream.core.events import (
     TemporalMarkerEvent,
     ThreadUpdateEvent,
 )
+from om_stream.core.extractors import WORKING_MEMORY_SLUG
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.labels import thread_label
 from om_stream.core.messages import Message, TextPart
-from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, SegmentRef, Trigger
+from om_stream.core.recall.records import StoredMessage
+from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, SegmentRef, ThreadState, Trigger
 from om_stream.core.step import Step
 from om_stream.core.temporal import GAP_THRESHOLD_MS, gap_text, marker_id, marker_text
 from om_stream.core.thresholds import minimum_remaining, select_chunks, should_trigger_buffer, sync_cut
-from om_stream.core.ttl import resolve_idle_ms
+from om_stream.core.ttl import actor_cache_retention, resolve_idle_ms
 
-__all__ = ["activate_chunks", "append_message", "evaluate", "on_result", "start_manual_observation"]
+__all__ = ["activate_chunks", "append_message", "awaiting_tool_results", "evaluate", "on_result", "pass_through",
+           "reported_values", "restore_conversation", "start_manual_observation", "store_extracted"]
 
 OFFLINE_MODEL = "offline"
 ActivationTrigger = Literal["threshold", "ttl", "provider_change", "manual"]
@@ -77,10 +88,11 @@ def append_message(step: Step, message: Message) -> None:
         thread.step_number += 1
     if message.role == "assistant":
         state.last_assistant_at = at
-        idle = resolve_idle_ms(step.config.observation_idle, message.model or state.last_actor_model)
+        retention = actor_cache_retention(message, state.last_actor_cache_retention)
+        idle = resolve_idle_ms(step.config.observation_idle, message.model or state.last_actor_model, retention)
         if idle is not None:
             step.schedule("idle:observation", at + idle)
-        refl_idle = resolve_idle_ms(step.config.reflection_idle, message.model or state.last_actor_model)
+        refl_idle = resolve_idle_ms(step.config.reflection_idle, message.model or state.last_actor_model, retention)
         if refl_idle is not None:
             step.schedule("idle:reflection", at + refl_idle)
     step.owed.add(message.thread_id)
@@ -88,14 +100,24 @@ def append_message(step: Step, message: Message) -> None:
 
 def _add(step: Step, message: Message, at: int) -> MessageRef:
     state = step.state
-    thread = step.thread(message.thread_id)
     tokens = step.accountant.message_tokens(message, message.model or state.last_actor_model or "")
-    open_calls = set(thread.open_tool_calls)
+    state.msg_seq += 1
+    ref = _take_in(step, message, at, state.msg_seq, tokens)
+    step.add(PersistMessage(state.key, message, ref.seq, tokens))
+    return ref
+
+
+def _take_in(step: Step, message: Message, at: int, seq: int, tokens: int) -> MessageRef:
+    """Count a message as unobserved: track its tool calls, its thread's newest message, duplicate detection."""
+    state = step.state
+    thread = step.thread(message.thread_id)
+    # a user message ends the turn before it: a call of that turn still without its result was abandoned (the agent
+    # answered or moved on without it), and must not keep every later message from being a boundary
+    open_calls = set(thread.open_tool_calls) if message.role != "user" else set()
     open_calls.update(message.tool_call_ids())
     open_calls.difference_update(message.tool_result_ids())
     thread.open_tool_calls = sorted(open_calls)
-    state.msg_seq += 1
-    ref = MessageRef(id=message.message_id, thread_id=message.thread_id, seq=state.msg_seq, created_at=at,
+    ref = MessageRef(id=message.message_id, thread_id=message.thread_id, seq=seq, created_at=at,
                      tokens=tokens, role=message.role, safe_cut=not open_calls)
     state.unobserved.append(ref)
     state.unobserved_tokens += tokens
@@ -103,8 +125,33 @@ def _add(step: Step, message: Message, at: int) -> MessageRef:
     del state.recent_ids[:-step.limits.recent_ids]
     thread.last_message_id = message.message_id
     thread.last_message_at = at
-    step.add(PersistMessage(state.key, message, ref.seq, tokens))
     return ref
+
+
+def pass_through(step: Step, message: Message) -> None:
+    """OM off: the message is stored and counted, and stays in its thread's context as it came. Nothing observes
+    it (no threshold, no temporal marker, no idle timer); if OM is turned on later, it is unobserved like any."""
+    _follow_turn(step, _add(step, message, message.created_at_ms))
+    step.owed.add(message.thread_id)
+
+
+def restore_conversation(step: Step, conversation: Sequence[StoredMessage]) -> None:
+    """After a clear, the record's stored messages are unobserved again, oldest first: back in the context, and
+    the next observation covers them. They keep their sequence numbers and token counts; nothing is stored again."""
+    for stored in sorted(conversation, key=attrgetter("seq")):
+        message = stored.message
+        _follow_turn(step, _take_in(step, message, message.created_at_ms, stored.seq, stored.tokens))
+
+
+def _follow_turn(step: Step, ref: MessageRef) -> None:
+    """A user message starts its thread's turn; every other message is a step of it."""
+    thread = step.thread(ref.thread_id)
+    if ref.role == "user":
+        thread.turn_message, thread.step_number = ref, 0
+    else:
+        thread.step_number += 1
+    if ref.role == "assistant":
+        step.state.last_assistant_at = ref.created_at
 
 
 # -- the thresholds ----------------------------------------------------------------------------------------------
@@ -121,15 +168,31 @@ def evaluate(step: Step) -> None:
     if pending >= config.message_limit or (pending >= threshold and not config.async_buffering):
         if state.buffered:
             activate_chunks(step, "threshold", everything=True)
-        buffering = state.in_flight("observation", "buffer")
-        if buffering:
-            # the context waits for the chunk already being computed rather than observing its messages twice
-            step.block_on(buffering[0])
+        waiting = {tid for tid, thread in state.threads.items() if awaiting_tool_results(thread)}
+        if not waiting or state.scope == "resource":
+            buffering = state.in_flight("observation", "buffer")
+            if buffering:
+                # the context waits for the chunk already being computed rather than observing its messages twice
+                step.block_on(buffering[0])
+                return
+            _start_sync(step, "sync", "turn-sync", waiting=waiting)
             return
-        _start_sync(step, "sync", "turn-sync")
-        return
+        # a tool call of this turn is waiting for its result: the observation runs once the result arrives
     if config.async_buffering:
         _maybe_buffer(step, threshold)
+
+
+def awaiting_tool_results(thread: ThreadState) -> bool:
+    """The thread's current turn made a tool call whose result has not arrived yet.
+
+    The agent calls its model again only once the result is in, so a synchronous observation waits for it (the
+    reference does not observe while a call is pending). A call left open by an earlier turn does not count: the
+    turn that made it is over.
+    """
+    if not thread.open_tool_calls:
+        return False
+    turn = thread.turn_message
+    return turn is None or turn.safe_cut  # no call was open when this turn began: every open call is its own
 
 
 def check_idle_triggers(step: Step, message: Message | None) -> None:
@@ -142,10 +205,10 @@ def check_idle_triggers(step: Step, message: Message | None) -> None:
             and _model_changed(previous_model, message.model):
         activate_chunks(step, "provider_change", previous_model=previous_model, current_model=message.model)
         return
-    idle = resolve_idle_ms(config.observation_idle, previous_model)
+    idle = resolve_idle_ms(config.observation_idle, previous_model, state.last_actor_cache_retention)
     if idle is not None and state.last_assistant_at is not None and step.now - state.last_assistant_at >= idle:
         activate_chunks(step, "ttl", last_activity_at=state.last_assistant_at,
-                        ttl_expired_ms=step.now - state.last_assistant_at - idle)
+                        idle_ms=step.now - state.last_assistant_at, ttl_ms=idle)
 
 
 def _model_changed(previous: str, current: str) -> bool:
@@ -192,10 +255,13 @@ def buffer_on_idle(step: Step) -> None:
         _maybe_buffer(step, step.message_threshold(), idle=True)
 
 
-def _start_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool = False) -> Cycle | None:
+def _start_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool = False,
+                waiting: set[str] | frozenset[str] = frozenset()) -> Cycle | None:
+    """A blocking observation of the unobserved messages (in resource scope, of the threads not ``waiting`` for a
+    tool result)."""
     state = step.state
     if state.scope == "resource":
-        return _start_resource_sync(step, kind, trigger, offline=offline)
+        return _start_resource_sync(step, kind, trigger, offline=offline, waiting=waiting)
     keep = minimum_remaining(step.config.retention_floor) if kind == "sync" else 0
     count = sync_cut(state.unobserved, keep)
     if count == 0:
@@ -203,12 +269,14 @@ def _start_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool 
     return _start_cycle(step, kind, trigger, state.unobserved[:count], offline=offline)
 
 
-def _start_resource_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool) -> Cycle | None:
+def _start_resource_sync(step: Step, kind: CycleKind, trigger: Trigger, *, offline: bool,
+                         waiting: set[str] | frozenset[str]) -> Cycle | None:
     """Resource scope: the largest threads first until the threshold is covered, in batches of whole threads."""
     state, config = step.state, step.config
     by_thread: dict[str, list[MessageRef]] = {}
     for message in state.unobserved:
-        by_thread.setdefault(message.thread_id, []).append(message)
+        if message.thread_id not in waiting:
+            by_thread.setdefault(message.thread_id, []).append(message)
     observable: dict[str, list[MessageRef]] = {}
     for thread_id, messages in by_thread.items():
         count = sync_cut(messages, 0)
@@ -264,7 +332,17 @@ def request_observation(step: Step, cycle: Cycle) -> None:
         buffered_segment_ids=tuple(c.id for c in state.buffered) if cycle.kind == "buffer" else (),
         prior_current_task=thread.current_task, prior_suggested_response=thread.suggested_response,
         prior_thread_title=thread.title, want_hints=step.config.observation_hints,
-        use_offline_model=cycle.fallback, deadline_at=cycle.deadline_at))
+        use_offline_model=cycle.fallback, deadline_at=cycle.deadline_at,
+        thread_priors=_thread_priors(step, cycle.thread_ids) if state.scope == "resource" else ()))
+
+
+def _thread_priors(step: Step, thread_ids: tuple[str, ...]) -> tuple[ThreadPrior, ...]:
+    priors = []
+    for thread_id in thread_ids:
+        thread = step.thread(thread_id)
+        priors.append(ThreadPrior(thread_id=thread_id, current_task=thread.current_task,
+                                  suggested_response=thread.suggested_response, title=thread.title))
+    return tuple(priors)
 
 
 def start_manual_observation(step: Step) -> None:
@@ -284,17 +362,19 @@ def start_manual_observation(step: Step) -> None:
 def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool = False,
                     previous_model: str | None = None,
                     current_model: str | None = None, last_activity_at: int | None = None,
-                    ttl_expired_ms: int | None = None) -> None:
+                    idle_ms: int | None = None, ttl_ms: int | None = None) -> None:
+    """Move leading buffered chunks into the log, and report each under the ``cycleId`` that buffered it.
+
+    ``idle_ms`` (ttl trigger): time since the last activity; ``ttl_ms``: the idle time that was resolved for it.
+    """
     state, config = step.state, step.config
     if not state.buffered:
         return
     if everything or trigger in ("manual",):
         count = len(state.buffered)
     else:
-        choice = select_chunks([c.message_tokens for c in state.buffered], step.pending(),
-                               config.retention_floor, config.block_after,
-                               force=trigger in ("ttl", "provider_change"))
-        count = choice.count
+        count = select_chunks([c.message_tokens for c in state.buffered], step.pending(),
+                              config.retention_floor, config.block_after).count
     if count == 0:
         return
     chunks, state.buffered = state.buffered[:count], state.buffered[count:]
@@ -317,15 +397,21 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
                      next((c.thread_title for c in reversed(hinted) if c.thread_title), None), hinted[-1].cycle_id,
                      {})
     state.last_buffered_at_tokens = step.pending()
-    main = step.primary_thread(chunks[0].thread_ids)
-    step.emit(ActivationEvent(
-        record_id=step.record_id, thread_id=main, cycle_id=step.new_id("act"), operation_type="observation",
-        activated_at=step.iso_now(), chunks_activated=len(chunks),
-        tokens_activated=sum(c.message_tokens for c in chunks), observation_tokens=sum(c.tokens for c in chunks),
-        messages_activated=len(removed), generation_count=state.generation, observations="",
-        triggered_by=trigger, buffer_cycle_ids=[c.cycle_id for c in chunks],
-        last_activity_at=last_activity_at, ttl_expired_ms=ttl_expired_ms, previous_model=previous_model,
-        current_model=current_model, config=step.marker_config()), observations_from=tuple(c.id for c in chunks))
+    marker = step.marker_config()
+    if ttl_ms is not None:  # "auto" is reported as the idle time it resolved to
+        marker = marker.model_copy(update={"activate_after_idle": ttl_ms})
+    after = -1
+    for chunk in chunks:
+        messages = sum(1 for m in removed if after < m.seq <= chunk.last_seq)
+        after = chunk.last_seq
+        step.emit(ActivationEvent(
+            record_id=step.record_id, thread_id=step.primary_thread(chunk.thread_ids), cycle_id=chunk.cycle_id,
+            operation_type="observation", activated_at=step.iso_now(), chunks_activated=1,
+            tokens_activated=chunk.message_tokens, observation_tokens=chunk.tokens, messages_activated=messages,
+            generation_count=state.generation, observations="", triggered_by=trigger,
+            buffer_cycle_ids=[chunk.cycle_id], last_activity_at=last_activity_at, ttl_expired_ms=idle_ms,
+            previous_model=previous_model, current_model=current_model, config=marker),
+            observations_from=(chunk.id,))
     step.owe_all_threads()
 
 
@@ -341,8 +427,10 @@ def _remove_observed(step: Step, removed: list[MessageRef]) -> None:
 
 
 def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested_response: str | None,
-                 title: str | None, cycle_id: str, extracted: dict[str, object]) -> None:
-    """New hints replace old ones only when present: an observation without hints keeps the previous ones."""
+                 title: str | None, cycle_id: str, extracted: dict[str, object],
+                 working_memory: object = None) -> None:
+    """New hints replace old ones only when present: an observation without hints keeps the previous ones.
+    Extracted values are merged over the stored ones; a working memory replaces the stored one."""
     thread = step.thread(thread_id)
     changed = False
     if current_task and current_task != thread.current_task:
@@ -354,12 +442,28 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
         step.emit(ThreadUpdateEvent(record_id=step.record_id, thread_id=thread_id, cycle_id=cycle_id,
                                     old_title=thread.title, new_title=new_title, timestamp=step.iso_now()))
         thread.title, changed = new_title, True
-    if changed or extracted:
+    if changed or extracted or working_memory is not None:
         step.add(PersistThreadMetadata(thread_id=thread_id, resource_id=step.state.resource_id, title=thread.title,
                                        current_task=thread.current_task,
                                        suggested_response=thread.suggested_response,
                                        extracted_values=dict(extracted),
-                                       last_observed_message_id=_last_observed_id(step, thread_id)))
+                                       last_observed_message_id=_last_observed_id(step, thread_id),
+                                       working_memory=working_memory))
+
+
+def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived) -> None:
+    """A cycle's extracted values and working memory written to the thread's metadata, its hints and title left
+    as they are (a reflection's values)."""
+    _apply_hints(step, thread_id, None, None, None, cycle_id, result.extracted_values, result.working_memory)
+
+
+def reported_values(result: ModelResultArrived) -> dict[str, object] | None:
+    """The values a cycle's end event reports: the extracted values, and the updated working memory under its
+    slug (it is kept apart from the ``extracted`` metadata, so the event is where an agent learns of it)."""
+    values: dict[str, object] = dict(result.extracted_values)
+    if result.working_memory is not None:
+        values[WORKING_MEMORY_SLUG] = result.working_memory
+    return values or None
 
 
 def _valid_title(title: str | None) -> str | None:
@@ -422,9 +526,12 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state = step.state
     step.drop_cycle(cycle.id)
     covered = _covered(step, cycle)
-    text = _observation_text(step, result, cycle)
-    if not covered:  # its messages were observed another way meanwhile (manual observe): nothing to keep
+    if len(covered) < len(cycle.message_ids):
+        # some of its messages were observed another way meanwhile: a chunk must cover exactly what it describes
+        step.end_overtaken(cycle, f"overtaken: {len(cycle.message_ids) - len(covered)} of its "
+                                  f"{len(cycle.message_ids)} messages were observed before its result arrived")
         return
+    text = _observation_text(step, result, cycle)
     tokens = step.accountant.count_text(text)
     chunk = ChunkRef(id=step.new_id("seg"), cycle_id=cycle.id, first_seq=covered[0].seq, last_seq=covered[-1].seq,
                      first_message_id=covered[0].id, last_message_id=covered[-1].id, message_count=len(covered),
@@ -437,14 +544,17 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state.buffer_retry_at = None
     step.add(_segment_command(step, chunk.id, "buffered", text, tokens, cycle, covered))
     main = step.primary_thread(cycle.thread_ids)
-    if (result.thread_title and step.config.thread_title) or result.extracted_values:
-        # titles and extracted values are applied as soon as they are known; hints wait for activation
-        _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values)
+    if (result.thread_title and step.config.thread_title) or result.extracted_values \
+            or result.working_memory is not None:
+        # titles, extracted values and the working memory are applied as soon as they are known; hints wait for
+        # activation
+        _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values,
+                     result.working_memory)
     step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                 operation_type="observation", completed_at=step.iso_now(),
                                 duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
                                 buffered_tokens=tokens, observations=text,
-                                extracted_values=result.extracted_values or None,
+                                extracted_values=reported_values(result),
                                 extraction_failures=_failures(result)))
     step.owe_all_threads()
 
@@ -465,6 +575,7 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     step.drop_cycle(cycle.id)
     covered = _covered(step, cycle)
     if not covered:
+        step.end_overtaken(cycle, "overtaken: its messages were observed before its result arrived")
         return
     text = _observation_text(step, result, cycle)
     tokens = step.accountant.count_text(text)
@@ -477,17 +588,24 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state.log_tokens += tokens
     state.last_buffered_at_tokens = step.pending()
     main = step.primary_thread(cycle.thread_ids)
-    single = len(cycle.thread_ids) == 1
-    _apply_hints(step, main, result.current_task if single else None,
-                 result.suggested_response if single else None, result.thread_title if single else None,
-                 cycle.id, result.extracted_values)
+    if result.thread_metadata:  # a multi-thread observation: each thread its own hints, title and values
+        for thread_id in cycle.thread_ids:
+            update = result.thread_metadata.get(thread_id)
+            if update is not None:
+                _apply_hints(step, thread_id, update.current_task, update.suggested_response, update.thread_title,
+                             cycle.id, update.extracted_values, update.working_memory)
+    else:
+        single = len(cycle.thread_ids) == 1
+        _apply_hints(step, main, result.current_task if single else None,
+                     result.suggested_response if single else None, result.thread_title if single else None,
+                     cycle.id, result.extracted_values, result.working_memory)
     step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id))
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="observation", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
                                   observation_tokens=tokens, observations=text, current_task=result.current_task,
                                   suggested_response=result.suggested_response,
-                                  extracted_values=result.extracted_values or None,
+                                  extracted_values=reported_values(result),
                                   extraction_failures=_failures(result),
                                   fallback_model=result.fallback_model or (OFFLINE_MODEL if cycle.fallback
                                                                            else None)))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, Literal
 
+from om_stream.core.messages import PromptCacheRetention
+
 __all__ = [
     "BufferedReflection",
     "ChunkRef",
@@ -178,8 +180,11 @@ class RecordState:
     buffer_retry_at: int | None = None
     reflection_hold_tokens: int | None = None  # no automatic reflection until the log grows past this
     reflection_failures: int = 0
+    unproductive_reflections: int = 0  # configured-Reflector cycles in a row that failed or had to be condensed
+    offline_reflection_failed: bool = False  # the last reflection that failed was the offline one (the last resort)
     last_assistant_at: int | None = None
     last_actor_model: str | None = None
+    last_actor_cache_retention: PromptCacheRetention | None = None  # the actor's OpenAI prompt-cache retention
     threads: dict[str, ThreadState] = field(default_factory=dict)
     recent_ids: list[str] = field(default_factory=list)  # recently appended message ids (duplicate detection)
     context_version: int = 0
@@ -194,6 +199,11 @@ class RecordState:
     @property
     def record_id(self) -> str:
         return f"{self.scope}:{self.key}"
+
+    @property
+    def holds_conversation(self) -> bool:
+        """A message reached this record. A record only commands touched holds none: it is no thread's memory."""
+        return bool(self.threads)
 
     def clone(self) -> RecordState:
         """A copy ``decide`` may change freely: the caller's state is never mutated.

@@ -9,7 +9,16 @@ from dataclasses import dataclass, field, replace
 
 from om_stream.core.commands import Command, EmitEvent, PublishContext
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.events import BufferingStartEvent, MarkerConfig, ObservationStartEvent, OMEvent, StatusEvent
+from om_stream.core.events import (
+    BufferingFailedEvent,
+    BufferingStartEvent,
+    CondensationEvent,
+    MarkerConfig,
+    ObservationFailedEvent,
+    ObservationStartEvent,
+    OMEvent,
+    StatusEvent,
+)
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.messages import iso
 from om_stream.core.state import Cycle, RecordState, ThreadState
@@ -77,6 +86,22 @@ class Step:
                                             operation_type=cycle.operation, started_at=self.iso_now(),
                                             tokens_to_observe=cycle.tokens, thread_ids=list(cycle.thread_ids),
                                             config=self.marker_config()))
+
+    def end_overtaken(self, cycle: Cycle, reason: str) -> None:
+        """A cycle overtaken by a change to what it covered (a newer generation or messages observed another way
+        before its result arrived, the record cleared while it ran) is discarded, but still ends: its start gets a
+        failed event saying why. Not a model failure: nothing is retried or backed off."""
+        main = self.primary_thread(cycle.thread_ids)
+        duration = max(0, self.now - cycle.started_at)
+        if cycle.kind == "buffer":
+            self.emit(BufferingFailedEvent(record_id=self.record_id, thread_id=main, cycle_id=cycle.id,
+                                           operation_type=cycle.operation, failed_at=self.iso_now(),
+                                           duration_ms=duration, tokens_attempted=cycle.tokens, error=reason))
+        else:
+            self.emit(ObservationFailedEvent(record_id=self.record_id, thread_id=main, cycle_id=cycle.id,
+                                             operation_type=cycle.operation, failed_at=self.iso_now(),
+                                             duration_ms=duration, tokens_attempted=cycle.tokens, error=reason,
+                                             next_action="none: the result is discarded"))
 
     def retry_cycle(self, cycle: Cycle, fail: Callable[[ModelResultArrived], None],
                     ask: Callable[[Cycle], None]) -> None:
@@ -175,7 +200,15 @@ class Step:
 
     def _publish(self, thread_id: str) -> None:
         self.state.context_version += 1
-        self.add(PublishContext(context_spec(self.state, thread_id, self.config, self.state.context_version)))
+        spec = context_spec(self.state, thread_id, self.config, self.state.context_version)
+        self.add(PublishContext(spec))
+        if spec.observation_limit is not None and spec.observation_tokens > spec.observation_limit:
+            # nothing holds the context back and the log is over its bound (the reflection meant to bring it under
+            # failed, or timed out): the renderer condenses it (runtime/effects.py); say so
+            self.emit(CondensationEvent(record_id=self.record_id, thread_id=thread_id, cycle_id=None,
+                                        condensed_at=self.iso_now(), reason="context_over_bound",
+                                        tokens_before=spec.observation_tokens,
+                                        target_tokens=spec.observation_limit))
         self.emit(self.status(thread_id))
 
     def status(self, thread_id: str) -> StatusEvent:

@@ -51,21 +51,20 @@ class ActivationChoice:
 
 
 def select_chunks(chunk_message_tokens: Sequence[int], pending: int, retention_floor: int,
-                  block_after: int | None, *, force: bool = False) -> ActivationChoice:
+                  block_after: int | None) -> ActivationChoice:
     """How many leading buffered chunks to activate so that about ``retention_floor`` tokens remain.
 
     ``over`` is the smallest prefix reaching the target, ``under`` the longest prefix below it. The overshoot guard
-    refuses ``over`` when it removes much more than asked; at ``block_after`` the larger prefix is forced. Below
-    ``block_after`` activation never leaves less than the minimum context: if every choice would, nothing is
-    activated yet. At ``block_after``, or when ``force``d (idle or provider-change triggers), at least one chunk
-    is activated.
+    refuses ``over`` when it removes much more than asked; at ``block_after`` the larger prefix is preferred. A
+    prefix that leaves less than the minimum context is taken only when no other choice exists: once activation is
+    due, at least one chunk is always activated (the current turn's user message stays in the context anyway).
     """
     if not chunk_message_tokens:
         return ActivationChoice(0, 0)
     target = max(0, pending - retention_floor)
     max_overshoot = MAX_OVERSHOOT_OF_FLOOR * retention_floor
     min_remaining = minimum_remaining(retention_floor)
-    force_max = force or (block_after is not None and pending >= block_after)
+    force_max = block_after is not None and pending >= block_after
     over: ActivationChoice | None = None
     under: ActivationChoice | None = None
     total = 0
@@ -81,9 +80,6 @@ def select_chunks(chunk_message_tokens: Sequence[int], pending: int, retention_f
         return over
     if under and pending - under.tokens >= min_remaining:
         return under
-    if not force_max:
-        # every choice would leave less than the minimum context: wait for more messages (or for blockAfter)
-        return ActivationChoice(0, 0)
     if over:
         return over
     return ActivationChoice(1, chunk_message_tokens[0])

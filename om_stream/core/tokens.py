@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,11 @@ __all__ = ["CONVERSATION_OVERHEAD", "MESSAGE_OVERHEAD", "TokenAccountant", "file
 MESSAGE_OVERHEAD = 4  # role name and the chat format's separators, per message
 CONVERSATION_OVERHEAD = 3  # the assistant priming every chat request carries, per non-empty conversation
 _KB = 1024
+_GEMINI_VERSION = re.compile(r"^gemini-(\d+)")
+# Gemini 3 bills an image a fixed amount set by its media resolution, not by its size (low 280, medium 560,
+# high 1120, ultra high 2240). A message does not say which resolution the agent asks for: an image costs the
+# amount of an unspecified one, which is high's
+_GEMINI_3_IMAGE_TOKENS = 1120
 
 
 def _base64_bytes(data: str | None) -> int | None:
@@ -51,6 +57,8 @@ def image_tokens(part: ImagePart, provider: str, model: str = "") -> int:
             return 341 if size <= 256 * _KB else 1366 if size <= _KB * _KB else 2048 if size <= 3 * _KB * _KB else 2731
         return 1600
     if provider in ("google", "gemini", "vertex_ai"):
+        if _gemini_generation(model) >= 3:
+            return _GEMINI_3_IMAGE_TOKENS
         if width and height:
             return 258 * math.ceil(width / 768) * math.ceil(height / 768)
         return 258
@@ -72,6 +80,12 @@ def image_tokens(part: ImagePart, provider: str, model: str = "") -> int:
         tiles = 1 if size <= 512 * _KB else 4 if size <= 2 * _KB * _KB else 6 if size <= 4 * _KB * _KB else 8
         return base + tile * tiles
     return base + tile * fallback_tiles
+
+
+def _gemini_generation(model: str) -> int:
+    """The major version of a Gemini model name (``google/gemini-3-pro-preview`` -> 3); 0 when it has none."""
+    match = _GEMINI_VERSION.search(model.rsplit("/", 1)[-1].lower())
+    return int(match.group(1)) if match else 0
 
 
 def _openai_image_rates(model: str) -> tuple[int, int, int]:

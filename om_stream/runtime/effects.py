@@ -3,6 +3,7 @@
 Shared by the embedded runner and the Kafka worker:
 * ``write``: phase 1 of the commit order (content-store writes, in order, idempotent);
 * ``event``: an event with its ``observations`` filled from stored chunk texts where the engine gave ids;
+* ``conversation``: a record's stored messages, which a clear hands back to it;
 * ``context``: a ``ContextSpec`` rendered into the ``om.context/v1`` record an agent consumes.
 
 Texts just written are kept in a bounded in-process cache, so rendering a context after every message does not
@@ -11,8 +12,10 @@ read back from Cassandra what this process wrote a moment ago.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from om_stream.core.commands import (
@@ -26,12 +29,15 @@ from om_stream.core.commands import (
     PersistSegment,
     PersistThreadMetadata,
 )
+from om_stream.core.condensation import condense
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.context import render_context
+from om_stream.core.context import other_conversation_blocks, render_context
 from om_stream.core.events import OMEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import group_heading
 from om_stream.core.recall.instructions import recall_instructions
+from om_stream.core.recall.records import StoredMessage
+from om_stream.core.state import RecordState
 from om_stream.ports import ContentStore, GroupQueries
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 
@@ -67,12 +73,14 @@ class ContentCache:
 
 
 class Effects:
-    def __init__(self, store: ContentStore, config: ResolvedConfig, *, cache_bytes: int = 64 * 1024 * 1024,
-                 search_available: bool = False) -> None:
+    def __init__(self, store: ContentStore, config: ResolvedConfig, *, count_text: Callable[[str], int],
+                 cache_bytes: int = 64 * 1024 * 1024, search_available: bool = False) -> None:
         self.store = store
         self.config = config
+        self.count_text = count_text
         # retrieval mode: the recall instructions (offering search only when it works) and group headings
         self.recall_instructions = recall_instructions(config.retrieval, search_available=search_available) or None
+        self._recall_waits_for_observations = config.retrieval is not None and config.retrieval.scope == "thread"
         self._groups = store if isinstance(store, GroupQueries) else None  # stores that keep observation groups
         self.cache = ContentCache(cache_bytes)
 
@@ -122,6 +130,11 @@ class Effects:
                                    lambda m: len(m.text) + 256)
         return [found[i] for i in ids if i in found]
 
+    async def conversation(self, state: RecordState) -> list[StoredMessage]:
+        """The messages a record took in, oldest first: what a clear gives back to it as unobserved."""
+        return await self.store.get_record_messages(state.key, resource_id=state.resource_id,
+                                                    thread_ids=tuple(state.threads), through_seq=state.msg_seq)
+
     async def texts(self, ids: Sequence[str]) -> dict[str, str]:
         return await self._cached(ids, lambda i: f"s:{i}", str, self.store.get_segment_texts, lambda t: len(t) + 64)
 
@@ -145,10 +158,26 @@ class Effects:
             event = event.model_copy(update={"observations": joined})
         return event
 
+    def _within_bound(self, spec: ContextSpec, texts: dict[str, str]) -> tuple[ContextSpec, dict[str, str]]:
+        """A log over its bound (the engine said so with a ``data-om-condensation`` event) is condensed as it is
+        rendered, into one block; the stored segments are left as they are for the reflection that replaces them.
+        The condensed text is cached: the same log renders the same, without condensing again."""
+        limit = spec.observation_limit
+        if limit is None or spec.observation_tokens <= limit or not spec.segment_ids:
+            return spec, texts
+        key = "c:" + hashlib.blake2b("\x1f".join((str(limit), *spec.segment_ids)).encode(), digest_size=16).hexdigest()
+        condensed = self.cache.get(key)
+        if not isinstance(condensed, str):
+            joined = "\n\n".join(texts[i] for i in spec.segment_ids if i in texts)
+            condensed = condense(joined, limit, self.count_text).text
+            self.cache.put(key, condensed, len(condensed) + 64)
+        return replace(spec, segment_ids=(key,), segment_boundaries=spec.segment_boundaries[-1:],
+                       observation_tokens=self.count_text(condensed)), {key: condensed}
+
     async def context(self, spec: ContextSpec, *, now_ms: int) -> ContextRecord:
         """Render the agent's context. Relative dates use the thread's newest message time when it is known."""
         messages = await self.messages(spec.message_ids, spec.resource_id)
-        texts = await self.texts(spec.segment_ids)
+        spec, texts = self._within_bound(spec, await self.texts(spec.segment_ids))
         if spec.through_message_id:
             newest = await self.messages([spec.through_message_id], spec.resource_id)
             if newest:
@@ -159,9 +188,14 @@ class Effects:
             metadata = await self.store.get_thread_metadata(spec.thread_id)
             extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
         headings = await self.group_headings(spec.resource_id, spec.segment_ids) if self.recall_instructions else {}
+        others: tuple[tuple[str, str], ...] = ()
+        if spec.other_threads:  # resource scope: what the user said in the resource's other threads
+            elsewhere = await self.messages([i for _, ids in spec.other_threads for i in ids], spec.resource_id)
+            others = other_conversation_blocks(spec, elsewhere)
         rendered = render_context(spec, texts, messages, now_ms=now_ms, hints=self.config.observation_hints,
                                   extracted=extracted, extra_instructions=self.recall_instructions,
-                                  group_headings=headings)
+                                  instructions_need_observations=self._recall_waits_for_observations,
+                                  other_conversations=others, group_headings=headings)
         return ContextRecord(
             thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
             through_message_id=spec.through_message_id, observations=rendered.observations,

@@ -30,6 +30,7 @@ from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
+    ActivateChunks,
     ContextSpec,
     EmitEvent,
     IndexForRecall,
@@ -70,6 +71,7 @@ from om_stream.wire.context import ContextRecord
 __all__ = ["ManualClock", "Memory", "SystemClock"]
 
 log = logging.getLogger(__name__)
+MAX_ID_LENGTH = 256  # thread and resource ids, as in messages and om.command/v1
 EventListener = Callable[[OMEvent, str], Awaitable[None] | None]
 
 
@@ -110,7 +112,8 @@ class Memory:
         self.clock: Clock = clock or SystemClock()
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
-        self.effects = Effects(self.store, self.config, search_available=self._indexing)
+        self.effects = Effects(self.store, self.config, count_text=self.counter.count,
+                               search_available=self._indexing)
         self.runner = CycleRunner(store=self.store, model=self.model, offline=self.offline, config=self.config,
                                   count_text=self.counter.count, stats=self.stats)
         self.listeners: list[EventListener] = [on_event] if on_event else []
@@ -128,6 +131,7 @@ class Memory:
         self._closed = False
         self._cycle_retries = 0
         self._failures: list[tuple[Arrival, BaseException]] = []
+        self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlet=_Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
                          on_decided=self._decided)
@@ -182,18 +186,38 @@ class Memory:
             thread.rendered = await self.effects.context(thread.spec, now_ms=self.clock.now_ms())
         return thread.rendered
 
-    async def observe(self, thread_id: str, resource_id: str | None = None) -> None:
-        await self._command(thread_id, resource_id, ObserveNow(thread_id))
+    async def observe(self, thread_id: str, resource_id: str | None = None, *, force: bool = False) -> bool:
+        """Observe the thread's unobserved messages once they reach the message threshold (``messageTokens``, or
+        the thread's override): what is buffered is activated and the rest goes to the Observer. Below the
+        threshold nothing happens and no model is called, so calling it after every turn costs nothing until
+        there is something to observe. ``force=True`` observes now whatever the threshold.
+
+        Returns whether it observed: buffered observations were activated, or an Observer call started (or will,
+        once the one running ends). The call runs in the background: ``settle()`` waits for it."""
+        decided = await self._command(thread_id, resource_id, ObserveNow(thread_id, force=force))
+        return decided is not None and (decided.after.manual_observe_pending or any(
+            isinstance(c, ActivateChunks | RequestObservation) for c in decided.commands))
 
     async def reflect(self, thread_id: str, resource_id: str | None = None, guidance: str | None = None) -> None:
         await self._command(thread_id, resource_id, ReflectNow(guidance, thread_id))
 
     async def clear(self, thread_id: str, resource_id: str | None = None) -> None:
+        """Forget the thread's observations, reflections and overrides, not its conversation: its messages are
+        unobserved again (back in its context) and the thresholds apply to them as to new messages; the next
+        observation, or ``observe()``, rebuilds the log from them (after changing ``observation.instruction``, for
+        example)."""
         await self._command(thread_id, resource_id, ClearRecord(thread_id))
 
     async def override(self, thread_id: str, *, message_tokens: int | None = None,
-                       observation_tokens: int | None = None, resource_id: str | None = None) -> None:
-        await self._command(thread_id, resource_id, OverrideThresholds(message_tokens, observation_tokens, thread_id))
+                       observation_tokens: int | None = None, resource_id: str | None = None,
+                       replace: bool = False) -> None:
+        """Per-thread thresholds (per resource in resource scope). Overrides merge: a threshold not given keeps its
+        current override; ``replace=True`` makes the overrides exactly these (``override(t, replace=True)`` removes
+        them all). Raises ``InputRejected``: ``unknown_thread`` when no message reached the thread yet,
+        ``invalid_override`` for a threshold the options would refuse."""
+        await self._command(thread_id, resource_id,
+                            OverrideThresholds(message_tokens, observation_tokens, thread_id, replace=replace),
+                            raise_refusal=True)
 
     async def recall(self, resource_id: str, arguments: RecallArguments | Mapping[str, Any], *,
                      thread_id: str | None = None) -> RecallResult:
@@ -242,20 +266,36 @@ class Memory:
 
     # -- applying inputs -----------------------------------------------------------------------------------------
 
-    async def _command(self, thread_id: str, resource_id: str | None, event: Input) -> None:
+    async def _command(self, thread_id: str, resource_id: str | None, event: Input, *,
+                       raise_refusal: bool = False) -> Decided | None:
+        """A manual command for a thread's record; what was decided (None: nothing, the record does not exist)."""
+        _check_id("thread_id", thread_id)
+        if resource_id is not None:
+            _check_id("resource_id", resource_id)
         resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
                                        thread_id)
-        await self._apply(record_key(self.config.scope, thread_id, resource), resource, event)
+        decisions: list[Decided] = []
+        refused = await self._apply(record_key(self.config.scope, thread_id, resource), resource, event,
+                                    decisions=decisions)
+        if refused and raise_refusal:
+            raise InputRejected(refused[0].reason, refused[0].detail)
+        return decisions[0] if decisions else None
 
-    async def _apply(self, key: str, resource_id: str, event: Input) -> list[RejectInput]:
-        """One input through the host; returns the refusals (the input was not recorded). A failure to handle it
-        is raised here, to the caller."""
+    async def _apply(self, key: str, resource_id: str, event: Input, *,
+                     decisions: list[Decided] | None = None) -> list[RejectInput]:
+        """One input through the host; returns the refusals (the input was not recorded), and adds what was
+        decided to ``decisions``. A failure to handle it is raised here, to the caller."""
         arrival = Arrival(key, resource_id, event)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             began = time.perf_counter()
             refused = len(self.rejections)
-            await self.host.apply([arrival])
+            if decisions is not None:
+                self._watched[id(arrival)] = decisions
+            try:
+                await self.host.apply([arrival])
+            finally:
+                self._watched.pop(id(arrival), None)
             self.engine_seconds += time.perf_counter() - began
             failure = next((error for failed, error in self._failures if failed is arrival), None)
             self._failures = [(a, e) for a, e in self._failures if a is not arrival]
@@ -264,6 +304,9 @@ class Memory:
             return self.rejections[refused:]
 
     def _decided(self, decided: Decided) -> None:
+        watching = self._watched.get(id(decided.arrival))
+        if watching is not None:
+            watching.append(decided)
         for command in decided.commands:
             if isinstance(command, PersistMessage):
                 self._seqs[(command.message.thread_id, command.message.message_id)] = command.seq
@@ -413,6 +456,14 @@ class _Outlet:
 
     def discard(self) -> None:
         """The embedded runner never fences a batch off."""
+
+
+def _check_id(name: str, value: object) -> None:
+    """Refuse what the wire contract refuses (``om.command/v1``): an empty or overlong thread or resource id."""
+    if not isinstance(value, str) or not value:
+        raise InputRejected("invalid_fields", f"{name} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ID_LENGTH:
+        raise InputRejected("invalid_fields", f"{name} is {len(value)} characters long; at most {MAX_ID_LENGTH}")
 
 
 def _recall_service(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,

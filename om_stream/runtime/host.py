@@ -12,6 +12,10 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
      then ``outlet.commit()`` (the Kafka outlet queues them on its one producer).
   4. **offsets**: the driver's (the Kafka worker commits its inputs' offsets after the producer flush).
 
+Before deciding, a clear is handed the record's conversation (its stored messages, read from the content store),
+which comes back to the record as unobserved. An input that leaves a record it had to make unchanged (a refused
+command for a thread no message reached) makes no record.
+
 A crash anywhere replays the inputs from the last committed offsets, and every effect tolerates being applied
 twice. One input never stops the others: if its handling fails, ``outlet.failed`` is told why (the Kafka worker
 dead-letters it) and the batch goes on. A store outage is not such a failure (``StoreRetry``): the Kafka worker
@@ -24,7 +28,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -42,7 +46,8 @@ from om_stream.core.commands import (
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import decide, new_record
 from om_stream.core.events import OMEvent, StatusEvent
-from om_stream.core.inputs import Input
+from om_stream.core.inputs import ClearRecord, Input
+from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
@@ -205,19 +210,24 @@ class Host:
     async def _decide(self, arrival: Arrival, batch: _Batch) -> None:
         held = batch.states.get(arrival.key)
         state = held[0] if held is not None else self.table.get(arrival)
+        created = state is None
         if state is None:
             if not arrival.resource_id:
                 return  # a result or timer for a record not held here
             state = new_record(arrival.key, self.config.scope, arrival.resource_id)
+        event = arrival.input
+        if isinstance(event, ClearRecord) and state.holds_conversation:
+            event = await self._with_conversation(event, state, batch)
         began, now_ms = time.perf_counter(), self.clock.now_ms()
-        decision = decide(state, arrival.input, now_ms, self.config, self.accountant, self.limits)
+        decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
         if self.on_decided is not None:
             self.on_decided(Decided(arrival, state, decision.state, decision.commands, now_ms,
                                     time.perf_counter() - began))
         # 1. this input's store writes, in the engine's order (message rows wait for the end of the batch)
         ordered = [c for c in decision.commands if not isinstance(c, PersistMessage)]
         await self.store_retry("write", lambda: self.effects.write(ordered))
-        batch.states[arrival.key] = (decision.state, arrival)
+        if not created or decision.state != state:  # an input that changed nothing (a refusal) makes no record
+            batch.states[arrival.key] = (decision.state, arrival)
         for command in decision.commands:
             if isinstance(command, PersistMessage):
                 batch.messages.append((command, arrival))
@@ -228,6 +238,15 @@ class Host:
             elif isinstance(command, EmitEvent | RequestObservation | RequestReflection | IndexForRecall
                             | RejectInput | ClearStored):
                 batch.out.append((command, arrival))
+
+    async def _with_conversation(self, event: ClearRecord, state: RecordState, batch: _Batch) -> ClearRecord:
+        """A clear with the record's conversation: the messages the store holds, and those of this batch whose
+        rows are written at its end."""
+        stored = await self.store_retry("read", partial(self.effects.conversation, state))
+        pending = [StoredMessage(m.message, m.record_key, m.seq, m.tokens) for m, _ in batch.messages
+                   if m.record_key == state.key]
+        by_id = {s.message.message_id: s for s in [*stored, *pending]}
+        return replace(event, conversation=tuple(sorted(by_id.values(), key=lambda s: s.seq)))
 
     async def _publish(self, batch: _Batch) -> None:
         for arrival, reason, detail, error in batch.failures:

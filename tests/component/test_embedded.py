@@ -54,7 +54,8 @@ def test_offline_observer_marks_personal_facts_high_priority_and_groups_by_date(
     assert any("Assistant called weather" in line and "clear" in line for line in lines)
     assert parsed.current_task is not None and "weather" in parsed.current_task
     assert parsed.suggested_response
-    assert parsed.thread_title == "My name is ada and"
+    title = parsed.thread_title or ""
+    assert 2 <= len(title.split()) <= 5 and "Ada" in title
 
 
 def test_offline_observer_is_deterministic() -> None:
@@ -70,7 +71,7 @@ def test_offline_reflector_keeps_high_priority_lines_and_condenses_more_at_each_
                        "  * -> sub detail"])
     sizes = []
     for level in range(5):
-        text = OfflineModel().reflect(ReflectorTask(observations=log, level=level, target_tokens=10,
+        text = OfflineModel().reflect(ReflectorTask(observations=log, level=level, target_tokens=400,
                                                     input_tokens=400))
         parsed = parse_reflector_output(text)
         assert "User stated their name is Ada" in parsed.observations
@@ -109,9 +110,13 @@ async def test_memory_library_api_returns_the_context_including_each_message() -
         assert state is not None
         assert state.generation >= 1
         await om.clear("t1")
+        await om.settle()
         cleared = await om.context("t1")
-        assert cleared is not None
-        assert cleared.observations == ""
+        after = om.state("t1", "r1")
+        assert cleared is not None and after is not None
+        assert after.generation == 0 and cleared.generation == 0  # what OM made of the conversation is forgotten
+        # the conversation is not: its messages are back, raw or observed again (the log is rebuilt from them)
+        assert "turn 0:" in cleared.observations + " ".join(m.text for m in cleared.messages)
 
 
 async def test_replay_report_has_every_field_of_the_issue(tmp_path: Path) -> None:

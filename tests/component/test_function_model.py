@@ -33,7 +33,7 @@ async def test_a_function_observes_and_reflects_for_the_memory() -> None:
                       on_event=lambda e, _i: events.append(e)) as om:
         await om.add_message(message(1, "My name is Ada and I live in Lisbon."))
         await om.add_message(message(2, "Nice to meet you, Ada.", "assistant"))
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
         observed = await om.context("t1")
         await om.reflect("t1", "r1")
@@ -59,7 +59,7 @@ async def test_a_function_that_fails_fails_the_cycle_as_a_provider_would() -> No
     async with Memory({"model": "openai/gpt-5-mini"}, model=model, clock=ManualClock(0),
                       on_event=lambda e, _i: events.append(e)) as om:
         await om.add_message(message(1, "My name is Ada."))
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
 
     assert model.calls("observer"), "the failing call was recorded too"

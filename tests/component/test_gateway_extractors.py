@@ -65,7 +65,7 @@ async def run(srv: FakeOpenAI, extract: list[Extractor], *, cycles: int = 1, ref
             await om.add_message(Message(message_id=f"m{cycle}", thread_id="t1", resource_id="r1", role="user",
                                          created_at=START + timedelta(minutes=cycle),
                                          parts=(TextPart(text="I'm Ada from Lisbon; my cat Miso is a tabby."),)))
-            await om.observe("t1", "r1")
+            await om.observe("t1", "r1", force=True)
             await om.settle()
         if reflect:
             await om.reflect("t1", "r1")

@@ -58,7 +58,7 @@ async def manual_cycle(config: OMConfig, model: ModelGateway, *, reflect: bool =
     async with Memory(config, model=model, clock=ManualClock(0), on_event=lambda e, _i: sink.append(e)) as om:
         await om.add_message(message(1))
         await om.add_message(message(2, "Nice to meet you, Ada.", "assistant"))
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
         if reflect:
             await om.reflect("t1", "r1")
@@ -246,7 +246,7 @@ async def test_async_hooks_are_awaited_with_a_timeout(srv: FakeOpenAI) -> None:
     async with Memory(config, model=gateway(srv), clock=ManualClock(0)) as om:
         om.runner.hook_timeout_s = 0.1
         await om.add_message(message(1))
-        await asyncio.wait_for(om.observe("t1", "r1"), 5)
+        await asyncio.wait_for(om.observe("t1", "r1", force=True), 5)
         await asyncio.wait_for(om.settle(), 5)
 
     assert done == ["end"]
@@ -257,7 +257,7 @@ async def test_cycle_observers_get_start_and_end_of_every_cycle(srv: FakeOpenAI)
     async with Memory({"model": "openai/gpt-5-mini"}, model=gateway(srv), clock=ManualClock(0)) as om:
         om.runner.observers.append(seen.append)
         await om.add_message(message(1))
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
 
     assert [(c.phase, c.operation) for c in seen] == [("start", "observation"), ("end", "observation")]

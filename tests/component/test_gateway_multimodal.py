@@ -36,7 +36,7 @@ async def observe(srv: FakeOpenAI, model: str, policy: Any) -> list[dict[str, An
     async with Memory({"model": model, "observation": {"observeAttachments": policy}}, model=gateway,
                       clock=ManualClock(0)) as om:
         await om.add_message(message)
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
     (request,) = srv.requests
     history = request.messages[-1]

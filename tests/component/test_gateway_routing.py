@@ -32,7 +32,7 @@ async def observe_once(options: dict[str, Any], gateway: ModelGateway, *, reflec
     async with Memory(options, model=gateway, clock=ManualClock(0), on_event=lambda e, _i: events.append(e)) as om:
         await om.add_message(message(1, text))
         await om.add_message(message(2, "Nice to meet you, Ada.", "assistant"))
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
         if reflect:
             await om.reflect("t1", "r1")
@@ -167,7 +167,7 @@ async def test_model_by_input_tokens_overflow_fails_the_cycle_cleanly_and_memory
     gateway = ModelGateway(settings(srv))
     async with Memory(options, model=gateway, clock=ManualClock(0), on_event=lambda e, _i: events.append(e)) as om:
         await om.add_message(message(1))
-        await om.observe("t1", "r1")
+        await om.observe("t1", "r1", force=True)
         await om.settle()
         context = await om.add_message(message(2, "Still here?"))
 

@@ -7,12 +7,21 @@ import pytest
 
 from om_stream.adapters.memory_store import InMemoryContentStore, InMemoryCycleResults
 from om_stream.ports import ContentStore, CycleResults
-from tests.support.store_contract import RESULT_CHECKS, SHORT_RESULT_TTL_S, check_results_expire
+from tests.support.store_contract import (
+    RESULT_CHECKS,
+    SHORT_RESULT_TTL_S,
+    check_record_messages,
+    check_results_expire,
+)
 
 
 @pytest.mark.parametrize("check", RESULT_CHECKS, ids=lambda c: c.__name__)
 async def test_cycle_results_contract(check) -> None:
     await check(InMemoryContentStore(), "p-")
+
+
+async def test_it_gives_a_record_its_stored_conversation_back() -> None:
+    await check_record_messages(InMemoryContentStore(), "p-")
 
 
 async def test_results_expire_after_the_result_ttl() -> None:

@@ -106,7 +106,7 @@ async def test_no_message_or_chunk_is_lost_when_cassandra_is_killed_and_restarte
         try:
             await asyncio.wait_for(feeder, timeout=600)
             await memory.settle()
-            await memory.observe("kill-thread-0", "kill-user")
+            await memory.observe("kill-thread-0", "kill-user", force=True)
             await memory.settle()
         finally:
             node.process = restarted.process  # the fixture stops the running JVM

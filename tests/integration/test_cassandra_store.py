@@ -102,7 +102,7 @@ async def test_an_unmigrated_keyspace_is_refused(cassandra_hosts: str) -> None:
             await store.start()
         _cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
                               "checksum text, applied_at timestamp)")
-        with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results"):
+        with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results, 0003_working_memory"):
             await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).start()
     finally:
         _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -123,10 +123,10 @@ async def test_start_refuses_a_keyspace_migrated_only_to_0001_until_migrate_runs
     try:
         store = CassandraContentStore(configured)
         with pytest.raises(StorageError, match=rf"keyspace '{keyspace}' is not migrated \(missing "
-                                               r"0002_cycle_results\): run `om-stream migrate`"):
+                                               r"0002_cycle_results, 0003_working_memory\): run `om-stream migrate`"):
             await store.start()
         report = await asyncio.to_thread(migrate, configured)
-        assert report.applied == [2] and report.already == [1]
+        assert report.applied == [2, 3] and report.already == [1]
         await store.start()  # the same store, once migrated
         await store.start()  # idempotent
         await store.put_result("req", b"answer")

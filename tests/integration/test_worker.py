@@ -138,9 +138,9 @@ async def test_http_api_reads_status_and_context_and_queues_manual_commands(work
         assert context["through_message_id"] == "api-m3"
         missing = await http_call(worker.port, "GET", "/v1/threads/nobody/context", expect=404)
         assert missing["error"] == "not_found"
-        accepted = await http_call(worker.port, "POST", "/v1/threads/api/observe", {})
+        accepted = await http_call(worker.port, "POST", "/v1/threads/api/observe", {"force": True})
         assert accepted["accepted"] is True
-        for _ in range(120):  # observe() activates what is buffered and observes the rest
+        for _ in range(120):  # a forced observe() activates what is buffered and observes the rest
             after = await http_call(worker.port, "GET", "/v1/threads/api/status")
             if after["windows"]["active"]["messages"]["tokens"] == 0:
                 break
@@ -152,3 +152,47 @@ async def test_http_api_reads_status_and_context_and_queues_manual_commands(work
         metrics = await http_call(worker.port, "GET", "/metrics", raw=True)
         assert "om_contexts_published_total" in metrics
         assert 'om_messages_in_total{topic="' in metrics
+
+
+async def test_manual_commands_follow_the_reference_through_http_and_kafka(worker) -> None:  # type: ignore[no-untyped-def]
+    async with agent_for(worker) as agent:
+        for index in range(3):
+            await agent.send(message_record("cmd", index, "user" if index % 2 == 0 else "assistant",
+                                            f"{WORDS} {index}"), key=b"cmd")
+        await agent.context_through("cmd", "cmd-m2")
+        # overrides merge; one for a thread without messages is refused (HTTP 404, and a dead letter on Kafka)
+        await http_call(worker.port, "POST", "/v1/threads/cmd/override", {"message_tokens": 400})
+        await http_call(worker.port, "POST", "/v1/threads/cmd/override", {"observation_tokens": 900})
+        for _ in range(120):
+            status = await http_call(worker.port, "GET", "/v1/threads/cmd/status")
+            if status["windows"]["active"]["observations"]["threshold"] == 900:
+                break
+            await agent.pump(250)
+        assert status["windows"]["active"]["messages"]["threshold"] == 400
+        assert status["windows"]["active"]["observations"]["threshold"] == 900
+        missing = await http_call(worker.port, "POST", "/v1/threads/nobody/override", {"message_tokens": 400},
+                                  expect=404)
+        assert missing["error"] == "not_found"
+        command = {"schema": "om.command/v1", "command_id": "c-unknown", "thread_id": "nobody",
+                   "command": "override", "message_tokens": 400}
+        await agent.send(command, topic="commands", key=b"nobody")
+        await agent.until(lambda a: any(d["reason"] == "unknown_thread" for d in a.dead))
+        await http_call(worker.port, "GET", "/v1/threads/nobody/status", expect=404)  # and made no record
+        # observe() below the threshold does nothing; forced, it observes
+        await http_call(worker.port, "POST", "/v1/threads/cmd/observe", {})
+        await agent.pump(2_000)
+        status = await http_call(worker.port, "GET", "/v1/threads/cmd/status")
+        assert status["windows"]["active"]["observations"]["tokens"] == 0
+        assert not [h for _, _, h in agent.events if h["ce_type"] == b"data-om-observation-start"]
+        await http_call(worker.port, "POST", "/v1/threads/cmd/observe", {"force": True})
+        for _ in range(120):
+            status = await http_call(worker.port, "GET", "/v1/threads/cmd/status")
+            if status["windows"]["active"]["observations"]["tokens"] > 0:
+                break
+            await agent.pump(250)
+        assert status["windows"]["active"]["observations"]["tokens"] > 0
+        # clear forgets the observations, not the conversation
+        await agent.send({"schema": "om.command/v1", "command_id": "c-clear", "thread_id": "cmd",
+                          "command": "clear"}, topic="commands", key=b"cmd")
+        await agent.until(lambda a: bool(a.contexts.get("cmd")) and a.contexts["cmd"][-1]["observations"] == ""
+                          and len(a.contexts["cmd"][-1]["messages"]) == 3)

@@ -90,7 +90,8 @@ class Sim:
         self.accountant = TokenAccountant(word_count, message_overhead=1, conversation_overhead=0)
         self.timers = TimerWheel()
         self.host = Host(config=self.config, accountant=self.accountant,
-                         effects=Effects(InMemoryContentStore(), self.config), table=_Table(self.states),
+                         effects=Effects(InMemoryContentStore(), self.config, count_text=word_count),
+                         table=_Table(self.states),
                          outlet=_Outlet(self), timers=self.timers, clock=self, limits=self.limits,
                          on_decided=self._decided)
         self._loop = asyncio.new_event_loop()

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from om_stream.ports import CycleResults, MessageRange, RecallStore
+from om_stream.ports import ContentStore, CycleResults, MessageRange, RecallStore
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 DAY_MS = 86_400_000
@@ -111,6 +111,17 @@ async def check_threads(store: RecallStore, p: str) -> None:
     meta = await store.get_thread_metadata(f"{p}ta")
     assert (meta.title, meta.current_task, meta.suggested_response) == ("Trip", "plan", "ask dates")
     assert meta.extracted == {"city": "Porto", "days": 3} and meta.resource_id == r1
+    assert meta.working_memory is None
+    # a working memory replaces the stored one whole, apart from the extracted values; a write without one keeps it
+    await store.put_thread_metadata(PersistThreadMetadata(thread_id=f"{p}ta", resource_id=r1,
+                                                          working_memory={"name": "Ada", "city": "Porto"}))
+    await store.put_thread_metadata(PersistThreadMetadata(thread_id=f"{p}ta", resource_id=r1,
+                                                          working_memory="# Ada\n- lives in Lisbon"))
+    await store.put_thread_metadata(PersistThreadMetadata(thread_id=f"{p}ta", resource_id=r1,
+                                                          extracted_values={"days": 4}))
+    meta = await store.get_thread_metadata(f"{p}ta")
+    assert meta.working_memory == "# Ada\n- lives in Lisbon"
+    assert meta.extracted == {"city": "Porto", "days": 4} and meta.title == "Trip"
     assert (await store.get_thread_metadata(f"{p}nothing")).title is None
     assert (await store.get_thread(r1, f"{p}ta")).title == "Trip"  # type: ignore[union-attr]
     assert [t.title for t in (await store.list_threads(r1)).threads] == [None, "Trip", None]
@@ -218,7 +229,28 @@ async def check_clear(store: RecallStore, p: str) -> None:
     assert gen is not None and gen.segment_ids == (s2.segment_id,)
 
 
-CHECKS = (check_messages, check_threads, check_segments, check_resource_scope_ranges, check_clear)
+async def check_record_messages(store: ContentStore, p: str) -> None:
+    """What a clear hands back to its record: the messages stored under the record key, oldest first by ``seq``,
+    up to the record's newest; not another record's, not another tenant's, and still there after the clear."""
+    r, other, t1, t2 = f"{p}r", f"{p}other", f"{p}t1", f"{p}t2"
+    # resource scope: the record is the resource, its threads share it; written out of order, over 40 days
+    for seq, (thread, day) in [(3, (t2, 20)), (1, (t1, 0)), (4, (t1, 30)), (2, (t1, 11)), (5, (t2, 40))]:
+        await store.put_message(r, message(f"{p}m{seq}", thread, r, T0 + timedelta(days=day)), seq, 10 + seq)
+    await store.put_message(t1, message(f"{p}x1", t1, r, T0), 1, 3)  # the same thread under another record
+    await store.put_message(r, message(f"{p}y1", t1, other, T0), 1, 3)  # another tenant's thread of that name
+    await store.clear(r, 1)
+
+    got = await store.get_record_messages(r, resource_id=r, thread_ids=(t1, t2), through_seq=4)
+    assert [(s.message.message_id, s.seq, s.tokens, s.record_key) for s in got] == [
+        (f"{p}m{i}", i, 10 + i, r) for i in range(1, 5)]
+    assert got[0].message == message(f"{p}m1", t1, r, T0)
+    only_t2 = await store.get_record_messages(r, resource_id=r, thread_ids=(t2,), through_seq=10)
+    assert [s.message.message_id for s in only_t2] == [f"{p}m3", f"{p}m5"]
+    assert await store.get_record_messages(f"{p}nobody", resource_id=r, thread_ids=(t1,), through_seq=10) == []
+
+
+CHECKS = (check_messages, check_threads, check_segments, check_resource_scope_ranges, check_clear,
+          check_record_messages)
 
 
 # -- model-call results and leases (ports.CycleResults) -----------------------------------------------------------

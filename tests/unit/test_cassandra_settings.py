@@ -81,6 +81,12 @@ def test_migration_2_adds_the_cycle_result_and_lease_tables() -> None:
     assert [s.split()[5] for s in second.statements] == ["cycle_results", "cycle_leases"]
 
 
+def test_migration_3_adds_the_working_memory_column_and_may_run_twice() -> None:
+    third = load_migrations()[2]
+    assert (third.version, third.name) == (3, "working_memory")
+    assert third.statements == ("ALTER TABLE threads ADD IF NOT EXISTS working_memory text",)
+
+
 def test_cycle_results_are_kept_a_week_unless_configured_and_always_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     assert CassandraSettings().cycle_result_ttl_s == 7 * 24 * 3600
     monkeypatch.setenv("OM_CASSANDRA_CYCLE_RESULT_TTL_S", "3600")

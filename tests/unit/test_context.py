@@ -65,6 +65,16 @@ def test_gaps_between_date_groups_are_marked() -> None:
     assert any(block.startswith("[1 week later]") for block in rendered.system_blocks)
 
 
+def test_each_day_is_introduced_once_across_the_groups_of_that_day() -> None:
+    texts = {"a": "Date: Mar 9, 2026\n* 🟡 (09:00) User asked about partitions.",
+             "b": "Date: Mar 9, 2026\n* 🟡 (11:00) User asked about replicas.\nDate: Mar 9, 2026\n* (11:30) more",
+             "c": "Date: Mar 10, 2026\n* 🔴 (08:00) User chose three replicas."}
+    rendered = render_context(spec(("a", "b", "c")), texts, [message()], now_ms=NOW)
+    assert rendered.observations.count("Date: Mar 9, 2026") == 1
+    assert rendered.observations.count("Date: Mar 10, 2026") == 1
+    assert "asked about replicas" in rendered.observations and "(11:30) more" in rendered.observations
+
+
 def test_hints_follow_the_observations_and_the_continuation_reminder_is_added() -> None:
     rendered = render_context(spec(("s1",), current_task="finish the plan", suggested_response="ask about dates"),
                               TEXTS, [message()], now_ms=NOW)

@@ -4,7 +4,7 @@ driver, without a store, a model or an event loop."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -263,12 +263,49 @@ def test_the_ladder_never_climbs_past_the_top_level() -> None:
     assert len(driver.calls) == 3  # levels 2, 3, 4
 
 
-def test_the_smallest_usable_attempt_wins_when_none_comes_in_under_target() -> None:
+def test_the_smallest_usable_attempt_wins_when_none_comes_in_under_target_and_is_condensed_under_it() -> None:
     replies = [reflected(40, "first"), reflected(20, "smallest"), reflected(30, "third"), reflected(35, "last")]
     driver = Driver(list(replies), segments={"s1": "* a"})
     result = run(driver, reflection(target=10))
-    assert count_words(result.observations) == 20
     assert result.current_task == "smallest"  # the hints are the kept attempt's own
+    assert result.condensed == "over_target" and result.condensed_from_tokens == 20
+    assert count_words(result.observations) <= 8  # CONDENSED_SHARE of the target: room to grow before the next
+    assert result.observations.startswith("* w0 w1")  # the kept attempt, cut: not the log it was given
+
+
+def test_an_answer_under_target_is_kept_as_the_model_wrote_it() -> None:
+    driver = Driver([reflected(9)], segments={"s1": "* a"})
+    result = run(driver, reflection(target=10))
+    assert result.condensed is None and count_words(result.observations) == 9
+
+
+def offline_reflection(target: int) -> RequestReflection:
+    return replace(reflection(target=target), use_offline_model=True)
+
+
+LOG = "\n".join(["Date: Jan 5, 2026", *(f"* {'🔴' if i % 4 == 0 else '🟢'} (09:{i:02d}) fact {i} " + "x " * 6
+                                        for i in range(30))])
+
+
+def test_the_offline_cycle_condenses_the_log_itself_when_its_answers_are_unusable() -> None:
+    driver = Driver(["", DEGENERATE, "", "   "], segments={"s1": LOG})
+    result = run(driver, offline_reflection(target=100))
+    assert result.ok and result.condensed == "unusable" and result.folded_observations > 0
+    assert count_words(result.observations) <= 80
+    assert "fact 29" in result.observations  # the newest line is kept
+    assert result.fallback_model == "offline"
+
+
+def test_the_offline_cycle_condenses_the_log_itself_when_its_call_fails() -> None:
+    driver = Driver([ModelError("offline model crashed")], segments={"s1": LOG})
+    result = run(driver, offline_reflection(target=100))
+    assert result.ok and result.condensed == "failed" and count_words(result.observations) <= 80
+
+
+def test_a_configured_model_that_fails_still_fails_the_cycle_so_it_is_retried() -> None:
+    driver = Driver([ModelError("503 from the provider")], segments={"s1": LOG})
+    with pytest.raises(ModelError, match="503"):
+        run(driver, reflection(target=100))
 
 
 def test_an_empty_or_degenerate_attempt_is_never_kept_and_the_climb_goes_on() -> None:

@@ -14,6 +14,7 @@ from om_stream.core.commands import Command, CommitGeneration, PublishContext
 from om_stream.core.events import ActivationEvent, ObservationEndEvent
 from om_stream.core.inputs import ObserveNow
 from om_stream.core.messages import ToolCallPart, ToolResultPart
+from om_stream.core.observation import awaiting_tool_results
 from om_stream.core.state import RecordState
 from tests.support.sim import Outcome, Sim, always_ok
 
@@ -111,7 +112,8 @@ class Invariants:
         newest = {thread.last_message_id, f"__temporal_gap_{thread.last_message_id}"} | new_ids
         arrived = sum(m.tokens for m in unobserved if m.id in newest)
         held = sum(m.tokens for m in unobserved) - arrived
-        if held > threshold:
+        # while the turn waits for a tool result the agent's model is not called: the bound holds once it is in
+        if held > threshold and not awaiting_tool_results(thread):
             self.violations.append(f"context holds {held} unobserved tokens (+{arrived} new) over {threshold}")
         if thread.turn_message is not None and thread.turn_message.id not in spec.message_ids:
             self.violations.append("the current turn's user message is missing from the context")
@@ -147,9 +149,9 @@ def test_invariants_hold_for_random_conversations_and_model_outcomes(options: di
     sim.checks.append(invariants)
     play(sim, conversation)
     sim.settle(24 * 3_600_000)
-    sim.outcome = always_ok  # once the models work again, a manual observe() leaves nothing behind
+    sim.outcome = always_ok  # once the models work again, a forced observe() leaves nothing behind
     state = sim.state()
-    sim.apply(state.key, state.resource_id, ObserveNow())
+    sim.apply(state.key, state.resource_id, ObserveNow(force=True))
     sim.settle(24 * 3_600_000)
     assert invariants.violations == []
     # every message ends up observed exactly once, whatever the model did

@@ -153,6 +153,19 @@ def test_google_images_cost_258_per_768_pixel_tile(accountant: TokenAccountant, 
     assert image(accountant, "google/gemini-2.5-flash", width=width, height=height) == tokens
 
 
+@pytest.mark.parametrize("model", ["google/gemini-3-pro-preview", "gemini/gemini-3-flash", "vertex_ai/gemini-3.1-pro",
+                                   "google/gemini-4-ultra"])
+def test_gemini_3_and_later_cost_a_fixed_amount_per_image(accountant: TokenAccountant, model: str) -> None:
+    assert image(accountant, model, width=300, height=300) == 1120
+    assert image(accountant, model, width=4000, height=3000) == 1120
+    assert image(accountant, model, size_bytes=5_000 * KB) == 1120
+    assert image(accountant, model) == 1120
+
+
+def test_a_google_model_without_a_version_is_counted_by_tiles(accountant: TokenAccountant) -> None:
+    assert image(accountant, "google/gemini-exp-1206", width=1000, height=1000) == 1032
+
+
 @pytest.mark.parametrize(("model", "size", "tokens"), [
     ("openai/gpt-4o", 100 * KB, 255), ("openai/gpt-4o", 1_500 * KB, 765), ("openai/gpt-4o", 3_000 * KB, 1105),
     ("openai/gpt-4o", 10_000 * KB, 1445),

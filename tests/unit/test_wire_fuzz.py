@@ -260,6 +260,8 @@ def _strategy_for(hint: Any) -> st.SearchStrategy[Any]:
                                                                                       max_size=3), max_leaves=8)}
     if hint in plain:
         return plain[hint]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):  # a value nested in a record
+        return _records_of(hint)
     if origin is Literal:
         return st.sampled_from(args)
     if origin in (Union, types.UnionType):

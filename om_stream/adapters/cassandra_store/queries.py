@@ -28,7 +28,7 @@ WRITES: dict[str, str] = {
     "thread_title": "UPDATE resource_threads USING TTL ? SET title = ? WHERE resource_id = ? AND thread_id = ?",
     "thread_metadata": (
         "UPDATE threads USING TTL ? SET resource_id = ?, title = ?, current_task = ?, suggested_response = ?,"
-        " last_observed_message_id = ?, extracted = extracted + ? WHERE thread_id = ?"),
+        " last_observed_message_id = ?, extracted = extracted + ?, working_memory = ? WHERE thread_id = ?"),
     "record_resource": "UPDATE records SET resource_id = ? WHERE record_key = ?",
     "record_epoch": "UPDATE records USING TIMESTAMP ? SET epoch = ? WHERE record_key = ?",
     "put_observation": (
@@ -70,7 +70,7 @@ READS: dict[str, str] = {
                " WHERE resource_id = ? AND thread_id = ?"),
     "threads": "SELECT thread_id, created_at, updated_at, title FROM resource_threads WHERE resource_id = ?",
     "thread_metadata_row": ("SELECT resource_id, title, current_task, suggested_response, extracted,"
-                        " last_observed_message_id FROM threads WHERE thread_id = ?"),
+                        " last_observed_message_id, working_memory FROM threads WHERE thread_id = ?"),
     "record": "SELECT resource_id, epoch FROM records WHERE record_key = ?",
     "segment": f"SELECT {_SEGMENT_COLUMNS} FROM segments WHERE segment_id = ?",
     "record_segments": "SELECT segment_id FROM record_segments WHERE record_key = ?",

@@ -58,6 +58,7 @@ __all__ = ["CassandraContentStore"]
 log = logging.getLogger(__name__)
 # the message body is written twice in a batch; Cassandra warns above 5 KiB per batch and refuses above 50 KiB
 _BATCH_BODY_CHARS = 2_000
+_RECORD_PAGE = 500  # messages per read when a clear reads a record's conversation back
 
 
 def _bucket(created_at: int) -> int:
@@ -270,6 +271,24 @@ class CassandraContentStore:
                 break
         return MessagePage(tuple(found[:limit]), len(found) > limit)
 
+    async def get_record_messages(self, record_key: str, *, resource_id: str, thread_ids: Sequence[str],
+                                  through_seq: int) -> list[StoredMessage]:
+        """Each thread's messages page by page (a thread's partitions are its time buckets), those of the record
+        up to ``through_seq`` kept."""
+
+        async def of_thread(thread_id: str) -> list[StoredMessage]:
+            kept: list[StoredMessage] = []
+            after: MessagePosition | None = None
+            while True:
+                page = await self.list_thread_messages(resource_id, thread_id, limit=_RECORD_PAGE, after=after)
+                kept.extend(m for m in page.messages if m.record_key == record_key and m.seq <= through_seq)
+                if not page.has_more or not page.messages:
+                    return kept
+                after = page.messages[-1].position
+
+        found = [m for thread in await _all([of_thread(t) for t in dict.fromkeys(thread_ids)]) for m in thread]
+        return sorted(found, key=lambda stored: stored.seq)
+
     async def count_thread_messages(self, resource_id: str, thread_id: str) -> int:
         buckets = await self._thread_buckets(resource_id, thread_id)
         counts = await _all([self._run("count_bucket", (resource_id, thread_id, b)) for b in buckets])
@@ -306,10 +325,12 @@ class CassandraContentStore:
             return text if text else UNSET_VALUE
 
         extracted = {slug: json.dumps(v, default=str) for slug, v in command.extracted_values.items()}
+        working_memory = UNSET_VALUE if command.working_memory is None else json.dumps(command.working_memory,
+                                                                                        default=str)
         writes = [self._run("thread_metadata", (
             self._ttl, command.resource_id, value(command.title), value(command.current_task),
             value(command.suggested_response), value(command.last_observed_message_id), extracted,
-            command.thread_id))]
+            working_memory, command.thread_id))]
         if command.title:
             writes.append(self._run("thread_title", (self._ttl, command.title, command.resource_id,
                                                      command.thread_id)))
@@ -322,7 +343,8 @@ class CassandraContentStore:
         row = rows[0]
         extracted = {slug: json.loads(v) for slug, v in (row.extracted or {}).items()}
         return ThreadMetadata(thread_id, row.resource_id, row.title, row.current_task, row.suggested_response,
-                              extracted, row.last_observed_message_id)
+                              extracted, row.last_observed_message_id,
+                              None if row.working_memory is None else json.loads(row.working_memory))
 
     # -- segments and generations --------------------------------------------------------------------------------
 

@@ -8,10 +8,22 @@ value. A failure is reported per slug and never drops the other values; nothing 
 
 Values are keyed for persistence by ``metadataKeyPath`` (``extracted.<slug>`` → ``<slug>``); ``false`` keeps a
 value out of the metadata, though ``on_extracted`` still sees it (the working-memory extractor needs that).
+
+The working-memory extractor's value (``observation.manageWorkingMemory``) is the thread's updated working memory:
+it is given back apart (``ExtractionOutcome.working_memory``), not under the ``extracted`` metadata; an empty
+value (``null``, blank, ``{}``) means no change.
+
+A value arrives as the model wrote it: a string that reads as JSON (``"7"``, ``"[1, 2]"``) is taken as that JSON
+when its schema accepts it, else as the string.
+
+A multi-thread observation (resource scope) gives each thread its values (``threads_extraction_flow``): the ones
+written in the thread's own section, over the ones written for the whole answer and the structured ones, each
+through ``on_extracted`` with that thread's previous value and messages.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
@@ -19,15 +31,16 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from om_stream.core.cycles.steps import Flow, ServingModel, call_model, call_on_extracted
-from om_stream.core.extractors import ExtractionContext, Extractor
+from om_stream.core.extractors import WORKING_MEMORY_SLUG, ExtractionContext, Extractor
+from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import ChatRequest, ChatResponse
 from om_stream.core.prompts.extraction import ask_again, build_extraction_request, parse_json_object
 from om_stream.core.prompts.parsing import ParsedOutput
 from om_stream.errors import ModelError
 
-__all__ = ["ExtractionOutcome", "JsonSchemaValidator", "MainExchange", "extraction_flow", "structured_flow"]
+__all__ = ["ExtractionOutcome", "JsonSchemaValidator", "MainExchange", "ThreadExtraction", "extraction_flow",
+           "structured_flow", "threads_extraction_flow"]
 
-ExtractionOutcome = tuple[dict[str, Any], tuple[tuple[str, str], ...]]  # (values by storage key, (slug, why))
 _ASKS = 2  # a malformed answer is asked for once more, with the demand made explicit
 
 
@@ -44,6 +57,15 @@ class JsonSchemaValidator(Protocol):
 
 
 @dataclass(frozen=True)
+class ExtractionOutcome:
+    """The extractors' values of one cycle (or of one thread of a multi-thread observation)."""
+
+    values: dict[str, Any]  # by storage key: what goes under the thread's ``extracted`` metadata
+    failures: tuple[tuple[str, str], ...] = ()  # (slug, why)
+    working_memory: Any = None  # the updated working memory; None when the cycle leaves it as it is
+
+
+@dataclass(frozen=True)
 class MainExchange:
     """The Observer/Reflector call the extraction follows, and its answer."""
 
@@ -51,14 +73,29 @@ class MainExchange:
     answer: ChatResponse
 
 
+@dataclass(frozen=True)
+class ThreadExtraction:
+    """One thread of a multi-thread observation, as its extractors see it."""
+
+    thread_id: str
+    prior: Mapping[str, Any]  # the thread's ``extracted`` metadata
+    values: Mapping[str, Any]  # the inline values written in the thread's own section, by slug
+    observations: str  # what the cycle wrote for the thread
+    messages: tuple[Message, ...]  # the thread's messages the cycle read
+
+
 def extraction_flow(source: Literal["observation", "reflection"], extractors: Sequence[Extractor],
                     parsed: ParsedOutput, exchange: MainExchange, *, resource_id: str, thread_id: str | None,
-                    prior: Mapping[str, Any], model: ServingModel,
-                    schemas: JsonSchemaValidator) -> Flow[ExtractionOutcome]:
+                    prior: Mapping[str, Any], model: ServingModel, schemas: JsonSchemaValidator,
+                    observed_messages: Sequence[Message] = (),
+                    active_observations: str = "") -> Flow[ExtractionOutcome]:
     """Every custom extractor's value of this cycle (inline, then structured), after ``on_extracted``, keyed for
-    persistence; with the failures by slug. ``prior`` is the thread's ``extracted`` metadata."""
+    persistence; with the failures by slug and the updated working memory. ``prior`` is the thread's ``extracted``
+    metadata; ``observed_messages`` and ``active_observations`` are handed to ``on_extracted``
+    (``ExtractionContext``)."""
     context = ExtractionContext(source=source, thread_id=thread_id, resource_id=resource_id,
-                                raw_observations=parsed.observations)
+                                raw_observations=parsed.observations, observed_messages=tuple(observed_messages),
+                                active_observations=active_observations)
     values: dict[str, Any] = dict(parsed.extracted)
     failures: list[tuple[str, str]] = list(parsed.extraction_failures)
     structured = [e for e in extractors if not e.inline]
@@ -67,8 +104,48 @@ def extraction_flow(source: Literal["observation", "reflection"], extractors: Se
                                                    schemas=schemas)
         values.update(found)
         failures.extend(failed)
+    after = yield from _after_hooks(extractors, values, context, prior)
+    return replace(after, failures=tuple(failures) + after.failures)
+
+
+def threads_extraction_flow(extractors: Sequence[Extractor], parsed: ParsedOutput, exchange: MainExchange,
+                            threads: Sequence[ThreadExtraction], *, resource_id: str, model: ServingModel,
+                            schemas: JsonSchemaValidator, active_observations: str = ""
+                            ) -> Flow[tuple[dict[str, ExtractionOutcome], tuple[tuple[str, str], ...]]]:
+    """Each thread's outcome of a multi-thread observation (by thread id), and every failure by slug. The
+    structured call is made once, for the whole answer, with the first thread's priors."""
+    if not threads:
+        return {}, tuple(parsed.extraction_failures)
+    shared: dict[str, Any] = dict(parsed.extracted)
+    failures: list[tuple[str, str]] = list(parsed.extraction_failures)
+    first = threads[0]
+    structured = [e for e in extractors if not e.inline]
+    if structured:
+        context = ExtractionContext(source="observation", thread_id=first.thread_id, resource_id=resource_id,
+                                    raw_observations=parsed.observations, active_observations=active_observations)
+        found, failed = yield from structured_flow(structured, context, exchange, first.prior, model=model,
+                                                   schemas=schemas)
+        shared.update(found)
+        failures.extend(failed)
+    by_thread: dict[str, ExtractionOutcome] = {}
+    for thread in threads:
+        context = ExtractionContext(source="observation", thread_id=thread.thread_id, resource_id=resource_id,
+                                    raw_observations=thread.observations, observed_messages=thread.messages,
+                                    active_observations=active_observations)
+        after = yield from _after_hooks(extractors, {**shared, **thread.values}, context, thread.prior)
+        by_thread[thread.thread_id] = after
+        failures.extend((slug, f"thread {thread.thread_id}: {error}"[:2000]) for slug, error in after.failures)
+    return by_thread, tuple(failures)
+
+
+def _after_hooks(extractors: Sequence[Extractor], values: Mapping[str, Any], context: ExtractionContext,
+                 prior: Mapping[str, Any]) -> Flow[ExtractionOutcome]:
+    """``values`` (by slug) through each extractor's ``on_extracted``, keyed for persistence; the hooks'
+    failures by slug; the working-memory extractor's value when it changes the working memory."""
     by_slug = {e.slug: e for e in extractors}
     persisted: dict[str, Any] = {}
+    failures: list[tuple[str, str]] = []
+    working_memory: Any = None
     for slug, value in values.items():
         extractor = by_slug.get(slug)
         if extractor is None:  # a built-in value the parser also reports
@@ -87,7 +164,16 @@ def extraction_flow(source: Literal["observation", "reflection"], extractors: Se
                 final = outcome
         if key is not None:
             persisted[key] = final
-    return persisted, tuple(failures)
+        if slug == WORKING_MEMORY_SLUG and _updates(final):
+            working_memory = final
+    return ExtractionOutcome(persisted, tuple(failures), working_memory)
+
+
+def _updates(value: Any) -> bool:
+    """A working-memory value that changes it: ``null``, a blank string or an empty object leave it as it is."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    return value is not None and value not in ({}, [])
 
 
 def structured_flow(extractors: Sequence[Extractor], context: ExtractionContext, exchange: MainExchange,
@@ -154,8 +240,33 @@ def declared_schema(extractor: Extractor, context: ExtractionContext,
 
 def validated_value(value: Any, declared: Any, json_schema: dict[str, Any], schemas: JsonSchemaValidator) -> Any:
     """``value`` as stored: a pydantic model's JSON dump (unset fields left out), or the value a JSON Schema
-    accepts as it is. Raises ``ValueError`` (or pydantic's ``ValidationError``) when it does not match."""
+    accepts as it is. A string that reads as JSON is tried as that JSON first (a model writes ``"7"`` for a
+    number), then as the string. Raises ``ValueError`` (or pydantic's ``ValidationError``) when neither matches:
+    the error is the one the value as written met."""
+    decoded = _as_json(value)
+    if decoded is not _NOT_JSON:
+        try:
+            return _validated(decoded, declared, json_schema, schemas)
+        except (ValueError, ValidationError):
+            pass  # the string itself may be what the schema wants
+    return _validated(value, declared, json_schema, schemas)
+
+
+def _validated(value: Any, declared: Any, json_schema: dict[str, Any], schemas: JsonSchemaValidator) -> Any:
     if isinstance(declared, type) and issubclass(declared, BaseModel):
         return declared.model_validate(value).model_dump(mode="json", exclude_none=True)
     schemas.validate(value, json_schema)
     return value
+
+
+_NOT_JSON = object()
+
+
+def _as_json(value: Any) -> Any:
+    """The JSON ``value`` holds when it is a string of JSON, else ``_NOT_JSON``."""
+    if not isinstance(value, str) or not value.strip():
+        return _NOT_JSON
+    try:
+        return json.loads(value)
+    except ValueError:
+        return _NOT_JSON

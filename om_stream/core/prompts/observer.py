@@ -184,8 +184,7 @@ def extractor_sections(hints: Iterable[str], extractors: Iterable[Extractor], co
                 if e.inline and e.slug not in BUILT_IN_SLUGS]
     if not entries:
         return ""
-    where = ("inside each <thread> block for the built-in sections, after </observations> for the others"
-             if hints_in_threads else "after </observations>")
+    where = "inside each <thread> block, for that conversation" if hints_in_threads else "after </observations>"
     title = "OPTIONAL SECTIONS\n" if heading else ""
     lines = [f"{title}You may add the following sections ({where}), each as <name>value</name>. "
              "Include a section only when you have something relevant for it; write no other sections."]
@@ -432,6 +431,8 @@ def _task_message(task: ObserverTask, previous: str, dropped: int) -> str:
     for batch in task.threads:
         inner = _metadata(batch.prior_current_task, batch.prior_suggested_response, batch.prior_thread_title,
                           task.want_thread_title)
+        values = prior_values(batch.prior_extracted, task.inline_extractors)
+        inner += [values] if values else []
         if inner:
             metadata.append(f'<thread id="{batch.thread_id}">\n' + "\n".join(inner) + "\n</thread>")
     extracted = prior_values(task.prior_extracted, task.inline_extractors)

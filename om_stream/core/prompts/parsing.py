@@ -15,7 +15,8 @@ Rules, in order: a degenerate answer (``degenerate.py``) is rejected whole; extr
 occurrence of a slug wins, unknown slugs are ignored); ``<observations>`` blocks whose tags start a line are
 concatenated; without them the list-item lines are kept (the Reflector falls back to the whole text); an answer
 cut off mid-block keeps what it has; lines over 10,000 characters are cut. In multi-thread mode the block is
-split into ``<thread id="…">`` sections, each with its own hint tags.
+split into ``<thread id="…">`` sections, each with its own hint tags and extractor values (values written outside
+every section are the whole answer's).
 """
 
 from __future__ import annotations
@@ -205,22 +206,45 @@ def _hint_values(spans: Iterable[_Span], base: dict[str, str] | None = None) -> 
     return values
 
 
-def _per_thread(block: str) -> dict[str, ParsedOutput]:
-    sections: dict[str, list[str]] = {}
-    hints: dict[str, dict[str, str]] = {}
+def _thread_sections(text: str) -> list[tuple[str, int, int]]:
+    """Each ``<thread id="…">`` section as (id, start of its content, end of its content); an unclosed section
+    ends where the next one opens."""
+    found = []
     position = 0
-    while opened := _THREAD_OPEN.search(block, position):
-        close = block.find(_THREAD_CLOSE, opened.end())
-        following = _THREAD_OPEN.search(block, opened.end())
-        end = close if close >= 0 else len(block)
-        if following and following.start() < end:  # an unclosed thread ends where the next one starts
+    while opened := _THREAD_OPEN.search(text, position):
+        close = text.find(_THREAD_CLOSE, opened.end())
+        following = _THREAD_OPEN.search(text, opened.end())
+        end = close if close >= 0 else len(text)
+        if following and following.start() < end:
             end = following.start()
             position = end
         else:
-            position = end + len(_THREAD_CLOSE) if close >= 0 else len(block)
-        thread_id = opened.group(1).strip()
-        spans, rest = _take(block[opened.end():end], dict.fromkeys(_HINTS, True))
-        hints[thread_id] = _hint_values(spans, hints.get(thread_id))
+            position = end + len(_THREAD_CLOSE) if close >= 0 else len(text)
+        found.append((opened.group(1).strip(), opened.end(), end))
+    return found
+
+
+def _by_thread(spans: Sequence[_Span], text: str) -> tuple[list[_Span], dict[str, list[_Span]]]:
+    """``spans`` of ``text`` split into those outside every thread section and those inside one, by thread id."""
+    sections = _thread_sections(text)
+    outside: list[_Span] = []
+    inside: dict[str, list[_Span]] = {}
+    for span in spans:
+        owner = next((tid for tid, start, end in sections if start <= span.start < end), None)
+        if owner is None:
+            outside.append(span)
+        else:
+            inside.setdefault(owner, []).append(span)
+    return outside, inside
+
+
+def _per_thread(block: str, values: dict[str, dict[str, Any]],
+                json_hints: dict[str, dict[str, str]]) -> dict[str, ParsedOutput]:
+    sections: dict[str, list[str]] = {}
+    hints: dict[str, dict[str, str]] = {}
+    for thread_id, start, end in _thread_sections(block):
+        spans, rest = _take(block[start:end], dict.fromkeys(_HINTS, True))
+        hints[thread_id] = _hint_values(spans, hints.get(thread_id, json_hints.get(thread_id)))
         sections.setdefault(thread_id, []).append(_clean(rest, strip_threads=True))
     result = {}
     for thread_id, texts in sections.items():
@@ -228,7 +252,8 @@ def _per_thread(block: str) -> dict[str, ParsedOutput]:
         found = hints[thread_id]
         result[thread_id] = ParsedOutput(observations=text, current_task=found.get("current-task"),
                                          suggested_response=found.get("suggested-response"),
-                                         thread_title=found.get("thread-title"), empty=not text.strip())
+                                         thread_title=found.get("thread-title"),
+                                         extracted=values.get(thread_id, {}), empty=not text.strip())
     return result
 
 
@@ -242,8 +267,18 @@ def _parse(text: str, extractors: Sequence[Extractor], *, reflector: bool, multi
     if not multi_thread:
         tags.update({"current-task": True, "suggested-response": True, "thread-title": True})
     spans, body = _take(text, tags)
+    thread_values: dict[str, dict[str, Any]] = {}
+    thread_json_hints: dict[str, dict[str, str]] = {}
+    errors: list[str] = []
+    if multi_thread:
+        spans, inside = _by_thread(spans, text)
+        for thread_id, own in inside.items():
+            thread_values[thread_id], thread_json_hints[thread_id], own_error = _extracted(own, slugs)
+            errors += [own_error] if own_error else []
     extracted, json_hints, json_error = _extracted(spans, slugs)
-    failures = tuple((slug, json_error) for slug in sorted(slugs) if json_error and slug not in extracted)
+    errors += [json_error] if json_error else []
+    found_somewhere = set(extracted).union(*(v.keys() for v in thread_values.values()))
+    failures = tuple((slug, errors[0]) for slug in sorted(slugs) if errors and slug not in found_somewhere)
     per_thread: dict[str, ParsedOutput] | None = None
     block, outside = _blocks(body)
     if multi_thread:
@@ -251,7 +286,7 @@ def _parse(text: str, extractors: Sequence[Extractor], *, reflector: bool, multi
         hints = _hint_values(outside_spans, json_hints)
         if block is None:
             block = outside if _THREAD_OPEN.search(outside) else _list_items(outside)
-        per_thread = _per_thread(block)
+        per_thread = _per_thread(block, thread_values, thread_json_hints)
         if per_thread:
             observations = "\n".join(f'<thread id="{tid}">\n{part.observations}\n</thread>'
                                      for tid, part in per_thread.items())

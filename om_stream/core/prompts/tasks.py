@@ -24,6 +24,7 @@ class ThreadBatch:
     prior_current_task: str | None = None
     prior_suggested_response: str | None = None
     prior_thread_title: str | None = None
+    prior_extracted: dict[str, Any] = field(default_factory=dict)  # by slug, as ``ObserverTask.prior_extracted``
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ObserverTask:
     prior_current_task: str | None = None
     prior_suggested_response: str | None = None
     prior_thread_title: str | None = None
-    prior_extracted: dict[str, Any] = field(default_factory=dict)
+    prior_extracted: dict[str, Any] = field(default_factory=dict)  # multi-thread: each ``ThreadBatch`` has its own
     want_hints: bool = True
     want_thread_title: bool = False
     inline_extractors: tuple[Extractor, ...] = ()

@@ -7,6 +7,8 @@
 * Images and files become ``[Image #n: label]`` / ``[File #n: label]`` placeholders; the binary itself is
   returned as an :class:`~om_stream.ports.Attachment` when ``observeAttachments`` allows its mime type.
 * System messages (temporal gap reminders) are plain lines.
+* ``max_part_chars`` cuts each part to that many characters (the other conversations an agent sees in resource
+  scope: a glimpse of each part, not the part).
 
 Token counts come from the ``count_text`` argument; nothing here knows a tokenizer.
 """
@@ -262,6 +264,7 @@ class _Renderer:
     count_text: CountText
     policy: AttachmentPolicy
     zone: tzinfo
+    max_part_chars: int | None = None
     attachments: list[Attachment] = field(default_factory=list)
     images: int = 0
     files: int = 0
@@ -315,6 +318,9 @@ class _Renderer:
                 label = "Tool error" if part.is_error else "Tool result"
                 result = self.strip_media(_decoded(part.result)) if _may_hold_media(part.result) else part.result
                 lines.append(f"{label} {part.tool_name}: {_result_text(result, self.count_text)}")
+        limit = self.max_part_chars
+        if limit is not None:
+            lines = [line if len(line) <= limit else f"{_safe_cut(line, limit)}… [cut]" for line in lines]
         return lines
 
     def render(self, messages: Sequence[Message]) -> str:
@@ -349,9 +355,9 @@ class _Renderer:
 
 
 def render_messages(messages: Sequence[Message], count_text: CountText, *, attachments_policy: AttachmentPolicy = True,
-                    timezone: str = "UTC") -> Transcript:
+                    timezone: str = "UTC", max_part_chars: int | None = None) -> Transcript:
     """One conversation as the Observer reads it, with the attachments to send alongside."""
-    renderer = _Renderer(count_text, attachments_policy, _zone(timezone))
+    renderer = _Renderer(count_text, attachments_policy, _zone(timezone), max_part_chars)
     text = renderer.render(messages)
     return Transcript(text, tuple(renderer.attachments))
 

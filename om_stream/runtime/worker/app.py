@@ -125,7 +125,8 @@ class Worker:
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
-        self.effects = Effects(deps.store, deps.config, cache_bytes=worker.content_cache_mb * 1024 * 1024,
+        self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
+                               cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,

@@ -268,6 +268,8 @@ class MemoryProcessor:
 
     def _decided(self, decided: Decided) -> None:
         self.metrics.decide_seconds.observe(decided.seconds)
+        if decided.after.unproductive_reflections > decided.before.unproductive_reflections:
+            self.metrics.reflection_backoffs.inc()
         for seconds in activation_latencies(decided.before, decided.after, decided.now_ms):
             self.metrics.buffer_to_activation.observe(seconds)
 
@@ -304,7 +306,9 @@ def _home(arrival: Arrival) -> int | None:
 
 def _count_lifecycle(metrics: Metrics, event_type: str, event: object) -> None:
     operation = getattr(event, "operation_type", "")
-    if event_type == "data-om-activation":
+    if event_type == "data-om-condensation":
+        metrics.condensations.labels(getattr(event, "reason", "")).inc()
+    elif event_type == "data-om-activation":
         metrics.activations.labels(operation, getattr(event, "triggered_by", "")).inc()
         if operation == "reflection":
             metrics.generations.inc()
@@ -344,9 +348,10 @@ def _thread_key(value: bytes | None, max_bytes: int) -> bytes | None:
 
 def _command_input(command: CommandRecord) -> Input:
     if command.command == "observe":
-        return ObserveNow(command.thread_id)
+        return ObserveNow(command.thread_id, force=bool(command.force))
     if command.command == "reflect":
         return ReflectNow(command.guidance, command.thread_id)
     if command.command == "override":
-        return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id)
+        return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id,
+                                  replace=bool(command.replace))
     return ClearRecord(command.thread_id)

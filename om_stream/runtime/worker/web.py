@@ -2,8 +2,11 @@
 
 GET  /v1/threads/{id}/context   the latest context of a thread owned by this worker
 GET  /v1/threads/{id}/status    its ``data-om-status`` payload
-POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``); body: {"resource_id"?}
+POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``): it observes once the thread's
+                                unobserved messages reach the message threshold; body: {"force"?, "resource_id"?}
 POST /v1/threads/{id}/reflect   queue a manual reflection; body: {"guidance"?, "resource_id"?}
+POST /v1/threads/{id}/override  queue threshold overrides, merged into the thread's (404: no memory of the thread
+                                here); body: {"message_tokens"?, "observation_tokens"?, "replace"?, "resource_id"?}
 POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
                                 (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
 GET  /healthz                   200 once the state table is recovered and the worker is not rebalancing (readiness)
@@ -20,7 +23,7 @@ from faust import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
-from om_stream.core.engine import record_key
+from om_stream.core.engine import record_config, record_key
 from om_stream.core.state import RecordState
 from om_stream.core.views import context_spec, status_event
 from om_stream.errors import WireDecodeError
@@ -36,6 +39,9 @@ from om_stream.wire.commands import CommandRecord
 from om_stream.wire.context import ContextRecord
 
 __all__ = ["Served", "register_views"]
+
+# the fields of an HTTP command body (om.http.command-request/v1) that go into the om.command/v1 record
+_COMMAND_FIELDS = ("resource_id", "guidance", "force", "message_tokens", "observation_tokens", "replace")
 
 
 class Served(Protocol):
@@ -92,7 +98,7 @@ def register_views(worker: Served) -> None:
                 return not_owned(self, thread_id)
             context = worker.contexts.get(thread_id)
             if context is None or context.version != state.context_version:
-                spec = context_spec(state, thread_id, config, state.context_version)
+                spec = context_spec(state, thread_id, record_config(config, state), state.context_version)
                 context = await worker.effects.context(spec, now_ms=worker.clock.now_ms())
                 worker.contexts[thread_id] = context
             return self.bytes(encode(context), content_type="application/json")
@@ -103,7 +109,8 @@ def register_views(worker: Served) -> None:
             state = worker.state(record_key(config.scope, thread_id, request.query.get("resource_id", thread_id)))
             if state is None or thread_id not in state.threads:
                 return not_owned(self, thread_id)
-            status = status_event(state, thread_id, config, worker.deps.accountant.conversation_overhead)
+            status = status_event(state, thread_id, record_config(config, state),  # the thread's overrides apply
+                                  worker.deps.accountant.conversation_overhead)
             return self.bytes(status.model_dump_json(by_alias=True).encode(), content_type="application/json")
 
     async def command(view: web.View, request: web.Request, thread_id: str, kind: str) -> web.Response:
@@ -113,13 +120,20 @@ def register_views(worker: Served) -> None:
             return view.json({"error": exc.reason, "detail": exc.detail}, status=400)
         try:
             record = CommandRecord.model_validate({"command_id": str(uuid.uuid4()), "thread_id": thread_id,
-                                                   "command": kind, "resource_id": body.get("resource_id"),
-                                                   "guidance": body.get("guidance")})
+                                                   "command": kind, **{f: body.get(f) for f in _COMMAND_FIELDS}})
         except ValidationError as exc:
             problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
             return view.json({"error": "invalid_fields", "detail": problems}, status=400)
+        key = record_key(config.scope, thread_id, record.resource_id or thread_id)
+        if kind == "override":
+            state = worker.state(key)
+            if state is None or thread_id not in state.threads:
+                # an override makes no memory: it needs a thread that has one (the memory agent refuses it too)
+                return view.json({"error": "not_found", "detail": f"no memory of thread {thread_id!r} on this "
+                                                                  f"worker (no message reached it, or another worker "
+                                                                  f"holds it): nothing to override"}, status=404)
         # to the record's home partition when this worker holds it (else the producer's partitioner, as a client's)
-        home = worker.table.home(record_key(config.scope, thread_id, record.resource_id or thread_id))
+        home = worker.table.home(key)
         await worker.publisher.send(Publication(kafka.topic_commands, thread_id.encode(), encode(record),
                                                 partition=home))
         return view.json({"accepted": True, "command_id": record.command_id}, status=202)
@@ -133,6 +147,11 @@ def register_views(worker: Served) -> None:
     class ReflectView(web.View):
         async def post(self, request: web.Request, thread_id: str) -> web.Response:
             return await command(self, request, thread_id, "reflect")
+
+    @app.page("/v1/threads/{thread_id}/override")
+    class OverrideView(web.View):
+        async def post(self, request: web.Request, thread_id: str) -> web.Response:
+            return await command(self, request, thread_id, "override")
 
     @app.page("/v1/recall")
     class RecallView(web.View):
