@@ -58,7 +58,7 @@ bench-chaos: ## join/leave/SIGKILL rounds across 3 workers (lost, duplicated, re
 bench-faults: ## 300 turns through litellm to a local server failing 30% of calls: no message lost, context bounded
 	$(PY) bench/fault_run.py
 
-bench-engine: ## engine overhead per turn and model tokens on a 2000-turn synthetic conversation (offline model)
+bench-engine: ## engine overhead and drift, model tokens, Reflector calls and the largest observation log, on the 2000-turn reference conversation and six conversation shapes (offline model)
 	$(PY) bench/engine.py --runs 5
 
 .PHONY: bench-store
