@@ -25,13 +25,15 @@ Semantics shared with the other stores (``adapters/memory_store.py`` is the refe
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -118,6 +120,18 @@ def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
 
 
+@contextmanager
+def _setup_lock(database: Path) -> Iterator[None]:
+    """An exclusive lock between the processes (and stores) opening ``database``, on a file beside it: not on the
+    database file itself, since closing any descriptor of that file drops this process's SQLite locks on it."""
+    with open(database.with_name(database.name + "-setup.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class SqliteContentStore:
     """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
 
@@ -151,10 +165,16 @@ class SqliteContentStore:
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
             conn.execute("PRAGMA foreign_keys = OFF")
-            if self._path != ":memory:":
+            if self._path == ":memory:":
+                self._migrate(conn)
+                return conn
+            # Setting up a file (WAL mode, then the migrations) is done by one opener at a time: two processes
+            # opening a new file together would otherwise switch its journal mode while the other migrates, and
+            # SQLite answers that with "database is locked" at once, without waiting for its busy timeout.
+            with _setup_lock(Path(self._path)):
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate(conn)
+                self._migrate(conn)
             return conn
         except (sqlite3.Error, OSError) as exc:
             if conn is not None:
