@@ -3,7 +3,8 @@
 #   helm        built from the Go module proxy (helm.sh/helm/v3/cmd/helm)
 #   kubeconform built from the Go module proxy (github.com/yannh/kubeconform/cmd/kubeconform)
 #   Kubernetes JSON schemas (standalone, strict) from the PyPI package kubernetes-validate, which ships them
-#   the ServiceMonitor CRD schema, converted to JSON Schema from the CRD in the prometheus-operator Go module
+#   the ServiceMonitor and PrometheusRule CRD schemas (prometheus-operator Go module) and KEDA's ScaledObject (KEDA
+#   Go module), converted to JSON Schema from the CRDs
 # No release binary, no GitHub download: kubeconform is always run with -schema-location pointing here.
 #
 # Idempotent: a tool or schema already in the cache is not fetched again. Prints the cache folder on stdout's last
@@ -15,6 +16,7 @@ KUBECONFORM_VERSION="${KUBECONFORM_VERSION:-v0.7.0}"
 K8S_VALIDATE_VERSION="${K8S_VALIDATE_VERSION:-1.37.0}"          # ships Kubernetes schemas v1.25 .. v1.37
 K8S_SCHEMA_VERSIONS="${K8S_SCHEMA_VERSIONS:-v1.30.0 v1.34.0}"    # the Kubernetes versions the chart is checked on
 PROM_OPERATOR_VERSION="${PROM_OPERATOR_VERSION:-v0.85.0}"
+KEDA_VERSION="${KEDA_VERSION:-v2.17.2}"
 
 CACHE="${OM_TOOLS_CACHE:-$HOME/.cache/om-stream/tools}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -61,17 +63,24 @@ for version in $K8S_SCHEMA_VERSIONS; do
     "$SCHEMAS/$version-standalone-strict"
 done
 
-# -- ServiceMonitor (monitoring.coreos.com/v1) from the prometheus-operator module's CRD --------------------------
-crd_out="$SCHEMAS/crds/monitoring.coreos.com/servicemonitor_v1.json"
-if [ -f "$crd_out" ]; then
-  log "ServiceMonitor CRD schema cached"
-else
-  command -v go >/dev/null || { log "go is needed to fetch the prometheus-operator module"; exit 1; }
-  module_dir="$(GOFLAGS=-mod=mod go mod download -json \
-    "github.com/prometheus-operator/prometheus-operator@$PROM_OPERATOR_VERSION" \
-    | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
-  "$PY" "$ROOT/infra/tools/k8s_schemas.py" crd \
-    "$module_dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$crd_out"
-fi
+# -- CRDs the chart renders: ServiceMonitor and PrometheusRule (monitoring.coreos.com/v1) from the prometheus-operator
+# module, ScaledObject (keda.sh/v1alpha1) from the KEDA module -------------------------------------------------------
+crd_schema() {  # crd_schema MODULE@VERSION CRD_FILE_IN_MODULE OUT_JSON
+  local out="$SCHEMAS/crds/$3" module_dir
+  if [ -f "$out" ]; then
+    log "$(basename "$out") CRD schema cached"
+    return
+  fi
+  command -v go >/dev/null || { log "go is needed to fetch the $1 module"; exit 1; }
+  module_dir="$(GOFLAGS=-mod=mod go mod download -json "$1" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  "$PY" "$ROOT/infra/tools/k8s_schemas.py" crd "$module_dir/$2" "$out"
+}
+PROM_CRDS="example/prometheus-operator-crd"
+crd_schema "github.com/prometheus-operator/prometheus-operator@$PROM_OPERATOR_VERSION" \
+  "$PROM_CRDS/monitoring.coreos.com_servicemonitors.yaml" monitoring.coreos.com/servicemonitor_v1.json
+crd_schema "github.com/prometheus-operator/prometheus-operator@$PROM_OPERATOR_VERSION" \
+  "$PROM_CRDS/monitoring.coreos.com_prometheusrules.yaml" monitoring.coreos.com/prometheusrule_v1.json
+crd_schema "github.com/kedacore/keda/v2@$KEDA_VERSION" config/crd/bases/keda.sh_scaledobjects.yaml \
+  keda.sh/scaledobject_v1alpha1.json
 
 echo "OM_HELM_TOOLS=$CACHE"

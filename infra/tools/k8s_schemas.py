@@ -99,7 +99,7 @@ def crd(source: Path, out: Path) -> None:
 
     document = yaml.safe_load(source.read_text())
     versions = document["spec"]["versions"]
-    schema = next(v for v in versions if v["name"] == "v1")["schema"]["openAPIV3Schema"]
+    schema = next(v for v in versions if v.get("storage"))["schema"]["openAPIV3Schema"]  # v1, or v1alpha1 (KEDA)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_strict(schema), separators=(",", ":")))
     print(f"k8s_schemas: {document['spec']['names']['kind']} schema in {out}", file=sys.stderr)

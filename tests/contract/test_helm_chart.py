@@ -1,5 +1,7 @@
 """The Helm chart: ``helm lint``, ``helm template`` for several value sets, every manifest validated by kubeconform
 (strict) against the Kubernetes schemas, and the rules the chart promises (probes, HPA cap, secrets, dashboards).
+``test_helm_operations.py`` holds the operational rules (auth, network policy, migrations hook, probes, drain,
+scaling, alerts, notes) on the same helpers.
 
 helm and kubeconform are built from the Go module proxy and the schemas come from registry packages, all cached by
 ``infra/tools/install-helm-tools.sh`` (idempotent; run here if needed). kubeconform never downloads a schema.
@@ -7,6 +9,7 @@ helm and kubeconform are built from the Go module proxy and the schemas come fro
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from collections.abc import Sequence
@@ -22,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "om-stream"
 INSTALL = ROOT / "infra" / "tools" / "install-helm-tools.sh"
 KUBE_VERSIONS = ("1.30.0", "1.34.0")
+MONITORING = "monitoring.coreos.com/v1"
+KEDA = "keda.sh/v1alpha1"
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +74,19 @@ def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] == kind]
 
 
+def render(tools: Path, tmp: Path, values: dict[str, Any], api_versions: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The manifests of a render that must succeed."""
+    out = template(tools, tmp, values, api_versions=api_versions)
+    assert out.returncode == 0, out.stderr
+    return manifests(out.stdout)
+
+
+def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} rendered"
+    return found[0]
+
+
 FULL: dict[str, Any] = {
     "replicaCount": 3,
     "settings": {"OM_KAFKA_BOOTSTRAP": "kafka-0.kafka:9092,kafka-1.kafka:9092", "OM_KAFKA_PARTITIONS": 6,
@@ -83,6 +101,9 @@ FULL: dict[str, Any] = {
     "grafanaDashboards": {"enabled": True, "annotations": {"grafana_folder": "om-stream"}},
     "metrics": {"serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "kube-prometheus"}}},
     "extraEnv": [{"name": "GEMINI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "gemini"}}}],
+    "extraEnvFrom": [{"configMapRef": {"name": "corp-proxy"}}],
+    "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
+    "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/om-stream/ca", "readOnly": True}],
 }
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -90,11 +111,25 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "existing-secret-no-volume": {"existingSecret": "om-credentials", "persistence": {"enabled": False},
                                   "podDisruptionBudget": {"enabled": False}, "serviceAccount": {"create": False},
                                   "settings": {"OM_MEMORY_STORE": "sqlite", "OM_KAFKA_BOOTSTRAP": "kafka:9092"}},
+    "keda-restricted-egress": {"autoscaling": {"enabled": True, "engine": "keda", "maxReplicas": 40},
+                               "networkPolicy": {"api": {"namespaceSelector": {"matchLabels": {"team": "agents"}}},
+                                                 "egress": {"restrict": True, "to": [
+                                                     {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+                                                      "ports": [{"port": 9092}, {"port": 9042}]}]}},
+                               "apiAuth": {"generateToken": False, "allowUnauthenticated": True},
+                               "staticMembership": {"enabled": False}, "affinity": {"podAntiAffinity": {
+                                   "requiredDuringSchedulingIgnoredDuringExecution": [
+                                       {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
+                                           "matchLabels": {"app.kubernetes.io/name": "om-stream"}}}]}}},
 }
 
 
 def test_helm_lint(tools: Path, tmp_path: Path) -> None:
-    for name, values in VALUE_SETS.items():
+    # helm lint cannot declare API versions: the KEDA value set (which requires keda.sh/v1alpha1) is linted as hpa
+    for name, given in VALUE_SETS.items():
+        values = given
+        if given.get("autoscaling", {}).get("engine") == "keda":
+            values = {**given, "autoscaling": {**given["autoscaling"], "engine": "hpa"}}
         out = _run([str(tools / "helm"), "lint", "--strict", str(CHART), "--kube-version", "1.34.0",
                     "-f", str(_values_file(tmp_path, values))])
         assert out.returncode == 0, f"{name}:\n{out.stdout}\n{out.stderr}"
@@ -103,7 +138,7 @@ def test_helm_lint(tools: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kube", KUBE_VERSIONS)
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
 def test_templates_pass_kubeconform(tools: Path, tmp_path: Path, name: str, kube: str) -> None:
-    out = template(tools, tmp_path, VALUE_SETS[name], kube=kube, api_versions=["monitoring.coreos.com/v1"])
+    out = template(tools, tmp_path, VALUE_SETS[name], kube=kube, api_versions=[MONITORING, KEDA])
     assert out.returncode == 0, out.stderr
     checked = kubeconform(tools, out.stdout, kube)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -114,53 +149,61 @@ def test_templates_pass_kubeconform(tools: Path, tmp_path: Path, name: str, kube
 
 def test_kubeconform_really_checks_the_manifests(tools: Path, tmp_path: Path) -> None:
     """A misspelt field and a wrong type must fail: the schemas are applied, not skipped."""
-    docs = manifests(template(tools, tmp_path, FULL, api_versions=["monitoring.coreos.com/v1"]).stdout)
+    docs = manifests(template(tools, tmp_path, FULL, api_versions=[MONITORING]).stdout)
     statefulset = by_kind(docs, "StatefulSet")[0]
+    assert kubeconform(tools, yaml.safe_dump(statefulset), "1.34.0").returncode == 0
     statefulset["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
     assert kubeconform(tools, yaml.safe_dump(statefulset), "1.34.0").returncode != 0
     monitor = by_kind(docs, "ServiceMonitor")[0]
     monitor["spec"]["endpoints"][0]["interval"] = 15
     assert kubeconform(tools, yaml.safe_dump(monitor), "1.34.0").returncode != 0
+    rule = by_kind(docs, "PrometheusRule")[0]
+    rule["spec"]["groups"][0]["rules"][0]["for"] = 60
+    assert kubeconform(tools, yaml.safe_dump(rule), "1.34.0").returncode != 0
+    scaled = by_kind(manifests(template(tools, tmp_path, VALUE_SETS["keda-restricted-egress"],
+                                        api_versions=[KEDA]).stdout), "ScaledObject")[0]
+    assert kubeconform(tools, yaml.safe_dump(scaled), "1.34.0").returncode == 0
+    scaled["spec"]["maxReplicas"] = 3  # the HPA's field name, not KEDA's (maxReplicaCount)
+    assert kubeconform(tools, yaml.safe_dump(scaled), "1.34.0").returncode != 0
 
 
 def test_defaults_render_a_statefulset_with_probes_volume_and_web_bind(tools: Path, tmp_path: Path) -> None:
     docs = manifests(template(tools, tmp_path, {}).stdout)
     assert {d["kind"] for d in docs} == {"StatefulSet", "Service", "ConfigMap", "PodDisruptionBudget",
-                                         "ServiceAccount"}
+                                         "ServiceAccount", "Secret", "NetworkPolicy", "Job"}
     assert by_kind(docs, "ServiceMonitor") == [], "no ServiceMonitor without the monitoring.coreos.com/v1 API"
-    config = by_kind(docs, "ConfigMap")[0]["data"]
+    assert by_kind(docs, "PrometheusRule") == [], "no PrometheusRule without the monitoring.coreos.com/v1 API"
+    config = named(docs, "ConfigMap", "om-om-stream")["data"]
     assert config["OM_WORKER_WEB_HOST"] == "0.0.0.0"
     assert config["OM_WORKER_WEB_PORT"] == "6066"
     statefulset = by_kind(docs, "StatefulSet")[0]
     assert statefulset["spec"]["replicas"] == 2
     pod = statefulset["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
-    startup = container["startupProbe"]
-    assert startup["httpGet"]["path"] == "/healthz"
-    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600, "table recovery may take minutes"
-    # /healthz is 503 during rebalances: liveness must not use it; /livez fails only on a crash or a stall
-    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert config["OM_WORKER_TABLE_STORE"] == "rocksdb://", "the durable table store on the pod's volume"
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/var/lib/om-stream"}
     assert statefulset["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     assert by_kind(docs, "PodDisruptionBudget")[0]["spec"]["maxUnavailable"] == 1
-    assert [c["name"] for c in pod["initContainers"]] == ["cassandra-migrations"], "the store needs its keyspace"
-    assert not any(s for s in docs if s["kind"] == "Secret"), "no Secret without a secret value"
+    assert "initContainers" not in pod, "migrations run once, in the hook Job, not in every pod"
+    assert [j["metadata"]["name"] for j in by_kind(docs, "Job")] == ["om-om-stream-migrate"]
+    secret = named(docs, "Secret", "om-om-stream")
+    assert sorted(secret["data"]) == ["OM_WORKER_API_TOKEN"], "no secret value given: only the generated token"
 
 
 def test_full_values_cap_the_hpa_at_the_partitions_and_add_monitor_dashboards_secret(tools: Path,
                                                                                     tmp_path: Path) -> None:
-    docs = manifests(template(tools, tmp_path, FULL, api_versions=["monitoring.coreos.com/v1"]).stdout)
+    docs = manifests(template(tools, tmp_path, FULL, api_versions=[MONITORING]).stdout)
     hpa = by_kind(docs, "HorizontalPodAutoscaler")[0]["spec"]
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (2, 6), "maxReplicas is capped at OM_KAFKA_PARTITIONS"
     assert "replicas" not in by_kind(docs, "StatefulSet")[0]["spec"], "the HPA owns the replica count"
     monitor = by_kind(docs, "ServiceMonitor")[0]
-    assert monitor["spec"]["endpoints"][0] == {"port": "http", "path": "/metrics", "interval": "15s",
+    assert monitor["spec"]["endpoints"][0] == {"port": "metrics", "path": "/metrics", "interval": "15s",
                                                "scrapeTimeout": "10s"}
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
-    secret = by_kind(docs, "Secret")[0]
-    assert sorted(secret["data"]) == ["OM_CASSANDRA_PASSWORD", "OM_KAFKA_SASL_PASSWORD", "OM_MEMORY_API_KEY"]
+    secret = named(docs, "Secret", "om-om-stream")
+    assert sorted(secret["data"]) == ["OM_CASSANDRA_PASSWORD", "OM_KAFKA_SASL_PASSWORD", "OM_MEMORY_API_KEY",
+                                      "OM_WORKER_API_TOKEN"]
+    assert base64.b64decode(secret["data"]["OM_CASSANDRA_PASSWORD"]).decode() == "pw"
     config_maps = {c["metadata"]["name"]: c for c in by_kind(docs, "ConfigMap")}
     settings = config_maps["om-om-stream"]["data"]
     assert settings["OM_CASSANDRA_TLS"] == "true" and settings["OM_KAFKA_PARTITIONS"] == "6"
@@ -183,8 +226,10 @@ def test_existing_secret_is_referenced_and_not_rendered(tools: Path, tmp_path: P
     assert "volumeClaimTemplates" not in statefulset["spec"]
     pod = statefulset["spec"]["template"]["spec"]
     assert {"secretRef": {"name": "om-credentials"}} in pod["containers"][0]["envFrom"]
+    token = {e["name"]: e for e in pod["containers"][0]["env"]}["OM_WORKER_API_TOKEN"]
+    assert token["valueFrom"] == {"secretKeyRef": {"name": "om-credentials", "key": "OM_WORKER_API_TOKEN"}}
     assert {"name": "data", "emptyDir": {}} in pod["volumes"]
-    assert "initContainers" not in pod, "no Cassandra migrations for the SQLite store"
+    assert by_kind(docs, "Job") == [], "no Cassandra migrations for the SQLite store"
 
 
 @pytest.mark.parametrize(("values", "complaint"), [
@@ -195,6 +240,12 @@ def test_existing_secret_is_referenced_and_not_rendered(tools: Path, tmp_path: P
     ({"settings": {"OM_WORKER_WEB_HOST": "127.0.0.1"}}, "OM_WORKER_WEB_HOST"),
     ({"secrets": {"OM_GEMINI_KEY": "x"}}, "OM_GEMINI_KEY"),
     ({"autoscaling": {"enabled": True, "maxReplica": 3}}, "maxReplica"),
+    ({"autoscaling": {"engine": "cpu"}}, "engine"),
+    ({"terminationGracePeriodSeconds": 60}, "terminationGracePeriodSeconds"),
+    ({"probes": {"startup": {"failureThreshold": 90}}}, "failureThreshold"),
+    ({"networkPolicy": {"api": {"podSelectr": {}}}}, "podSelectr"),
+    ({"metrics": {"prometheusRule": {"alerts": {"OMConsumerGroupLag": {"for": "ten minutes"}}}}}, "for"),
+    ({"apiAuth": {"generateTokens": True}}, "generateTokens"),
 ])
 def test_values_schema_rejects_unknown_keys_and_bad_values(tools: Path, tmp_path: Path, values: dict[str, Any],
                                                            complaint: str) -> None:
@@ -215,3 +266,4 @@ def test_settings_and_secrets_map_one_to_one_to_settings_py() -> None:
         d.env for d in docs if not d.secret}
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert set(values["secrets"]) == {d.env for d in docs if d.secret}
+    assert set(values["settings"]) <= set(schema["properties"]["settings"]["properties"])

@@ -24,12 +24,21 @@ app.kubernetes.io/name: {{ include "om-stream.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{- define "om-stream.labels" -}}
+{{- define "om-stream.commonLabels" -}}
 helm.sh/chart: {{ include "om-stream.chart" . }}
 {{ include "om-stream.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "om-stream.labels" -}}
+{{ include "om-stream.commonLabels" . }}
 app.kubernetes.io/component: worker
+{{- end }}
+
+{{- define "om-stream.migrateLabels" -}}
+{{ include "om-stream.commonLabels" . }}
+app.kubernetes.io/component: migrations
 {{- end }}
 
 {{- define "om-stream.serviceAccountName" -}}
@@ -49,9 +58,179 @@ app.kubernetes.io/component: worker
 {{- int (default 12 .Values.settings.OM_KAFKA_PARTITIONS) }}
 {{- end }}
 
-{{/* "true" when the pod reads a Secret: a secret value is set here, or existingSecret names one. */}}
+
+{{- define "om-stream.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/* The OM_* variables the chart sets itself from other values: a settings key of the same name would be written
+twice (the generated schema leaves out the ones settings_doc.CHART_MANAGED lists; this guard covers the rest). */}}
+{{- define "om-stream.checkChartManaged" -}}
+{{- range $key := list "OM_WORKER_WEB_HOST" "OM_WORKER_WEB_PORT" "OM_WORKER_METRICS_HOST" "OM_WORKER_METRICS_PORT" "OM_WORKER_ALLOW_UNAUTHENTICATED" "OM_KAFKA_GROUP_INSTANCE_ID" "OM_WORKER_API_TOKEN" }}
+{{- if hasKey $.Values.settings $key }}
+{{- fail (printf "settings.%s is set by the chart (service.port, metrics.port, apiAuth, staticMembership, secrets.OM_WORKER_API_TOKEN): remove it from settings" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "true" unless the API runs without a bearer token (apiAuth.allowUnauthenticated). */}}
+{{- define "om-stream.authRequired" -}}
+{{- if not .Values.apiAuth.allowUnauthenticated }}true{{- end }}
+{{- end }}
+
+{{/* The data of the chart's own Secret as JSON (plain values; b64-encoded where rendered): every secrets.* value
+set, plus OM_WORKER_API_TOKEN. A token given in secrets.OM_WORKER_API_TOKEN wins; else, with
+apiAuth.generateToken, the token the release's Secret already holds (lookup: the cluster's copy survives
+upgrades), else a new random one. Computed once per render (memoised in .Values) so the migration hook's copy of
+the Secret holds the same token as the release's. Empty under existingSecret. */}}
+{{- define "om-stream.secretData" -}}
+{{- if not (hasKey .Values "omStreamSecretDataMemo") }}
+{{- $data := dict }}
+{{- if not .Values.existingSecret }}
+{{- range $key, $value := .Values.secrets }}{{- if $value }}{{- $_ := set $data $key ($value | toString) }}{{- end }}{{- end }}
+{{- if .Values.apiAuth.allowUnauthenticated }}
+{{- if hasKey $data "OM_WORKER_API_TOKEN" }}
+{{- fail "apiAuth.allowUnauthenticated is true but secrets.OM_WORKER_API_TOKEN is set: choose one" }}
+{{- end }}
+{{- else if not (hasKey $data "OM_WORKER_API_TOKEN") }}
+{{- if not .Values.apiAuth.generateToken }}
+{{- fail "the worker API needs a bearer token: set secrets.OM_WORKER_API_TOKEN (or existingSecret), or apiAuth.generateToken=true, or apiAuth.allowUnauthenticated=true (then only the NetworkPolicy guards /v1/*)" }}
+{{- end }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "om-stream.fullname" .) }}
+{{- $kept := "" }}
+{{- if $existing }}{{- $kept = index (default (dict) $existing.data) "OM_WORKER_API_TOKEN" | default "" | b64dec }}{{- end }}
+{{- $_ := set $data "OM_WORKER_API_TOKEN" (default (randAlphaNum 48) $kept) }}
+{{- end }}
+{{- end }}
+{{- $_ := set .Values "omStreamSecretDataMemo" $data }}
+{{- end }}
+{{- toJson .Values.omStreamSecretDataMemo }}
+{{- end }}
+
+{{/* "true" when the pod reads a Secret: the chart renders one, or existingSecret names one. */}}
 {{- define "om-stream.hasSecrets" -}}
-{{- $found := false }}
-{{- range $key, $value := .Values.secrets }}{{- if $value }}{{- $found = true }}{{- end }}{{- end }}
-{{- if or $found .Values.existingSecret }}true{{- end }}
+{{- if or .Values.existingSecret (include "om-stream.secretData" . | fromJson) }}true{{- end }}
+{{- end }}
+
+{{/* The plain settings of the ConfigMap (the worker's and the migration hook's copy), as JSON. */}}
+{{- define "om-stream.configData" -}}
+{{- include "om-stream.checkChartManaged" . }}
+{{- $data := dict }}
+{{- range $key, $value := .Values.settings }}
+{{- if not (kindIs "invalid" $value) }}{{- $_ := set $data $key ($value | toString) }}{{- end }}
+{{- end }}
+{{- $_ := set $data "OM_WORKER_WEB_HOST" "0.0.0.0" }}
+{{- $_ := set $data "OM_WORKER_WEB_PORT" (.Values.service.port | toString) }}
+{{- $_ := set $data "OM_WORKER_METRICS_HOST" "0.0.0.0" }}
+{{- $_ := set $data "OM_WORKER_METRICS_PORT" (.Values.metrics.port | toString) }}
+{{- $_ := set $data "OM_WORKER_ALLOW_UNAUTHENTICATED" (.Values.apiAuth.allowUnauthenticated | toString) }}
+{{- if .Values.memoryConfig }}
+{{- $_ := set $data "OM_MEMORY_CONFIG_FILE" "/etc/om-stream/memory.yaml" }}
+{{- end }}
+{{- toJson $data }}
+{{- end }}
+
+{{/* Cassandra migrations run as a pre-install/pre-upgrade hook Job. */}}
+{{- define "om-stream.migrationsEnabled" -}}
+{{- if and .Values.cassandraMigrations.enabled (eq (default "cassandra" .Values.settings.OM_MEMORY_STORE | toString) "cassandra") }}true{{- end }}
+{{- end }}
+
+{{/* envFrom + env of a container: the settings ConfigMap, the Secret, extraEnvFrom, the API token, extraEnv.
+Arguments: dict "ctx" $ "configMap" NAME "secret" NAME ["groupInstance" true: the worker's pod name as its
+static group member id]. */}}
+{{- define "om-stream.containerEnv" -}}
+{{- $ctx := .ctx -}}
+envFrom:
+  - configMapRef:
+      name: {{ .configMap }}
+  {{- if include "om-stream.hasSecrets" $ctx }}
+  - secretRef:
+      name: {{ .secret }}
+  {{- end }}
+  {{- with $ctx.Values.extraEnvFrom }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- $groupInstance := and .groupInstance $ctx.Values.staticMembership.enabled }}
+{{- if or (include "om-stream.authRequired" $ctx) $ctx.Values.extraEnv $groupInstance }}
+env:
+  {{- if include "om-stream.authRequired" $ctx }}
+  # explicit (not only envFrom): a Secret without the key stops the pod with a message naming it
+  - name: OM_WORKER_API_TOKEN
+    valueFrom:
+      secretKeyRef:
+        name: {{ .secret }}
+        key: OM_WORKER_API_TOKEN
+  {{- end }}
+  {{- if $groupInstance }}
+  # static group membership: a restarted pod rejoins as itself and keeps its partitions without a rebalance,
+  # when it is back within OM_KAFKA_SESSION_TIMEOUT_S
+  - name: OM_KAFKA_GROUP_INSTANCE_ID
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
+  {{- end }}
+  {{- with $ctx.Values.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* volumeMounts of a container (the /tmp scratch, the memory options file, extraVolumeMounts). */}}
+{{- define "om-stream.commonVolumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.memoryConfig }}
+- name: memory-config
+  mountPath: /etc/om-stream
+  readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* volumes behind om-stream.commonVolumeMounts. Arguments: dict "ctx" $ "memoryConfigMap" NAME. */}}
+{{- define "om-stream.commonVolumes" -}}
+- name: tmp
+  emptyDir: {}
+{{- if .ctx.Values.memoryConfig }}
+- name: memory-config
+  configMap:
+    name: {{ .memoryConfigMap }}
+{{- end }}
+{{- with .ctx.Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* terminationGracePeriodSeconds: the preStop sleep, the drain of in-flight calls (OM_WORKER_DRAIN_TIMEOUT_S),
+the shutdown (OM_WORKER_SHUTDOWN_TIMEOUT_S) and a margin, so the kubelet never SIGKILLs a worker that keeps its
+promises. */}}
+{{- define "om-stream.terminationGracePeriodSeconds" -}}
+{{- $drain := default 45 .Values.settings.OM_WORKER_DRAIN_TIMEOUT_S | float64 }}
+{{- $shutdown := default 30 .Values.settings.OM_WORKER_SHUTDOWN_TIMEOUT_S | float64 }}
+{{- $sum := addf .Values.lifecycle.preStopSleepSeconds $drain $shutdown .Values.lifecycle.terminationMarginSeconds }}
+{{- ceil $sum | int }}
+{{- end }}
+
+{{/* The startup probe's failureThreshold: enough periods to cover probes.startup.recoverySeconds. */}}
+{{- define "om-stream.startupFailureThreshold" -}}
+{{- $probe := .Values.probes.startup }}
+{{- max 1 (ceil (divf $probe.recoverySeconds $probe.periodSeconds) | int) }}
+{{- end }}
+
+{{/* The HPA behaviour (also KEDA's): every scale step is a consumer-group rebalance and a table recovery, so
+steps are bounded and stabilised both ways. */}}
+{{- define "om-stream.scaleBehavior" -}}
+{{- $a := .Values.autoscaling }}
+scaleUp:
+  stabilizationWindowSeconds: {{ $a.scaleUp.stabilizationWindowSeconds }}
+  selectPolicy: Max
+  policies:
+    - {type: Pods, value: {{ $a.scaleUp.pods }}, periodSeconds: {{ $a.scaleUp.periodSeconds }}}
+scaleDown:
+  stabilizationWindowSeconds: {{ $a.scaleDown.stabilizationWindowSeconds }}
+  selectPolicy: Min
+  policies:
+    - {type: Pods, value: {{ $a.scaleDown.pods }}, periodSeconds: {{ $a.scaleDown.periodSeconds }}}
 {{- end }}
