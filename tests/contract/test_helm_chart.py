@@ -10,6 +10,7 @@ helm and kubeconform are built from the Go module proxy and the schemas come fro
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import subprocess
 from collections.abc import Sequence
@@ -121,15 +122,29 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                                    "requiredDuringSchedulingIgnoredDuringExecution": [
                                        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {
                                            "matchLabels": {"app.kubernetes.io/name": "om-stream"}}}]}}},
+    # the worker split by role: a models Deployment scaled by KEDA on its group's lag, a recall Deployment by HPA
+    "split-roles": {**{k: FULL[k] for k in ("settings", "secrets", "memoryConfig", "extraEnv", "extraEnvFrom",
+                                            "extraVolumes", "extraVolumeMounts")},
+                    "models": {"enabled": True, "autoscaling": {"enabled": True, "engine": "keda", "maxReplicas": 40},
+                               "podAnnotations": {"team": "models"}},
+                    "recall": {"enabled": True, "autoscaling": {"enabled": True}},
+                    "networkPolicy": {"egress": {"restrict": True}}},
 }
 
 
+def _without_keda(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with every KEDA autoscaler as hpa (helm lint cannot declare the keda.sh/v1alpha1 API)."""
+    out = copy.deepcopy(values)
+    for block in (out, out.get("models", {}), out.get("recall", {})):
+        if block.get("autoscaling", {}).get("engine") == "keda":
+            block["autoscaling"]["engine"] = "hpa"
+    return out
+
+
 def test_helm_lint(tools: Path, tmp_path: Path) -> None:
-    # helm lint cannot declare API versions: the KEDA value set (which requires keda.sh/v1alpha1) is linted as hpa
+    # helm lint cannot declare API versions: the KEDA value sets (which require keda.sh/v1alpha1) are linted as hpa
     for name, given in VALUE_SETS.items():
-        values = given
-        if given.get("autoscaling", {}).get("engine") == "keda":
-            values = {**given, "autoscaling": {**given["autoscaling"], "engine": "hpa"}}
+        values = _without_keda(given)
         out = _run([str(tools / "helm"), "lint", "--strict", str(CHART), "--kube-version", "1.34.0",
                     "-f", str(_values_file(tmp_path, values))])
         assert out.returncode == 0, f"{name}:\n{out.stdout}\n{out.stderr}"
@@ -246,6 +261,9 @@ def test_existing_secret_is_referenced_and_not_rendered(tools: Path, tmp_path: P
     ({"networkPolicy": {"api": {"podSelectr": {}}}}, "podSelectr"),
     ({"metrics": {"prometheusRule": {"alerts": {"OMConsumerGroupLag": {"for": "ten minutes"}}}}}, "for"),
     ({"apiAuth": {"generateTokens": True}}, "generateTokens"),
+    ({"settings": {"OM_WORKER_ROLE": "models"}}, "OM_WORKER_ROLE"),
+    ({"models": {"enabled": True, "autoscalng": {}}}, "autoscalng"),
+    ({"recall": {"autoscaling": {"engine": "cpu"}}}, "engine"),
 ])
 def test_values_schema_rejects_unknown_keys_and_bad_values(tools: Path, tmp_path: Path, values: dict[str, Any],
                                                            complaint: str) -> None:

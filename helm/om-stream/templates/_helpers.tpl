@@ -66,9 +66,9 @@ app.kubernetes.io/component: migrations
 {{/* The OM_* variables the chart sets itself from other values: a settings key of the same name would be written
 twice (the generated schema leaves out the ones settings_doc.CHART_MANAGED lists; this guard covers the rest). */}}
 {{- define "om-stream.checkChartManaged" -}}
-{{- range $key := list "OM_WORKER_WEB_HOST" "OM_WORKER_WEB_PORT" "OM_WORKER_METRICS_HOST" "OM_WORKER_METRICS_PORT" "OM_WORKER_ALLOW_UNAUTHENTICATED" "OM_KAFKA_GROUP_INSTANCE_ID" "OM_WORKER_API_TOKEN" }}
+{{- range $key := list "OM_WORKER_WEB_HOST" "OM_WORKER_WEB_PORT" "OM_WORKER_METRICS_HOST" "OM_WORKER_METRICS_PORT" "OM_WORKER_ALLOW_UNAUTHENTICATED" "OM_KAFKA_GROUP_INSTANCE_ID" "OM_WORKER_API_TOKEN" "OM_WORKER_ROLE" }}
 {{- if hasKey $.Values.settings $key }}
-{{- fail (printf "settings.%s is set by the chart (service.port, metrics.port, apiAuth, staticMembership, secrets.OM_WORKER_API_TOKEN): remove it from settings" $key) }}
+{{- fail (printf "settings.%s is set by the chart (service.port, metrics.port, apiAuth, staticMembership, secrets.OM_WORKER_API_TOKEN, models/recall.enabled): remove it from settings" $key) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -137,7 +137,8 @@ the Secret holds the same token as the release's. Empty under existingSecret. */
 
 {{/* envFrom + env of a container: the settings ConfigMap, the Secret, extraEnvFrom, the API token, extraEnv.
 Arguments: dict "ctx" $ "configMap" NAME "secret" NAME ["groupInstance" true: the worker's pod name as its
-static group member id]. */}}
+static group member id] ["role" ROLE: OM_WORKER_ROLE] ["loopbackApi" true: OM_WORKER_WEB_HOST=127.0.0.1, for a
+role without the /v1 API (its web server never starts; the exposure check still reads the host)]. */}}
 {{- define "om-stream.containerEnv" -}}
 {{- $ctx := .ctx -}}
 envFrom:
@@ -151,8 +152,18 @@ envFrom:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- $groupInstance := and .groupInstance $ctx.Values.staticMembership.enabled }}
-{{- if or (include "om-stream.authRequired" $ctx) $ctx.Values.extraEnv $groupInstance }}
+{{- if or (include "om-stream.authRequired" $ctx) $ctx.Values.extraEnv $groupInstance .role }}
 env:
+  {{- with .role }}
+  # the agents and consumer group of this workload (chart-managed: models.enabled splits the worker)
+  - name: OM_WORKER_ROLE
+    value: {{ . | quote }}
+  {{- end }}
+  {{- if .loopbackApi }}
+  # no /v1 API in this role: explicit env wins over the ConfigMap's 0.0.0.0
+  - name: OM_WORKER_WEB_HOST
+    value: "127.0.0.1"
+  {{- end }}
   {{- if include "om-stream.authRequired" $ctx }}
   # explicit (not only envFrom): a Secret without the key stops the pod with a message naming it
   - name: OM_WORKER_API_TOKEN
@@ -219,10 +230,11 @@ promises. */}}
 {{- max 1 (ceil (divf $probe.recoverySeconds $probe.periodSeconds) | int) }}
 {{- end }}
 
-{{/* The HPA behaviour (also KEDA's): every scale step is a consumer-group rebalance and a table recovery, so
-steps are bounded and stabilised both ways. */}}
+{{/* The HPA behaviour (also KEDA's) of an autoscaling block (.Values.autoscaling, models.autoscaling, ...):
+every scale step is a consumer-group rebalance (and, for the worker, a table recovery), so steps are bounded and
+stabilised both ways. */}}
 {{- define "om-stream.scaleBehavior" -}}
-{{- $a := .Values.autoscaling }}
+{{- $a := . }}
 scaleUp:
   stabilizationWindowSeconds: {{ $a.scaleUp.stabilizationWindowSeconds }}
   selectPolicy: Max
@@ -233,4 +245,110 @@ scaleDown:
   selectPolicy: Min
   policies:
     - {type: Pods, value: {{ $a.scaleDown.pods }}, periodSeconds: {{ $a.scaleDown.periodSeconds }}}
+{{- end }}
+
+{{/* The worker StatefulSet's role: memory beside a models Deployment, else all (every agent in one group). */}}
+{{- define "om-stream.workerRole" -}}
+{{- if .Values.models.enabled }}memory{{ else }}all{{ end }}
+{{- end }}
+
+{{/* The components split off the worker (models, recall) that are enabled, as a JSON list. recall needs models:
+beside an `all` worker every recall request would be answered twice (two consumer groups). */}}
+{{- define "om-stream.components" -}}
+{{- if and .Values.recall.enabled (not .Values.models.enabled) }}
+{{- fail "recall.enabled needs models.enabled: the worker runs role all (recall included) unless the models are split off, and every recall request would be answered twice" }}
+{{- end }}
+{{- $on := list }}
+{{- range $c := list "models" "recall" }}{{- if (index $.Values $c).enabled }}{{- $on = append $on $c }}{{- end }}{{- end }}
+{{- toJson $on }}
+{{- end }}
+
+{{/* Selector labels of a component's pods. The name differs from the worker's (om-stream-<component>) so that
+none of the worker's selectors (StatefulSet, Services, PDB, NetworkPolicy) picks them up: the StatefulSet's
+selector cannot change on upgrade. Arguments: dict "ctx" $ "component" NAME. */}}
+{{- define "om-stream.componentSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "om-stream.name" .ctx }}-{{ .component }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "om-stream.componentLabels" -}}
+helm.sh/chart: {{ include "om-stream.chart" .ctx }}
+{{ include "om-stream.componentSelectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+{{- end }}
+
+{{/* Prometheus' job label of every scraped pod (the metrics Services' names), as a PromQL matcher. */}}
+{{- define "om-stream.jobMatcher" -}}
+{{- $full := include "om-stream.fullname" . }}
+{{- $jobs := list (printf "%s-headless" $full) }}
+{{- range $c := include "om-stream.components" . | fromJsonArray }}{{- $jobs = append $jobs (printf "%s-%s-metrics" $full $c) }}{{- end }}
+{{- if eq (len $jobs) 1 }}job={{ first $jobs | quote }}{{ else }}job=~{{ join "|" $jobs | quote }}{{ end }}
+{{- end }}
+
+{{/* Startup, readiness and liveness probes on the metrics port, and the preStop sleep. */}}
+{{- define "om-stream.probesAndLifecycle" -}}
+startupProbe:
+  httpGet: {path: /healthz, port: metrics}
+  periodSeconds: {{ .Values.probes.startup.periodSeconds }}
+  timeoutSeconds: {{ .Values.probes.startup.timeoutSeconds }}
+  failureThreshold: {{ include "om-stream.startupFailureThreshold" . }}
+readinessProbe:
+  httpGet: {path: /readyz, port: metrics}
+  {{- toYaml .Values.probes.readiness | nindent 2 }}
+livenessProbe:
+  httpGet: {path: /livez, port: metrics}
+  {{- toYaml .Values.probes.liveness | nindent 2 }}
+lifecycle:
+  preStop:
+    # the pod is already out of the Services' endpoints; let kube-proxy and clients notice before SIGTERM
+    exec:
+      command: ["sleep", {{ .Values.lifecycle.preStopSleepSeconds | toString | quote }}]
+{{- end }}
+
+{{/* affinity + topologySpreadConstraints of a pod: the user's, else pods of the same workload preferably on
+different nodes and spread over zones (never blocking scheduling). Arguments: dict "affinity" MAP "spread" LIST
+"selector" YAML (matchLabels of the workload's pods). */}}
+{{- define "om-stream.scheduling" -}}
+affinity:
+  {{- if .affinity }}
+  {{- toYaml .affinity | nindent 2 }}
+  {{- else }}
+  # default: on different nodes when possible (a node loss then moves as few partitions as possible)
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- .selector | nindent 14 }}
+  {{- end }}
+topologySpreadConstraints:
+  {{- if .spread }}
+  {{- toYaml .spread | nindent 2 }}
+  {{- else }}
+  # default: spread over zones, never blocking scheduling (single-zone clusters still schedule)
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- .selector | nindent 8 }}
+  {{- end }}
+{{- end }}
+
+{{/* The egress rules of a NetworkPolicy (networkPolicy.egress.restrict): DNS, then only egress.to. */}}
+{{- define "om-stream.networkPolicyEgress" -}}
+{{- if .Values.networkPolicy.egress.restrict -}}
+egress:
+  # DNS, then only what egress.to lists (Kafka, Cassandra, Qdrant, the model APIs)
+  - ports:
+      - {port: 53, protocol: UDP}
+      - {port: 53, protocol: TCP}
+  {{- with .Values.networkPolicy.egress.to }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
 {{- end }}
