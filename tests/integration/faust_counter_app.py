@@ -1,11 +1,15 @@
 """A tiny Faust app with a changelog-backed table, run as a real worker process by test_faust_recovery.py.
 
-Configured from the environment: COUNTER_BROKER (bootstrap), COUNTER_APP_ID (unique per test), COUNTER_IN/OUT.
+Configured from the environment: COUNTER_BROKER (bootstrap), COUNTER_APP_ID (unique per test), COUNTER_IN/OUT, and
+COUNTER_READY_FILE: written (with the worker's pid) once the worker has finished starting, i.e. its table recovery
+is complete and Faust has resumed the flow of events to the agent. Input sent before that point may be lost by
+Faust itself (see test_faust_recovery.py), so the test sends its input only once this file exists.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import faust
 
@@ -34,6 +38,14 @@ def create_app() -> faust.App:
             key = raw_key.decode()
             counts[key] += 1
             await sink.send(key=raw_key, value=f"{key}={counts[key]}".encode())
+
+    ready_file = os.environ.get("COUNTER_READY_FILE")
+    if ready_file:
+        @app.task
+        async def announce_ready() -> None:
+            # Faust starts app tasks after the table recovery has completed; the recovery resumes the flow (and
+            # clears the agents' buffers) before it sets "completed", so from here on nothing fetched is discarded
+            Path(ready_file).write_text(str(os.getpid()))
 
     return app
 
