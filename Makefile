@@ -81,13 +81,20 @@ clean: ## remove caches (not the venv, not the jar cache)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
 
 # -- observability and deployment (grafana/, helm/om-stream/, docker-compose.yml) ---------------------------------
-.PHONY: tools-prometheus tools-helm chart-dashboards chart-sync docs-operate test-deploy
+.PHONY: tools-prometheus tools-helm tools-kube tools-compose chart-dashboards chart-sync docs-operate test-deploy
 
 tools-prometheus: ## unpack Debian's prometheus into ~/.cache/om-stream/tools (cached; for the dashboard proof)
 	bash infra/tools/install-prometheus.sh
 
 tools-helm: ## build helm and kubeconform from the Go module proxy and lay out the Kubernetes schemas (cached)
 	bash infra/tools/install-helm-tools.sh
+
+tools-compose: ## build Docker Compose v2 from the Go module proxy and fetch the compose schema (cached; ~10 min cold)
+	bash infra/tools/install-compose.sh
+	bash infra/tools/install-compose-schema.sh
+
+tools-kube: ## build kube-apiserver, controller manager, scheduler and kwok, install etcd, fetch the CRDs (cached; ~6 min cold)
+	bash infra/tools/install-kube-tools.sh
 
 chart-dashboards: ## copy grafana/dashboards into the Helm chart (a contract test fails on drift)
 	cp grafana/dashboards/*.json helm/om-stream/dashboards/
@@ -98,6 +105,12 @@ chart-sync: chart-dashboards ## regenerate the chart's settings/secrets schema f
 docs-operate: ## regenerate the settings and metrics tables of docs/operate.md
 	$(PY) -m om_stream.observability.settings_doc --write docs/operate.md
 
-test-deploy: tools-prometheus tools-helm ## metrics contract, Helm chart, compose file, dashboards on a real Prometheus
+.PHONY: image
+image: ## build the worker image om-stream:<version> (podman or docker; base image made with debootstrap, cached)
+	bash infra/image/build.sh
+
+test-deploy: $(INSTALLED) tools-prometheus tools-helm tools-kube tools-compose ## the image built and run, the chart on a real API server, compose and dashboards checked by their own tools
 	$(PY) -m pytest tests/contract/test_metrics_contract.py tests/contract/test_helm_chart.py \
-		tests/contract/test_compose.py tests/integration/test_dashboards_prometheus.py
+		tests/contract/test_helm_operations.py tests/contract/test_compose.py \
+		tests/contract/test_dashboards_grafana_models.py tests/integration/test_dashboards_prometheus.py \
+		tests/deploy
