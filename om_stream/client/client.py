@@ -26,6 +26,7 @@ from aiokafka import AIOKafkaProducer, ConsumerRecord
 from pydantic import ValidationError
 
 from om_stream.client.events import EventStream
+from om_stream.client.security import start_checked
 from om_stream.client.tail import TopicTail
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import Message
@@ -86,7 +87,13 @@ class OMClient:
     # -- lifecycle ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._producer.start()
+        """Connect; a broker that refuses the credentials or the TLS handshake raises
+        :class:`~om_stream.client.security.KafkaConnectError` at once."""
+        try:
+            await start_checked(self._producer, self.bootstrap, self._options, close=self._producer.stop)
+        except BaseException:
+            await self._contexts.stop()  # never started: released, so it is not reported unclosed
+            raise
         try:
             await self._contexts.start()
         except BaseException:

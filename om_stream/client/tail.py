@@ -15,6 +15,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from om_stream.client.security import start_checked
+
 __all__ = ["TopicTail", "topic_partitions"]
 
 log = logging.getLogger(__name__)
@@ -40,18 +42,20 @@ class TopicTail:
                  *, from_beginning: bool = False, partitions: Callable[[int], list[int]] | None = None,
                  kafka_options: Mapping[str, Any] | None = None, topic_timeout: float = 30.0) -> None:
         self.topic = topic
+        self._bootstrap = bootstrap
+        self._options = dict(kafka_options or {})
         self._on_record = on_record
         self._from_beginning = from_beginning
         self._select = partitions
         self._topic_timeout = topic_timeout
         self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                           auto_offset_reset="earliest" if from_beginning else "latest",
-                                          metadata_max_age_ms=5000, **dict(kafka_options or {}))
+                                          metadata_max_age_ms=5000, **self._options)
         self._task: asyncio.Task[None] | None = None
         self.partition_count = 0
 
     async def start(self) -> None:
-        await self._consumer.start()
+        await start_checked(self._consumer, self._bootstrap, self._options, close=self._consumer.stop)
         try:
             ids = await topic_partitions(self._consumer, self.topic, self._topic_timeout)
             self.partition_count = len(ids)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from om_stream.devservices.jvm import (
     DevServiceError,
@@ -32,14 +33,19 @@ class CassandraNode:
     port: int
     run_dir: Path
     durable: bool = False  # survives SIGKILL: synced commit log, schema changes logged too
+    jvm_props: tuple[str, ...] = ()  # more -D options (kept for restarts)
 
     @property
     def contact_point(self) -> str:
         return f"{self.host}:{self.port}"
 
 
-def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSync = "periodic") -> CassandraNode:
+def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSync = "periodic",
+          extra_yaml: str = "", jvm_props: Sequence[str] = ()) -> CassandraNode:
     """Write cassandra.yaml for fresh ports and launch CassandraDaemon; call :func:`wait_ready` next.
+
+    ``extra_yaml`` is appended to cassandra.yaml (keys the template does not set: authentication, TLS, see
+    ``devservices.secure``); ``jvm_props`` are more ``-D`` options for the JVM.
 
     ``commitlog_sync="periodic"`` (the test default) acknowledges writes before the commit log reaches the disk, and
     logs no schema change (``cassandra.unsafesystem``: fast DDL), so a node killed with SIGKILL may forget the last
@@ -58,8 +64,9 @@ def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSyn
                       f"commitlog_sync: {commitlog_sync}\n"
                       + ("commitlog_sync_group_window: 10ms\n" if commitlog_sync == "group" else ""),
                       yaml, flags=re.MULTILINE)
-    (run_dir / "cassandra.yaml").write_text(yaml)
-    return _launch(run_dir, cql_port, detached=detached, durable=commitlog_sync != "periodic")
+    (run_dir / "cassandra.yaml").write_text(yaml + (f"\n{extra_yaml}" if extra_yaml else ""))
+    return _launch(run_dir, cql_port, detached=detached, durable=commitlog_sync != "periodic",
+                   jvm_props=tuple(jvm_props))
 
 
 def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
@@ -73,10 +80,11 @@ def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
         current = logs / name
         if current.exists():
             current.replace(logs / f"{name}.previous")
-    return _launch(node.run_dir, node.port, detached=detached, durable=node.durable)
+    return _launch(node.run_dir, node.port, detached=detached, durable=node.durable, jvm_props=node.jvm_props)
 
 
-def _launch(run_dir: Path, cql_port: int, *, detached: bool, durable: bool) -> CassandraNode:
+def _launch(run_dir: Path, cql_port: int, *, detached: bool, durable: bool,
+            jvm_props: tuple[str, ...] = ()) -> CassandraNode:
     lib = class_path("cassandra")
     home = infra_dir() / "cassandra"
     config = run_dir / "cassandra.yaml"
@@ -93,19 +101,21 @@ def _launch(run_dir: Path, cql_port: int, *, detached: bool, durable: bool) -> C
         "-Dcassandra.skip_wait_for_gossip_to_settle=0",
         # no blocking flush of schema tables after each DDL: fast CREATE/DROP, but schema is lost on SIGKILL
         *([] if durable else ["-Dcassandra.unsafesystem=true"]),
+        *jvm_props,
         "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon",
     ]
     process = launch("cassandra", argv, run_dir / "logs" / "stdout.log", detached=detached,
                      log=run_dir / "logs" / "system.log")
-    return CassandraNode(process, "127.0.0.1", cql_port, run_dir, durable)
+    return CassandraNode(process, "127.0.0.1", cql_port, run_dir, durable, jvm_props)
 
 
-def probe(host: str, port: int) -> str:
-    """Connect with cassandra-driver and read the release version."""
+def probe(host: str, port: int, connect: Mapping[str, Any] | None = None) -> str:
+    """Connect with cassandra-driver and read the release version; ``connect``: more ``Cluster`` arguments
+    (``auth_provider``, ``ssl_context``)."""
     from cassandra.cluster import Cluster
 
     cluster = Cluster([host], port=port, connect_timeout=5, control_connection_timeout=5,
-                      schema_metadata_enabled=False, token_metadata_enabled=False)
+                      schema_metadata_enabled=False, token_metadata_enabled=False, **dict(connect or {}))
     try:
         session = cluster.connect()
         row = session.execute("SELECT release_version FROM system.local").one()
@@ -114,7 +124,9 @@ def probe(host: str, port: int) -> str:
         cluster.shutdown()
 
 
-def wait_ready(node: CassandraNode, timeout: float = READY_TIMEOUT_S) -> None:
+def wait_ready(node: CassandraNode, timeout: float = READY_TIMEOUT_S, *,
+               connect: Mapping[str, Any] | None = None) -> None:
+    """Wait for "Startup complete" and a query answered (``connect``: as for :func:`probe`)."""
     deadline = time.monotonic() + timeout
     system_log = node.run_dir / "logs" / "system.log"
     last: BaseException | None = None
@@ -123,7 +135,7 @@ def wait_ready(node: CassandraNode, timeout: float = READY_TIMEOUT_S) -> None:
         # cheap log check first: the driver's connect attempts are slow and noisy while the port is closed
         if system_log.exists() and "Startup complete" in system_log.read_text(errors="replace"):
             try:
-                probe(node.host, node.port)
+                probe(node.host, node.port, connect)
                 return
             except Exception as exc:  # noqa: BLE001 - NoHostAvailable / OperationTimedOut while the node settles
                 last = exc

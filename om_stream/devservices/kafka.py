@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,12 +119,21 @@ def cluster_id() -> str:
             return cid
 
 
-def start(run_dir: Path, *, detached: bool = False) -> KafkaNode:
-    """Format a fresh data folder and launch a single broker; call :func:`wait_ready` next."""
+def start(run_dir: Path, *, detached: bool = False, extra_config: str = "",
+          format_args: Sequence[str] = ()) -> KafkaNode:
+    """Format a fresh data folder and launch a single broker; call :func:`wait_ready` next.
+
+    ``extra_config`` is appended to ``server.properties`` (a later key wins: it may replace the listeners, see
+    ``devservices.secure``); ``format_args`` go to ``kafka-storage format`` (e.g. ``--add-scram``).
+    """
     port, controller_port = _distinct_free_ports(2)
     _write_config(run_dir, node_id=1, port=port, controller_port=controller_port,
                   voters=f"1@{HOST}:{controller_port}", replication=1, min_isr=1)
-    _format([run_dir], cluster_id())
+    if extra_config:
+        extra = extra_config.replace("@PORT@", str(port)).replace("@CONTROLLER_PORT@", str(controller_port))
+        with (run_dir / "server.properties").open("a") as props:
+            props.write("\n" + extra)
+    _format([run_dir], cluster_id(), format_args)
     process = _launch(run_dir, SINGLE_JVM_OPTS, detached=detached)
     return KafkaNode(process, f"{HOST}:{port}", run_dir, 1, SINGLE_JVM_OPTS, detached)
 
@@ -187,7 +196,7 @@ def _logging_opts(run_dir: Path) -> list[str]:
             f"-Dlog4j2.configurationFile={infra_dir() / 'kafka' / 'log4j2.properties'}"]
 
 
-def _format(run_dirs: list[Path], cid: str) -> None:
+def _format(run_dirs: list[Path], cid: str, extra_args: Sequence[str] = ()) -> None:
     """Run kafka.tools.StorageTool on every folder at once (one short JVM each), all with the same cluster id."""
     lib = class_path("kafka")
     running: list[tuple[Path, subprocess.Popen[bytes]]] = []
@@ -197,7 +206,8 @@ def _format(run_dirs: list[Path], cid: str) -> None:
             # C1 only and a serial GC: this JVM lives about a second and must not compete for the 2 cores
             argv = [java_binary(), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                     *_logging_opts(run_dir), "-cp", f"{lib}/*", "kafka.tools.StorageTool", "format",
-                    "--cluster-id", cid, "--config", str(run_dir / "server.properties"), "--ignore-formatted"]
+                    "--cluster-id", cid, "--config", str(run_dir / "server.properties"), "--ignore-formatted",
+                    *extra_args]
             running.append((fmt_log, subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                                       stdin=subprocess.DEVNULL)))
     failures = []

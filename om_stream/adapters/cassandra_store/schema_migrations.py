@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
-from om_stream.adapters.cassandra_store.session import build_cluster, translate
+from om_stream.adapters.cassandra_store.session import build_cluster, translate, unreachable
 from om_stream.errors import StorageError
 from om_stream.settings import CassandraSettings
 
@@ -103,6 +103,7 @@ def _recorded(session: Any) -> dict[int, str]:
 def migrate(settings: CassandraSettings) -> MigrationReport:
     """Create the keyspace if needed and apply the pending migrations (blocking; run it from a command)."""
     from cassandra import DriverException
+    from cassandra.cluster import NoHostAvailable
 
     migrations = load_migrations()
     keyspace = settings.keyspace
@@ -140,6 +141,8 @@ def migrate(settings: CassandraSettings) -> MigrationReport:
             log.info("applied migration %04d_%s to %s", migration.version, migration.name, keyspace)
         if not cluster.control_connection.wait_for_schema_agreement(wait_time=60):
             raise StorageError(f"the Cassandra nodes did not agree on the schema of {keyspace} within 60 s")
+    except NoHostAvailable as exc:  # refused credentials or TLS, or no node up: say which and what fixes it
+        raise unreachable(settings, exc) from exc
     except DriverException as exc:
         raise translate(exc, f"migrating keyspace {keyspace}") from exc
     finally:

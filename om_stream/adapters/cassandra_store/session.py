@@ -27,7 +27,7 @@ from typing import Any
 from om_stream.errors import StorageError
 from om_stream.settings import CassandraSettings
 
-__all__ = ["CassandraSession", "build_cluster", "translate"]
+__all__ = ["CassandraSession", "build_cluster", "translate", "unreachable"]
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def translate(exc: BaseException, what: str) -> StorageError:
     return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=isinstance(exc, _retryable()))
 
 
-def _no_host(settings: CassandraSettings, exc: Any) -> StorageError:
+def unreachable(settings: CassandraSettings, exc: Any) -> StorageError:
     """Why no contact point took the connection, with the settings that fix it. ``exc.errors``: host → error."""
     from cassandra import AuthenticationFailed
 
@@ -58,8 +58,19 @@ def _no_host(settings: CassandraSettings, exc: Any) -> StorageError:
         return StorageError(f"Cassandra at {settings.hosts} refused the credentials ({details}): check "
                             "cassandra.username and cassandra.password (OM_CASSANDRA_USERNAME, "
                             "OM_CASSANDRA_PASSWORD)")
+    if any(_tls_failure(e) for e in errors.values()):
+        return StorageError(f"Cassandra at {settings.hosts}: the TLS handshake failed ({details}): check that "
+                            "cassandra.tls_ca_file (OM_CASSANDRA_TLS_CA_FILE) signs the nodes' certificates, that "
+                            "they name the addresses dialled (cassandra.tls_check_hostname), and the client "
+                            "certificate when the nodes require one (OM_CASSANDRA_TLS_CERT_FILE / _KEY_FILE)")
     return StorageError(f"Cassandra at {settings.hosts} unreachable ({details}): check cassandra.hosts "
                         "(OM_CASSANDRA_HOSTS), the network and TLS settings, and that the nodes are up")
+
+
+def _tls_failure(exc: BaseException) -> bool:
+    # the driver re-raises a failed handshake as a plain OSError that carries the ssl module's text
+    text = str(exc)
+    return isinstance(exc, ssl.SSLError) or "[SSL" in text or "CERTIFICATE_VERIFY_FAILED" in text
 
 
 def _ssl_context(settings: CassandraSettings) -> ssl.SSLContext | None:
@@ -133,7 +144,7 @@ class CassandraSession:
                     session.set_keyspace(keyspace)
             except NoHostAvailable as exc:
                 cluster.shutdown()
-                raise _no_host(settings, exc) from exc
+                raise unreachable(settings, exc) from exc
             except DriverException as exc:
                 cluster.shutdown()
                 raise translate(exc, f"cannot connect to {settings.hosts}") from exc

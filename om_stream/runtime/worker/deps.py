@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,13 +35,9 @@ class WorkerDeps:
 
 def kafka_client_options(kafka: KafkaSettings) -> dict[str, Any]:
     """Security options for aiokafka clients (admin, producers, consumers outside Faust)."""
-    options: dict[str, Any] = {"security_protocol": kafka.security_protocol}
-    if kafka.sasl_mechanism:
-        options.update(sasl_mechanism=kafka.sasl_mechanism, sasl_plain_username=kafka.sasl_username,
-                       sasl_plain_password=kafka.sasl_password.get_secret_value() if kafka.sasl_password else None)
-    if kafka.security_protocol in ("SSL", "SASL_SSL"):
-        options["ssl_context"] = ssl.create_default_context(cafile=kafka.ssl_cafile)
-    return options
+    from om_stream.runtime.worker.kafka_security import client_options
+
+    return client_options(kafka)
 
 
 class _Store(ContentStore, CycleResults, Protocol):

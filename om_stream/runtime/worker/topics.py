@@ -7,6 +7,7 @@ import logging
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from om_stream.client.security import start_checked
 from om_stream.settings import KafkaSettings
 
 __all__ = ["ensure_topics", "topic_specs"]
@@ -37,7 +38,9 @@ def topic_specs(kafka: KafkaSettings, *, resource_scope: bool) -> dict[str, dict
 async def ensure_topics(kafka: KafkaSettings, client_options: dict[str, object], *, resource_scope: bool) -> list[str]:
     """Create the missing topics; returns the names created. Existing topics are left as they are."""
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **client_options)
-    await admin.start()
+    log.info("connecting to Kafka at %s over %s", kafka.bootstrap, client_options.get("security_protocol"))
+    # a broker that refuses the credentials or the certificate fails here, at once, with a KafkaConnectError
+    await start_checked(admin, kafka.bootstrap, client_options, close=admin.close)
     created: list[str] = []
     try:
         existing = set(await admin.list_topics())
