@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 __all__ = ["build_parser", "main"]
 
 
+# ``settings.WorkerRole``, spelled out so that ``om-stream --help`` imports no settings (a unit test keeps them equal)
+WORKER_ROLES = ("all", "memory", "models", "recall")
+
+
 def _number_or_false(value: str) -> float | bool:
     if value.lower() == "false":
         return False
@@ -83,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--db", type=Path, default=None,
                      help="keep messages and observations in this SQLite file (default: SQLite in memory)")
     _add_threshold_flags(rep)
-    sub.add_parser("worker", help="run the Kafka sidecar (settings from OM_* environment variables)")
+    worker = sub.add_parser("worker", help="run the Kafka sidecar (settings from OM_* environment variables)")
+    worker.add_argument("--role", choices=WORKER_ROLES, default=None,
+                        help="what this process runs: all (default), memory, models or recall; overrides "
+                             "OM_WORKER_ROLE (a split deployment runs memory + models (+ recall), never all beside "
+                             "them)")
     sub.add_parser("migrate", help="create or upgrade the Cassandra keyspace (idempotent)")
     schemas = sub.add_parser("schemas", help="export the wire JSON Schemas, or check them against the models")
     schemas.add_argument("action", choices=["export", "check"])
@@ -243,9 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _replay(args)
         elif args.command == "worker":
             from om_stream.runtime.worker.main import run_worker
+            from om_stream.runtime.worker.roles import with_role
             from om_stream.settings import Settings
 
-            return run_worker(Settings())
+            return run_worker(with_role(Settings(), args.role))
         elif args.command == "migrate":
             from om_stream.adapters.cassandra_store.schema_migrations import migrate
             from om_stream.settings import Settings

@@ -4,24 +4,30 @@ Groups map to the first word after the prefix: ``OM_KAFKA_BOOTSTRAP`` → ``sett
 ``OM_CASSANDRA_HOSTS`` → ``settings.cassandra.hosts``, ``OM_MEMORY_STORE`` → ``settings.memory.store``,
 ``OM_GATEWAY_BUDGET_OVERRIDES='{"tenant-a": 100000}'`` → ``settings.gateway.budget_overrides`` (JSON for tables).
 Settings are translated once into Faust / driver arguments by the runtime and adapters; nothing else reads the
-environment.
+environment. ``OM_*`` variables that are not settings are ignored: Kubernetes service links (a Service ``om-worker``
+gives ``OM_WORKER_PORT=tcp://...``) silently, anything else is named by ``unknown_settings`` for a warning.
 """
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import json
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 if TYPE_CHECKING:
     from om_stream.ports import Usage
 
 __all__ = ["CassandraSettings", "EmbeddingSettings", "GatewaySettings", "KafkaSettings", "MemorySettings",
-           "ModelPrice", "QdrantSettings", "Settings", "WorkerSettings", "load_om_options"]
+           "ModelPrice", "QdrantSettings", "Settings", "WorkerRole", "WorkerSettings", "is_service_link",
+           "load_om_options", "setting_names", "unknown_settings"]
 
 
 class _Group(BaseModel):
@@ -46,6 +52,11 @@ class KafkaSettings(_Group):
     max_message_bytes: int = Field(1_048_576, ge=1024, description="Larger input records go to the DLQ")
     producer_linger_ms: int = Field(5, ge=0, description="Producer linger (Faust's default 0 costs ~30 %)")
     session_timeout_s: float = Field(30.0, gt=0, description="Consumer group session timeout")
+    group_instance_id: str | None = Field(None, description="Static group membership (group.instance.id, unique "
+                                                         "per worker, e.g. the pod name): a restart within "
+                                                         "session_timeout_s keeps its partitions without a "
+                                                         "rebalance; a stopped worker's partitions wait for "
+                                                         "the session timeout")
     security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     sasl_mechanism: str | None = Field(None, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     sasl_username: str | None = Field(None, description="SASL user")
@@ -53,10 +64,27 @@ class KafkaSettings(_Group):
     ssl_cafile: str | None = Field(None, description="CA bundle for SSL")
 
 
+WorkerRole = Literal["all", "memory", "models", "recall"]
+
+
 class WorkerSettings(_Group):
     app_id: str = Field("om-stream", description="Consumer group and table namespace of the worker")
+    role: WorkerRole = Field("all", description="What this process runs: all (every agent, one consumer group), "
+                                                "memory (the state table, its agents and timers), models "
+                                                "(Observer/Reflector calls and recall indexing; group "
+                                                "<app_id>-models) or recall (the recall tool's topics; group "
+                                                "<app_id>-recall). A split deployment runs memory + models "
+                                                "(+ recall), never all beside them")
     web_host: str = Field("127.0.0.1", description="Interface the HTTP API listens on (never 0.0.0.0 by default)")
-    web_port: int = Field(6066, ge=0, le=65535, description="Port of the HTTP API")
+    web_port: int = Field(6066, ge=0, le=65535, description="Port of the HTTP API (/v1/* only)")
+    api_token: SecretStr | None = Field(None, description="Bearer token every /v1/* request must carry "
+                                                          "(Authorization: Bearer <token>); without it the worker "
+                                                          "refuses a web_host that is not loopback")
+    allow_unauthenticated: bool = Field(False, description="Serve /v1/* without a token on a web_host that is "
+                                                           "not loopback (a network you trust entirely)")
+    metrics_host: str = Field("127.0.0.1", description="Interface of /metrics and the probes (/healthz, /readyz, "
+                                                       "/livez; no token)")
+    metrics_port: int = Field(6067, ge=0, le=65535, description="Port of /metrics and the probes")
     model_concurrency: int = Field(8, ge=1, description="Observer/Reflector calls running at once per worker")
     recall_concurrency: int = Field(16, ge=1, description="Recall tool calls answered at once per worker")
     batch_max: int = Field(1024, ge=1, description="Most inputs processed per batch by the memory agent: under load a "
@@ -76,11 +104,33 @@ class WorkerSettings(_Group):
                                                             "this long fails /livez (the liveness probe)")
     shutdown_timeout_s: float = Field(30.0, gt=0, description="Longest graceful shutdown (SIGTERM, or an agent "
                                                               "crash); past it the process exits at once")
+    drain_timeout_s: float = Field(45.0, ge=0, description="On SIGTERM, how long in-flight model and recall calls "
+                                                           "may finish (no new input is taken); the rest are handed "
+                                                           "back to the next owner, and the stop then has "
+                                                           "shutdown_timeout_s more")
     content_cache_mb: int = Field(256, ge=1, description="In-process cache of message and observation texts")
     cycle_timeout_s: float = Field(180.0, gt=0, description="A background model call without result is asked "
                                                             "again after this long")
     blocking_timeout_s: float = Field(60.0, gt=0, description="Longest wait for a blocking (past blockAfter) "
                                                               "model call before the offline model takes over")
+
+    @field_validator("api_token")
+    @classmethod
+    def _usable_token(cls, token: SecretStr | None) -> SecretStr | None:
+        # after validation, so that an error shows the SecretStr's mask, never the value
+        if token is None or not token.get_secret_value().strip():
+            return None  # an empty Secret is no token
+        value = token.get_secret_value().strip()  # a token file's trailing newline is not part of it
+        if not all("!" <= c <= "~" for c in value):
+            raise ValueError("the API token must be printable ASCII without spaces: it travels in an HTTP header")
+        return SecretStr(value)
+
+    @model_validator(mode="after")
+    def _two_listeners(self) -> WorkerSettings:
+        if self.web_port and self.web_port == self.metrics_port:
+            raise ValueError(f"web_port and metrics_port are both {self.web_port}: the API and the metrics/probes "
+                             f"listener need a port each")
+        return self
 
 
 class MemorySettings(_Group):
@@ -224,6 +274,75 @@ class Settings(BaseSettings):
     memory: MemorySettings = MemorySettings()
     gateway: GatewaySettings = GatewaySettings()
     log_level: str = Field("info", description="Log level of the om-stream process")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _OwnedEnvironment(settings_cls), dotenv_settings, file_secret_settings
+
+
+class _OwnedEnvironment(EnvSettingsSource):
+    """The environment with only the ``OM_*`` variables that are settings: Kubernetes puts service links of every
+    Service in the namespace into the environment (a Service ``om-worker`` gives ``OM_WORKER_PORT``, ...), and a
+    variable the settings do not own must not stop the process (``unknown_settings`` names them for a warning)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        owned = setting_names()
+        self.env_vars = {name: value for name, value in self.env_vars.items()
+                         if not name.upper().startswith("OM_")
+                         or (name.upper() in owned and not is_service_link(name, value or ""))}
+
+
+_PROTOCOL = r"(?:TCP|UDP|SCTP)"
+# the variables kubelet derives from a Service named s (envvars.FromServices): S_SERVICE_HOST, S_SERVICE_PORT,
+# S_SERVICE_PORT_<PORT NAME>, S_PORT, S_PORT_<n>_<PROTO>, S_PORT_<n>_<PROTO>_{PROTO,PORT,ADDR}
+_LINK = re.compile(rf"^[A-Z0-9_]+?_(?:(?P<host>SERVICE_HOST)|(?P<port>SERVICE_PORT(?:_[A-Z0-9_]+)?)"
+                   rf"|(?P<url>PORT(?:_\d+_{_PROTOCOL})?)|PORT_\d+_{_PROTOCOL}_(?:(?P<proto>PROTO)|(?P<number>PORT)"
+                   rf"|(?P<addr>ADDR)))$")
+_LINK_URL = re.compile(r"^(?:tcp|udp|sctp)://\S+:\d{1,5}$")
+
+
+def is_service_link(name: str, value: str) -> bool:
+    """Whether ``name=value`` has the shape of a variable Kubernetes derives from a Service (name and value)."""
+    match = _LINK.match(name.upper())
+    if match is None:
+        return False
+    if match["host"] or match["addr"]:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            return False
+        return True
+    if match["port"] or match["number"]:
+        return value.isdigit()
+    if match["proto"]:
+        return value in ("tcp", "udp", "sctp")
+    return _LINK_URL.match(value) is not None
+
+
+def setting_names() -> frozenset[str]:
+    """Every ``OM_*`` variable ``Settings`` reads (a group's name too: a whole group may come as one JSON object)."""
+    names = set()
+    for group, field in Settings.model_fields.items():
+        names.add(f"OM_{group}".upper())
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            names.update(f"OM_{group}_{name}".upper() for name in annotation.model_fields)
+    return frozenset(names)
+
+
+def unknown_settings(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """``OM_*`` variables that are neither settings nor service links (typos, most likely), each with the setting
+    it most resembles (or None). Names only: a value may be a secret."""
+    owned = setting_names()
+    unknown = sorted(name for name, value in environ.items() if name.upper().startswith("OM_")
+                     and name.upper() not in owned and not is_service_link(name, value))
+    return {name: next(iter(difflib.get_close_matches(name.upper(), owned, n=1, cutoff=0.8)), None)
+            for name in unknown}
 
 
 def load_om_options(memory: MemorySettings) -> dict[str, Any]:

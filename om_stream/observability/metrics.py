@@ -58,6 +58,7 @@ class Metrics:
     events_published: Counter
     decide_seconds: Histogram
     consumer_lag: Gauge
+    consumer_group_lag: Gauge
     rebalances: Counter
     table_recovery_seconds: Gauge
     store_errors: Counter
@@ -67,6 +68,7 @@ class Metrics:
     agent_crashes: Counter
     partition_stalls: Counter
     worker_live: Gauge
+    worker_role: Gauge
     model_calls_saved: Counter
     # -- recall ------------------------------------------------------------------------------------------------
     recall_requests: Counter
@@ -151,6 +153,10 @@ class Metrics:
                                      registry=reg),
             consumer_lag=Gauge("om_consumer_lag_records", "Records not yet consumed, by topic and partition",
                                ["topic", "partition"], registry=reg),
+            consumer_group_lag=Gauge("om_consumer_group_lag_records",
+                                     "Records of the consumer group not yet committed, by topic and partition, read "
+                                     "from the brokers (every worker exports the same values: alert on max())",
+                                     ["topic", "partition"], registry=reg),
             rebalances=Counter("om_rebalances_total", "Consumer group rebalances seen by this worker", registry=reg),
             table_recovery_seconds=Gauge("om_table_recovery_seconds", "Duration of the last state table recovery",
                                          registry=reg),
@@ -169,6 +175,8 @@ class Metrics:
                                      registry=reg),
             worker_live=Gauge("om_worker_live", "1 while the worker is live (what /livez answers), 0 once an "
                                                 "agent crashed or a partition stalled", registry=reg),
+            worker_role=Gauge("om_worker_role", "1, labelled with the role this worker process runs (all, memory, "
+                                                "models or recall: OM_WORKER_ROLE)", ["role"], registry=reg),
             model_calls_saved=Counter("om_model_calls_saved_total",
                                       "Model calls not made because the same request's result was stored "
                                       "(stored) or another worker was making it (in_flight)", ["reason"],

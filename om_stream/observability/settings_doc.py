@@ -30,7 +30,12 @@ __all__ = ["CHART_MANAGED", "SettingDoc", "chart_settings_schema", "metrics_tabl
            "settings_table"]
 
 # set by the chart itself from other values (the pod must listen on every interface for probes and scrapes)
-CHART_MANAGED = {"OM_WORKER_WEB_HOST": "0.0.0.0 (always, in the pod)", "OM_WORKER_WEB_PORT": "`service.port`"}
+CHART_MANAGED = {"OM_WORKER_WEB_HOST": "0.0.0.0 (always, in the pod)", "OM_WORKER_WEB_PORT": "`service.port`",
+                 "OM_WORKER_METRICS_HOST": "0.0.0.0 (always, in the pod)", "OM_WORKER_METRICS_PORT": "`metrics.port`",
+                 "OM_WORKER_ALLOW_UNAUTHENTICATED": "`apiAuth.allowUnauthenticated`",
+                 "OM_KAFKA_GROUP_INSTANCE_ID": "the pod name (`staticMembership.enabled`)",
+                 "OM_WORKER_ROLE": "per workload (the StatefulSet runs `all`, or `memory` beside a models "
+                                   "Deployment)"}
 
 
 @dataclass(frozen=True)

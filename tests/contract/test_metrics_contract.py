@@ -28,6 +28,7 @@ EXPOSITION = [
     "om_buffer_to_activation_seconds_sum",
     "om_compression_ratio_bucket", "om_compression_ratio_count", "om_compression_ratio_sum",
     "om_consumer_lag_records",
+    "om_consumer_group_lag_records",
     "om_contexts_published_total",
     "om_decide_seconds_bucket", "om_decide_seconds_count", "om_decide_seconds_sum",
     "om_dlq_records_total",
@@ -65,6 +66,7 @@ EXPOSITION = [
     "om_table_recovery_seconds",
     "om_threads_near_block_after",
     "om_worker_live",
+    "om_worker_role",
 ]
 
 # labels a scraper adds (Kubernetes service discovery, the ServiceMonitor, static labels) or histograms carry

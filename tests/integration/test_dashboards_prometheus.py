@@ -214,7 +214,7 @@ async def _traffic(worker: WorkerProcess) -> None:
 async def test_every_dashboard_query_returns_data_from_prometheus(scenario_worker: WorkerProcess,
                                                                   tmp_path: Path) -> None:
     binary = _prometheus_binary()
-    prometheus = Prometheus(binary, tmp_path, f"127.0.0.1:{scenario_worker.port}")
+    prometheus = Prometheus(binary, tmp_path, f"127.0.0.1:{scenario_worker.metrics_port}")
     try:
         prometheus.wait_ready()
         started = time.time()
@@ -223,7 +223,7 @@ async def test_every_dashboard_query_returns_data_from_prometheus(scenario_worke
 
         deadline = time.monotonic() + 120
         while True:
-            seen = _scrape(scenario_worker.port)
+            seen = _scrape(scenario_worker.metrics_port)
             missing = sorted(name for name in NEEDED if seen.get(name, 0) <= 0)
             if not missing:
                 break

@@ -149,7 +149,7 @@ async def test_http_api_reads_status_and_context_and_queues_manual_commands(work
         assert after["windows"]["active"]["observations"]["tokens"] > 0
         bad = await http_call(worker.port, "POST", "/v1/threads/api/observe", {"guidance": "no"}, expect=400)
         assert bad["error"] == "invalid_fields"
-        metrics = await http_call(worker.port, "GET", "/metrics", raw=True)
+        metrics = await http_call(worker.metrics_port, "GET", "/metrics", raw=True)
         assert "om_contexts_published_total" in metrics
         assert 'om_messages_in_total{topic="' in metrics
 

@@ -69,7 +69,8 @@ def test_an_unreachable_cassandra_is_refused_at_start_up(kafka_bootstrap: str, t
 
 
 async def test_an_agent_that_crashes_stops_the_process(kafka_bootstrap: str, tmp_path: Path) -> None:
-    worker = worker_process(kafka_bootstrap, tmp_path, options={}, extra={"OM_WORKER_SHUTDOWN_TIMEOUT_S": "20"})
+    worker = worker_process(kafka_bootstrap, tmp_path, options={}, extra={"OM_WORKER_SHUTDOWN_TIMEOUT_S": "20",
+                                                                 "OM_WORKER_DRAIN_TIMEOUT_S": "2"})
     worker.module = "tests.support.crashing_worker"
     worker.start()
     await worker.wait_ready()
@@ -83,12 +84,13 @@ async def test_an_agent_that_crashes_stops_the_process(kafka_bootstrap: str, tmp
     log = worker.tail(40_000)
     assert status == 1, log
     assert "agent memory crashed: RuntimeError: a defect in the memory agent" in log
-    assert time.monotonic() - began < 30, "the stop is bounded by worker.shutdown_timeout_s"
+    assert time.monotonic() - began < 30, "the stop is bounded by worker.drain_timeout_s + shutdown_timeout_s"
 
 
 async def test_a_stalled_partition_fails_liveness_and_a_stop_is_bounded(kafka_bootstrap: str, tmp_path: Path) -> None:
     worker = worker_process(kafka_bootstrap, tmp_path, options={}, store="sqlite",
-                            extra={"OM_WORKER_STALL_TIMEOUT_S": "4", "OM_WORKER_SHUTDOWN_TIMEOUT_S": "5"})
+                            extra={"OM_WORKER_STALL_TIMEOUT_S": "4", "OM_WORKER_SHUTDOWN_TIMEOUT_S": "5",
+                                   "OM_WORKER_DRAIN_TIMEOUT_S": "2"})
     worker.start()
     await worker.wait_ready()
     lock: sqlite3.Connection | None = None
@@ -97,24 +99,24 @@ async def test_a_stalled_partition_fails_liveness_and_a_stop_is_bounded(kafka_bo
             first = message_record("stuck", 0, "user", "the first message goes through")
             await agent.send(first, key=b"stuck")
             await agent.context_through("stuck", first["message_id"])
-            assert (await http_call(worker.port, "GET", "/livez"))["status"] == "live"
+            assert (await http_call(worker.metrics_port, "GET", "/livez"))["status"] == "live"
             # another process holds the content store: the next write waits for it (a store that stays down)
             lock = sqlite3.connect(tmp_path / "content.db", isolation_level=None)
             lock.execute("BEGIN EXCLUSIVE")
             await agent.send(message_record("stuck", 1, "assistant", "this one cannot be stored"), key=b"stuck")
             deadline = time.monotonic() + 60
-            while (answer := await _get(worker.port, "/livez"))[0] == 200 and time.monotonic() < deadline:
+            while (answer := await _get(worker.metrics_port, "/livez"))[0] == 200 and time.monotonic() < deadline:
                 await asyncio.sleep(0.5)
         status_code, body = answer
         assert status_code == 503 and body["status"] == "dead", worker.tail()
         assert any("records waiting and no progress" in reason for reason in body["reasons"])
-        assert (await http_call(worker.port, "GET", "/healthz", expect=503))["status"] == "dead"
+        assert (await http_call(worker.metrics_port, "GET", "/healthz", expect=503))["status"] == "dead"
         began = time.monotonic()
         worker.popen.terminate()  # type: ignore[union-attr]
         status = await asyncio.to_thread(worker.wait_exit, 30)
-        assert time.monotonic() - began < 12, "SIGTERM ends the process within worker.shutdown_timeout_s"
+        assert time.monotonic() - began < 14, "SIGTERM ends the process within drain + shutdown timeouts"
         assert status == 1, "a stop that had to be forced is a failure"
-        assert "did not stop within 5s" in worker.tail()
+        assert "did not stop within 7s" in worker.tail()
     finally:
         if lock is not None:
             lock.close()

@@ -51,7 +51,7 @@ async def _conversation(worker: WorkerProcess) -> None:
 async def _until_indexed(worker: WorkerProcess, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        metrics = await http_call(worker.port, "GET", "/metrics", raw=True)
+        metrics = await http_call(worker.metrics_port, "GET", "/metrics", raw=True)
         match = re.search(r"^om_recall_indexed_points_total (\S+)$", metrics, re.M)
         if match and float(match.group(1)) > 0:
             return
@@ -105,7 +105,7 @@ async def test_recall_over_http_browses_searches_and_keeps_tenants_apart(worker)
                               expect=400)
     assert unknown["error"] == "unknown_schema"
 
-    metrics = await http_call(worker.port, "GET", "/metrics", raw=True)
+    metrics = await http_call(worker.metrics_port, "GET", "/metrics", raw=True)
     assert 'om_recall_requests_total{mode="search",outcome="ok",transport="http"}' in metrics
 
 

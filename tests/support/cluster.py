@@ -31,9 +31,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from cassandra.cluster import Cluster
 
 from om_stream.adapters.cassandra_store import migrate
-from om_stream.devservices.jvm import free_port
 from om_stream.settings import CassandraSettings
-from tests.support.worker import WorkerProcess, message_record, worker_process
+from tests.support.worker import WorkerProcess, listener_ports, message_record, worker_process
 
 # sync observation only (no buffering) and no reflection: the inputs of a thread then come in an order fixed by the
 # agent waiting for each context, so any two runs of one conversation must end in the same place
@@ -83,9 +82,10 @@ class WorkerGroup:
         index = len(self.members)
         folder = self.tmp / f"w{index}"
         folder.mkdir(parents=True, exist_ok=True)
-        port = free_port()
-        env = {**self.template.env, "OM_WORKER_DATA_DIR": str(folder), "OM_WORKER_WEB_PORT": str(port)}
-        member = WorkerProcess(self.bootstrap, env, folder / "worker.log", self.topics, port)
+        port, metrics_port = listener_ports()
+        env = {**self.template.env, "OM_WORKER_DATA_DIR": str(folder), "OM_WORKER_WEB_PORT": str(port),
+               "OM_WORKER_METRICS_PORT": str(metrics_port)}
+        member = WorkerProcess(self.bootstrap, env, folder / "worker.log", self.topics, port, metrics_port)
         self.members.append(member)
         if start:
             member.start()

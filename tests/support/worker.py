@@ -30,7 +30,8 @@ class WorkerProcess:
     env: dict[str, str]
     log: Path
     topics: dict[str, str]
-    port: int
+    port: int  # the /v1/* API
+    metrics_port: int  # /metrics and the probes
     popen: subprocess.Popen[bytes] | None = None
     module: str = "om_stream.runtime.worker"  # what ``python -m`` runs
 
@@ -71,7 +72,7 @@ class WorkerProcess:
             if self.popen.poll() is not None:
                 raise AssertionError(f"worker exited rc={self.popen.returncode}:\n{self.tail()}")
             try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.metrics_port)
                 writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
                 await writer.drain()
                 status = await reader.read(64)
@@ -84,21 +85,30 @@ class WorkerProcess:
         raise AssertionError(f"worker not ready after {timeout}s:\n{self.tail()}")
 
 
+def listener_ports() -> tuple[int, int]:
+    """Two free ports, distinct: the API's and the metrics/probes listener's."""
+    port = free_port()
+    while (metrics_port := free_port()) == port:
+        pass
+    return port, metrics_port
+
+
 def worker_process(bootstrap: str, tmp: Path, *, options: dict[str, Any], store: str = "memory",
                    partitions: int = 2, extra: dict[str, str] | None = None) -> WorkerProcess:
     suffix = uuid.uuid4().hex[:8]
     names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context", "dlq",
              "recall_requests", "recall_responses")
     topics = {name: f"t{suffix}.{name}" for name in names}
-    port = free_port()
+    port, metrics_port = listener_ports()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OM_KAFKA_BOOTSTRAP": bootstrap,
            "OM_KAFKA_PARTITIONS": str(partitions), "OM_KAFKA_REPLICATION": "1", "OM_KAFKA_SESSION_TIMEOUT_S": "6",
-           "OM_WORKER_APP_ID": f"om-it-{suffix}", "OM_WORKER_WEB_PORT": str(port), "OM_MEMORY_STORE": store,
+           "OM_WORKER_APP_ID": f"om-it-{suffix}", "OM_WORKER_WEB_PORT": str(port),
+           "OM_WORKER_METRICS_PORT": str(metrics_port), "OM_MEMORY_STORE": store,
            "OM_MEMORY_SQLITE_PATH": str(tmp / "content.db"), "OM_WORKER_DATA_DIR": str(tmp),
            "OM_MEMORY_MODEL": "offline",
            "OM_MEMORY_OPTIONS": json.dumps(options), "OM_LOG_LEVEL": "info", "OM_WORKER_BATCH_WITHIN_S": "0.01",
            **{f"OM_KAFKA_TOPIC_{name.upper()}": topic for name, topic in topics.items()}, **(extra or {})}
-    return WorkerProcess(bootstrap, env, tmp / "worker.log", topics, port)
+    return WorkerProcess(bootstrap, env, tmp / "worker.log", topics, port, metrics_port)
 
 
 @asynccontextmanager
@@ -189,20 +199,31 @@ async def agent_for(worker: WorkerProcess) -> AsyncIterator[Agent]:
         await consumer.stop()
 
 
-async def http_call(port: int, method: str, path: str, body: dict[str, Any] | None = None, *, expect: int = 0,
-                raw: bool = False) -> Any:
-    """One HTTP/1.0 call to the worker's API; asserts the status (``expect``, else 200 or 202)."""
+async def http_exchange(port: int, method: str, path: str, body: dict[str, Any] | None = None, *,
+                        headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.0 call to a worker listener: (status, headers with lower-case names, body)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     payload = json.dumps(body).encode() if body is not None else b""
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
     writer.write(f"{method} {path} HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
-                 f"\r\n\r\n".encode() + payload)
+                 f"\r\n{extra}\r\n".encode() + payload)
     await writer.drain()
     response = await reader.read()
     writer.close()
     head, _, content = response.partition(b"\r\n\r\n")
-    status = int(head.split()[1])
+    lines = head.decode("latin-1").split("\r\n")
+    fields = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in fields.items()}, content
+
+
+async def http_call(port: int, method: str, path: str, body: dict[str, Any] | None = None, *, expect: int = 0,
+                    raw: bool = False, token: str | None = None) -> Any:
+    """One HTTP/1.0 call to the worker (``token``: sent as a bearer token); asserts the status (``expect``, else 200
+    or 202)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    status, _, content = await http_exchange(port, method, path, body, headers=headers)
     if expect:
-        assert status == expect, response[:500]
+        assert status == expect, (status, content[:500])
     else:
-        assert status in (200, 202), response[:500]
+        assert status in (200, 202), (status, content[:500])
     return content.decode() if raw else json.loads(content)

@@ -1,67 +1,76 @@
 """The Faust app of ``om-stream worker``, built by a factory from settings (no module-level app).
 
-Agents (each with concurrency 1; at-least-once; effects idempotent):
+The worker's role (``roles``) decides which of these agents the app defines and its consumer group (the app id, or
+``<app_id>-models`` / ``<app_id>-recall``); the state table, its timers and the ``/v1/*`` API exist only with the
+memory agent. Agents (each with concurrency 1; at-least-once; effects idempotent):
 * ``memory``: the table-owning agent. Inputs: messages, commands and the internal results topic (model results
   and timers), all keyed by record and co-partitioned: a record's inputs, its state (``state_table``) and its
   internal records share one partition number, its home. It runs ``core.decide`` in batches (see ``processor``)
   and never awaits a model call. Its offsets are committed by the worker, not by Faust (``offsets``).
 * ``ingest`` (resource scope only): validates messages and commands and re-keys them by resource id (offsets
   committed like the memory agent's).
-* ``model_workers``: Observer/Reflector requests, run as bounded concurrent tasks, each answered at most once per
-  request (``model_calls``); each result goes back to the results topic at the record's home partition. A request
-  lost with a crashed worker is asked again when its record is recovered elsewhere, and by its deadline timer. The
-  recall index's work (index an observation group, forget a cleared record) travels the same way.
-* ``recall``: the recall tool over ``om.recall.requests`` → ``om.recall.responses`` (key = resource id), answered
+* ``model_workers`` (``model_requests``): Observer/Reflector requests and the recall index's work, run as bounded
+  concurrent tasks, each answered at most once per request; each result goes back to the results topic at the
+  record's home partition.
+* ``recall`` (``recall_requests``): the recall tool over ``om.recall.requests`` → ``om.recall.responses``, answered
   as bounded concurrent tasks; the HTTP API answers ``POST /v1/recall`` with the same endpoint.
 Timers are checked every ``worker.timer_interval_s`` from table state (``timers.TimerWheel``). Every agent
 reports its own crash to ``liveness``, which stops the process (crash-only).
+
+Membership: with ``kafka.group_instance_id`` the consumer is a static member (``group.instance.id``): a restart
+within ``kafka.session_timeout_s`` gets the same partitions back without a rebalance of the group, and a stop sends
+no LeaveGroup, so a stopped worker's partitions wait for the session timeout before another worker takes them.
+
+Stop (:meth:`Worker.drain`, before the consumer leaves the group): the memory agent stops handling and commits, no
+new call starts, the calls running get ``worker.drain_timeout_s`` to finish, the rest are handed back (``drain``).
+Every ``GROUP_LAG_INTERVAL_S`` the group's lag is read from the brokers (``group_lag``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import faust
+from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
 
-from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
-from om_stream.observability.model_metrics import CycleMetrics
-from om_stream.observability.worker_metrics import ConsumerLag, RecoveryTimer
+from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
 from om_stream.runtime.clock import SystemClock
-from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
-from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
+from om_stream.runtime.internal_codec import encode_internal
+from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.deps import WorkerDeps
+from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
+from om_stream.runtime.worker.drain import Drained, InFlight
+from om_stream.runtime.worker.group_lag import GroupLagProbe
+from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
-from om_stream.runtime.worker.model_calls import ModelCalls
+from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
+from om_stream.runtime.worker.recall_requests import RecallRequests
+from om_stream.runtime.worker.records import header_list, source_record
+from om_stream.runtime.worker.roles import RolePlan, role_plan
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.runtime.worker.web import register_views
-from om_stream.wire.codec import decode_command, decode_json, decode_message, encode
+from om_stream.wire.codec import decode_command, decode_message
 from om_stream.wire.context import ContextRecord
-from om_stream.wire.recall import RecallFailure, RecallResponse
 
 __all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
 AgentBody = Callable[[faust.StreamT[bytes]], AsyncIterator[None]]
 _RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+GROUP_LAG_INTERVAL_S = 15.0
 
 
 class _FaustPublisher:
@@ -90,15 +99,18 @@ class Worker:
         self.deps = deps
         settings = deps.settings
         kafka, worker = settings.kafka, settings.worker
+        resource_scope = deps.config.scope == "resource"
+        self.plan: RolePlan = role_plan(worker.role, worker.app_id, resource_scope=resource_scope)
         self.clock = SystemClock()
         self.timers = TimerWheel()
         self.contexts: dict[str, ContextRecord] = {}
         self.started_at = time.monotonic()
         self.app = faust.App(
-            worker.app_id,
+            self.plan.group_id,
             broker=[f"kafka://{host}" for host in kafka.bootstrap.split(",")],
+            broker_credentials=broker_credentials(kafka),
             store=worker.table_store,
-            datadir=str(Path(worker.data_dir) / f"{worker.app_id}-data"),
+            datadir=str(Path(worker.data_dir) / f"{self.plan.group_id}-data"),
             topic_partitions=kafka.partitions,
             topic_replication_factor=kafka.replication,
             table_standby_replicas=worker.table_standby_replicas,
@@ -106,10 +118,11 @@ class Worker:
             broker_session_timeout=kafka.session_timeout_s,
             broker_rebalance_timeout=kafka.session_timeout_s,
             broker_heartbeat_interval=max(1.0, kafka.session_timeout_s / 10),
+            consumer_group_instance_id=kafka.group_instance_id or None,
             processing_guarantee="at_least_once",
             consumer_auto_offset_reset="earliest",
             stream_buffer_maxsize=max(4096, 4 * worker.batch_max),
-            web_enabled=True,
+            web_enabled=self.plan.holds_table,  # the /v1/* API reads the table (the probes have their own listener)
             web_bind=worker.web_host,
             web_host=worker.web_host,
             web_port=worker.web_port,
@@ -117,14 +130,38 @@ class Worker:
             key_serializer="raw",
             value_serializer="raw",
         )
-        resource_scope = deps.config.scope == "resource"
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
                               (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results))
-        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions)
         self.offsets = OffsetLedger(self._commit_offsets, TP, committed=self._committed_offset)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
+        self.in_flight = InFlight()
+        self._rebuild_timers = True
+        self.agents: dict[str, Any] = {}
+        if self.plan.holds_table:
+            self._hold_table()
+        if self.plan.calls_models:
+            self.agents["model_workers"] = ModelRequests(deps, self.publisher, self.recall, self.in_flight).define(
+                self.app, self._watched, _RAW)
+        if self.plan.answers_recall:
+            self.agents["recall"] = RecallRequests(deps, self.publisher, self.recall, self.in_flight).define(
+                self.app, self._watched, _RAW)
+        self._define_watch()
+        self._lag = ConsumerLag(deps.metrics)
+        self._group_lag = GroupLag(deps.metrics)
+        self.group_lag = GroupLagProbe(kafka.bootstrap, self.plan.group_id, self.consumed_topics(), kafka.partitions,
+                                       client_options=kafka_client_options(kafka))
+        self._recovery = RecoveryTimer(deps.metrics, self.started_at)
+        deps.metrics.worker_role.labels(self.plan.role).set(1)
+        if self.plan.holds_table:
+            register_views(self)
+
+    def _hold_table(self) -> None:
+        """The memory side: the state table, the processor that folds inputs into it, its agents and timers. These
+        attributes exist only in the roles that hold the table (``all``, ``memory``)."""
+        deps, kafka, worker = self.deps, self.deps.settings.kafka, self.deps.settings.worker
+        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions)
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
@@ -135,33 +172,44 @@ class Worker:
             index_for_recall=self.recall.indexing, generation=self._generation,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
                                 blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
-        self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
-                                  count_text=deps.counter.count, observers=[CycleMetrics(deps.metrics)])
-        self.model_calls = ModelCalls(self.runner.run, deps.results, deps.metrics,
-                                      owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/"
-                                            f"{uuid.uuid4().hex[:8]}")
-        self.model_slots = asyncio.Semaphore(worker.model_concurrency)
-        self.recall_slots = asyncio.Semaphore(worker.recall_concurrency)
-        self._model_tasks: set[asyncio.Task[None]] = set()
-        self._rebuild_timers = True
-        self._define_agents()
-        self._lag = ConsumerLag(deps.metrics)
-        self._recovery = RecoveryTimer(deps.metrics, self.started_at)
-        register_views(self)
+        self._define_memory_agents()
 
     def _remember_context(self, context: ContextRecord) -> None:
         self.contexts[context.thread_id] = context
 
     @property
     def recovered(self) -> bool:
-        """The state table is recovered and no rebalance is under way."""
+        """The state table is recovered and no rebalance is under way (without a table, Faust's recovery completes
+        as soon as the consumer has its assignment, even an empty one: a models or recall worker has joined its
+        group)."""
         recovery = cast(Any, self.app.tables).recovery
         return bool(recovery.completed.is_set() and not self.app.in_recovery and not self.app.rebalancing)
 
     @property
     def ready(self) -> bool:
-        """What ``/healthz`` says: recovered, and live."""
-        return self.recovered and self.liveness.live
+        """What ``/healthz`` says: recovered, live, and not stopping."""
+        return self.recovered and self.liveness.live and self.in_flight.open
+
+    @property
+    def role(self) -> str:
+        return self.plan.role
+
+    def consumed_topics(self) -> tuple[str, ...]:
+        """Every topic the worker's agents consume (the group's lag is read on these)."""
+        kafka = self.deps.settings.kafka
+        topics = {"memory": self.memory_inputs, "ingest": (kafka.topic_messages, kafka.topic_commands),
+                  "model_workers": (kafka.topic_model_requests,), "recall": (kafka.topic_recall_requests,)}
+        return tuple(topic for agent in self.plan.agents for topic in topics[agent])
+
+    async def drain(self) -> Drained:
+        """The graceful stop, while the consumer is still in the group: the memory agent finishes its batch, commits
+        what it handled and handles nothing more (inputs not handled stay uncommitted); no new model or recall call
+        starts; the running ones get ``worker.drain_timeout_s``, then are handed back (``drain``)."""
+        await self.offsets.close()
+        drained = await self.in_flight.drain(self.deps.settings.worker.drain_timeout_s)
+        await cast(Any, self.app.producer).flush()  # the results of the calls that finished
+        await self.group_lag.close()
+        return drained
 
     async def _commit_offsets(self, offsets: Mapping[Any, int]) -> bool:
         # Faust's own commit step for given offsets: flush the producer (every output acknowledged), commit the
@@ -205,7 +253,7 @@ class Worker:
             return agent
         return wrap
 
-    def _define_agents(self) -> None:
+    def _define_memory_agents(self) -> None:
         app, kafka, worker = self.app, self.deps.settings.kafka, self.deps.settings.worker
         # no Faust acknowledgements on these topics: the offset ledger commits what was handled (see offsets.py)
         memory_topic = app.topic(*self.memory_inputs, acks=False, **_RAW)
@@ -217,45 +265,22 @@ class Worker:
             batches = cast(Any, stream).noack_take(worker.batch_max, within=worker.batch_within_s)
             async for events in batches:
                 async with self.offsets.batch():
-                    records = await self._admit([_source(event) for event in events])
+                    records = await self._admit([source_record(event) for event in events])
                     # False: read before a rebalance and not handled; the records are read again from the committed
                     # offset by whoever owns them now
                     if records and await self.processor.process(records):
                         self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
                 yield None
 
-        @app.agent(app.topic(kafka.topic_model_requests, **_RAW), name="model_workers", concurrency=1)
-        @watched("model_workers")
-        async def model_workers(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            async for event in stream.events():
-                await self.model_slots.acquire()
-                message = event.message
-                task = asyncio.create_task(self._run_model_call(message.key, message.value, message.partition))
-                self._model_tasks.add(task)
-                task.add_done_callback(self._model_tasks.discard)
-                yield None
-
-        responses_topic = app.topic(kafka.topic_recall_responses, **_RAW)
-
-        @app.agent(app.topic(kafka.topic_recall_requests, **_RAW), name="recall", concurrency=1)
-        @watched("recall")
-        async def recall(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            async for event in stream.events():
-                await self.recall_slots.acquire()
-                task = asyncio.create_task(self._answer_recall(_source(event), responses_topic))
-                self._model_tasks.add(task)
-                task.add_done_callback(self._model_tasks.discard)
-                yield None
-
-        self.agents = {"memory": memory, "model_workers": model_workers, "recall": recall}
-        if self.deps.config.scope == "resource":
+        self.agents["memory"] = memory
+        if "ingest" in self.plan.agents:  # resource scope
             @app.agent(app.topic(kafka.topic_messages, kafka.topic_commands, acks=False, **_RAW), name="ingest",
                        concurrency=1)
             @watched("ingest")
             async def ingest(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
                 async for event in stream.events():
                     async with self.offsets.batch():
-                        if self._current(event) and await self._admit([_source(event)]):
+                        if self._current(event) and await self._admit([source_record(event)]):
                             await self._rekey(event)
                             message = event.message
                             self.offsets.handled([(message.topic, message.partition, message.offset)])
@@ -264,12 +289,7 @@ class Worker:
             self.agents["ingest"] = ingest
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
-        app.timer(interval=1.0)(self._watch)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
-
-        def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
-            self.deps.metrics.rebalances.inc()
-            self._rebuild_timers = True
 
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
             await self.offsets.revoke()
@@ -277,9 +297,20 @@ class Worker:
         def on_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.offsets.assigned()
 
-        cast(Any, app.on_rebalance_complete).connect(on_rebalance)
         cast(Any, app.on_partitions_revoked).connect(on_revoked)
         cast(Any, app.on_partitions_assigned).connect(on_assigned)
+
+    def _define_watch(self) -> None:
+        """Every role: liveness, lag and recovery every second, the group's lag, rebalances counted."""
+        app = self.app
+        app.timer(interval=1.0)(self._watch)
+        app.timer(interval=GROUP_LAG_INTERVAL_S)(self._read_group_lag)
+
+        def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
+            self.deps.metrics.rebalances.inc()
+            self._rebuild_timers = True
+
+        cast(Any, app.on_rebalance_complete).connect(on_rebalance)
 
     async def _watch(self) -> None:
         """Every second: the table's recovery time, the consumer lag, and whether the partitions make progress."""
@@ -308,6 +339,16 @@ class Worker:
                 lags.append((tp.topic, tp.partition, int(end) - int(done), int(done)))
         return lags
 
+    async def _read_group_lag(self) -> None:
+        if not self.in_flight.open:
+            return
+        try:
+            lags = await self.group_lag.measure()
+        except (KafkaError, OSError, TimeoutError) as exc:  # brokers unreachable: the gauges keep their reading
+            log.warning("the consumer group's lag could not be read from the brokers: %r", exc)
+            return
+        self._group_lag.update(lags)
+
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent
         handles it in order with the record's other inputs)."""
@@ -315,6 +356,8 @@ class Worker:
                                               encode_internal(TimerFired(timer)), partition=partition))
 
     async def _fire_timers(self) -> None:
+        if not self.in_flight.open:  # stopping: the records' next owner fires their timers
+            return
         if not self.recovered:
             self._rebuild_timers = True
             return
@@ -336,55 +379,9 @@ class Worker:
             if home is not None:
                 await self._send_timer(key, home, timer)
 
-    async def _run_model_call(self, key: bytes | None, value: bytes | None, partition: int) -> None:
-        """One request from the model-requests topic; a model result goes back to the same partition number of the
-        results topic, the home of the record that asked."""
-        kafka = self.deps.settings.kafka
-        try:
-            request = decode_internal(value or b"")
-            if isinstance(request, IndexForRecall):
-                await self.recall.index(request)
-                return
-            if isinstance(request, ForgetIndexed):
-                await self.recall.forget(request.resource_id, request.record_key)
-                return
-            if not isinstance(request, RequestObservation | RequestReflection):
-                raise WireDecodeError("invalid_fields", f"{type(request).__name__} is not a model request")
-            result = await self.model_calls.answer(request)
-            await self.publisher.send(Publication(kafka.topic_model_results, key or request.record_key.encode(),
-                                                  encode_internal(result), partition=partition))
-        except WireDecodeError as exc:
-            log.error("unreadable model request dropped: %s", exc)
-        except Exception:
-            log.exception("model call failed unexpectedly; its deadline timer will ask again")
-        finally:
-            self.model_slots.release()
-
     async def _dead_letter(self, source: SourceRecord, error: WireDecodeError) -> None:
         kafka = self.deps.settings.kafka
         await self.publisher.send(dead_letter(kafka, self.deps.metrics, source, error.reason, error.detail))
-
-    async def _answer_recall(self, source: SourceRecord, responses_topic: Any) -> None:
-        """One recall call from the request topic. An unreadable request is answered with ``invalid_request`` when
-        it names its correlation id (the caller is waiting), else it goes to the dead-letter topic."""
-        try:
-            try:
-                request = decode_recall_request(source.value, self.deps.settings.kafka.max_message_bytes)
-            except WireDecodeError as exc:
-                refusal = _refusal(source.value, exc, self.deps.settings.kafka.max_message_bytes)
-                if refusal is None:
-                    await self._dead_letter(source, exc)
-                else:
-                    self.deps.metrics.recall_requests.labels("kafka", "unknown", "invalid_request").inc()
-                    await responses_topic.send(key=source.key, value=encode(refusal))
-                return
-            response = await self.recall.answer(request, "kafka")
-            await responses_topic.send(key=request.resource_id.encode(), value=encode(response))
-        except Exception:
-            log.exception("recall request at %s[%d]@%d was not answered", source.topic, source.partition,
-                          source.offset)
-        finally:
-            self.recall_slots.release()
 
     async def _rekey(self, event: EventT[bytes]) -> None:
         """Resource scope: validate, then re-key by resource id so one record owner sees all its threads."""
@@ -400,38 +397,13 @@ class Worker:
                     raise WireDecodeError("invalid_fields", "resource scope: commands need resource_id")
                 resource = command.resource_id
         except WireDecodeError as exc:
-            await self._dead_letter(_source(event), exc)
+            await self._dead_letter(source_record(event), exc)
             return
         await self.publisher.send(Publication(
             kafka.topic_records, resource.encode(), value or b"",
-            [*_headers(message.headers), ("om_source_topic", message.topic.encode())]))
+            [*header_list(message.headers), ("om_source_topic", message.topic.encode())]))
 
     def state(self, key: str) -> RecordState | None:
         """The state of a record held by this worker now (None: not held here)."""
         held = self.table.lookup(key)
         return held.state if held is not None else None
-
-
-def _refusal(raw: bytes | None, error: WireDecodeError, max_bytes: int) -> RecallResponse | None:
-    """The ``invalid_request`` answer to an unreadable recall request that still names its correlation id."""
-    try:
-        correlation = decode_json(raw, max_bytes).get("correlation_id")
-    except WireDecodeError:
-        return None
-    if not isinstance(correlation, str) or not 0 < len(correlation) <= 256:
-        return None
-    return RecallResponse(correlation_id=correlation, error=RecallFailure(
-        code="invalid_request", message=f"{error.reason}: {error.detail}"))
-
-
-def _headers(raw: Any) -> list[tuple[str, bytes]]:
-    items = raw.items() if isinstance(raw, dict) else (raw or [])
-    return [(str(k), v if isinstance(v, bytes) else str(v).encode()) for k, v in items]
-
-
-def _source(event: EventT[bytes]) -> SourceRecord:
-    message = event.message
-    headers = _headers(message.headers)
-    return SourceRecord(topic=message.topic, partition=message.partition, offset=message.offset,
-                        key=message.key, value=message.value, headers=headers, received_at=time.monotonic(),
-                        generation=int(message.generation_id or 0), handle=event)

@@ -1,4 +1,4 @@
-"""Whether the worker can still do its job, for ``/livez`` and ``om_worker_live``: crash-only operation.
+"""Whether the worker can still do its job, for ``/livez`` (metrics port) and ``om_worker_live``: crash-only.
 
 Two things make a worker useless while its process still answers HTTP: an agent that died (Faust would start it
 again, and the new instance may never consume), and a partition that has records waiting but does not move (its

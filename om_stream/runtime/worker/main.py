@@ -1,10 +1,14 @@
 """Starting ``om-stream worker``: topics, store, app, then Faust's worker loop until a signal or a crash stops it.
 
 * The content store is started (connected and checked: reachable, migrated) before any agent runs; a store that
-  cannot start stops the worker with a message that says why and exit status 2. The worker never answers
-  ``/healthz`` before that.
+  cannot start stops the worker with a message that says why and exit status 2. ``/healthz`` and ``/readyz``
+  never answer 200 before that.
 * Crash-only: an agent that crashes stops the whole process with exit status 1 (see ``liveness``), so the
   orchestrator starts a fresh one; Faust would otherwise restart the agent in place, and it may never consume.
+* Exposure is checked first: an HTTP API beyond loopback without ``OM_WORKER_API_TOKEN`` (and without
+  ``OM_WORKER_ALLOW_UNAUTHENTICATED=true``) stops the worker before it connects to anything, with a message that
+  says what to set and exit status 3; so does a metrics/probes address that cannot be bound.
+* The metrics and probes listener (``probes``) starts before the content store and stops last.
 * Every stop is bounded: a graceful stop (SIGTERM, SIGINT, a crash) that has not finished after
   ``worker.shutdown_timeout_s`` ends the process at once.
 * A log line repeated in a burst (a broker or store that stays down) is written a few times a minute, with a count.
@@ -13,25 +17,29 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from om_stream.errors import StorageError
 from om_stream.observability.log_limits import limit_repeats
 from om_stream.runtime.worker.app import Worker
+from om_stream.runtime.worker.auth import exposure_refusal, is_loopback
 from om_stream.runtime.worker.deps import build_deps, kafka_client_options
+from om_stream.runtime.worker.probes import ProbeServer
 from om_stream.runtime.worker.topics import ensure_topics
-from om_stream.settings import Settings
+from om_stream.settings import Settings, unknown_settings
 
-__all__ = ["EXIT_CRASHED", "EXIT_STORE_UNUSABLE", "run_worker"]
+__all__ = ["EXIT_CRASHED", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "run_worker"]
 
 log = logging.getLogger(__name__)
 EXIT_CRASHED = 1
 EXIT_STORE_UNUSABLE = 2
+EXIT_REFUSED = 3  # unsafe or unservable HTTP exposure: nothing was started
 
 
 async def _prepare(worker: Worker) -> None:
@@ -66,11 +74,19 @@ class _Deadline:
 
 
 def run_worker(settings: Settings, worker: Worker | None = None) -> int:
-    """Run the worker until it stops; returns the process exit status. ``worker``: an assembled one (tests)."""
+    """Run the worker until it stops, then end the process with its exit status (``_end_process``); returns only
+    the status of a refusal (nothing started). ``worker``: an assembled one (tests)."""
     from faust.worker import Worker as FaustWorker
 
+    refusal = exposure_refusal(settings.worker)
+    if refusal is not None:
+        log.critical(refusal)
+        return EXIT_REFUSED
+    _warn_about(settings)
     held = worker or Worker(build_deps(settings))
-    deadline = _Deadline(settings.worker.shutdown_timeout_s)
+    deadline = _Deadline(settings.worker.drain_timeout_s + settings.worker.shutdown_timeout_s)
+    probes = ProbeServer(held, held.deps.metrics, host=settings.worker.metrics_host,
+                         port=settings.worker.metrics_port)
 
     class OMWorker(FaustWorker):
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
@@ -81,6 +97,14 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
 
         async def on_execute(self) -> None:
             try:
+                await probes.start()
+            except OSError as exc:
+                log.critical("the worker cannot listen for /metrics and the probes on %s:%d (%s); set "
+                             "OM_WORKER_METRICS_HOST/OM_WORKER_METRICS_PORT to an address it may bind",
+                             probes.host, probes.port, exc)
+                deadline.arm("metrics address unusable", EXIT_REFUSED)
+                raise SystemExit(EXIT_REFUSED) from None
+            try:
                 await held.deps.store.start()
             except StorageError as exc:
                 log.critical("the content store cannot be used, so the worker stops: %s", exc)
@@ -89,16 +113,24 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
             log.info("content store ready (%s)", type(held.deps.store).__name__)
 
         async def on_stop(self) -> None:
-            await held.offsets.close()  # commits what was handled while the consumer is still in the group
+            await held.drain()  # in-flight calls finish or are handed back while the consumer is in the group
             await super().on_stop()
+
+        async def on_shutdown(self) -> None:
+            await super().on_shutdown()
+            await probes.stop()  # last: the probes answer through the whole stop
 
         def _schedule_shutdown(self, signal: signal.Signals) -> None:
             deadline.arm(f"signal {signal.name}", 0)
             super()._schedule_shutdown(signal)
 
+        def on_worker_shutdown(self) -> None:
+            deadline.arm("the worker stopped", 0)  # every way out (a crash Faust reports itself, too) is bounded
+            super().on_worker_shutdown()
+
     asyncio.run(_prepare(held))
-    log.info("om-stream worker %s: HTTP on %s:%d", settings.worker.app_id, settings.worker.web_host,
-             settings.worker.web_port)
+    log.info("om-stream worker %s: HTTP API on %s:%d (%s)", settings.worker.app_id, settings.worker.web_host,
+             settings.worker.web_port, "bearer token required" if settings.worker.api_token else "no token")
     # logs to stderr (line-buffered even when redirected), not stdout: a container must see them as they happen
     faust_worker = OMWorker(held.app, loglevel=settings.log_level.upper(), quiet=True, redirect_stdouts=False,
                             logfile=sys.stderr)
@@ -110,12 +142,40 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
         stopping.append(asyncio.ensure_future(_stop(faust_worker)))
 
     held.liveness.on_fatal(fatal)
+    status = EXIT_CRASHED
     try:
         faust_worker.execute_from_commandline()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_CRASHED)
-        return max(code, deadline.status)
-    return deadline.status
+        status = max(code, deadline.status)
+    except BaseException:
+        log.critical("the worker failed", exc_info=True)
+    return _end_process(status)
+
+
+def _end_process(status: int) -> NoReturn:
+    """Ends the process now, logs flushed, without the interpreter's own shutdown: once Faust has closed its loop
+    that shutdown joins non-daemon threads and then collects the heap module by module (with litellm loaded, seconds
+    of CPU; many more on a busy node), and the deadline cannot cut it short, since a daemon thread (its timer) is
+    stopped as soon as it needs the interpreter again. Every stop is thus bounded by drain + shutdown."""
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def _warn_about(settings: Settings) -> None:
+    """Settings that are allowed but likely wrong: names only, never values."""
+    for name, closest in unknown_settings(os.environ).items():
+        log.warning("%s is not an om-stream setting and is ignored%s", name,
+                    f" (did you mean {closest}?)" if closest else "")
+    worker = settings.worker
+    if worker.api_token is None and not is_loopback(worker.web_host):
+        log.warning("the HTTP API on %s accepts requests without a token (OM_WORKER_ALLOW_UNAUTHENTICATED=true): "
+                    "anyone who reaches the port can read and change every thread's memory", worker.web_host)
 
 
 async def _stop(faust_worker: Any) -> None:

@@ -6,7 +6,10 @@ A model worker looks a request up in the content store's ``CycleResults`` before
 2. else the worker claims the key's lease; while another worker holds it (it is calling the model right now and
    renews its lease as it waits), this one polls for the stored result (``reason="in_flight"``); a lease that
    expires (its holder died) is taken over;
-3. the holder calls the model, stores the result under the key (which ends the lease), and publishes it.
+3. the holder calls the model, stores the result under the key (which ends the lease), and publishes it;
+4. a holder whose call is cancelled (a worker draining on SIGTERM hands its stalled calls back) shortens its lease
+   to the least the store keeps (``HAND_BACK_LEASE_S``: at once in memory and SQLite, ~2 s on Cassandra, which
+   counts whole seconds), so the next owner asking again calls the model without waiting out ``lease_s``.
 
 The key is the request id (cycle and attempt) with a digest of the whole request, so a request that differs in
 anything is never answered with another's result. The store failing never stops model work: the call is made
@@ -32,6 +35,7 @@ __all__ = ["ModelCalls", "request_key"]
 
 log = logging.getLogger(__name__)
 Request = RequestObservation | RequestReflection
+HAND_BACK_LEASE_S = 0.001  # the port has no release: a renewal this short ends the lease (see step 4)
 
 
 def request_key(request: Request) -> str:
@@ -101,16 +105,26 @@ class ModelCalls:
         renewal = asyncio.create_task(self._renew(key))
         try:
             result = await self.call(request)
+        except asyncio.CancelledError:
+            await _stopped(renewal)
+            await self._hand_back(key, request)
+            raise
         finally:
-            renewal.cancel()
-            with suppress(asyncio.CancelledError):
-                await renewal
+            await _stopped(renewal)
         try:
             await self.results.put_result(key, encode_internal(result))
         except StorageError as exc:
             log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
                         request.request_id, exc)
         return result
+
+    async def _hand_back(self, key: str, request: Request) -> None:
+        try:
+            await asyncio.wait_for(self.results.claim(key, self.owner, HAND_BACK_LEASE_S), self.lease_s / 3)
+        except (StorageError, TimeoutError) as exc:  # the lease then ends by itself within lease_s
+            log.warning("lease on %s not handed back: %r", request.request_id, exc)
+        else:
+            log.info("model call %s handed back", request.request_id)
 
     async def _renew(self, key: str) -> None:
         while True:
@@ -130,3 +144,9 @@ class ModelCalls:
             log.warning("stored model result %s unreadable, calling the model again: %s", key, exc)
             return None
         return result if isinstance(result, ModelResultArrived) else None
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with suppress(asyncio.CancelledError):
+        await task

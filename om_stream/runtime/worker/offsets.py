@@ -48,6 +48,7 @@ class OffsetLedger:
         self._rewinding: dict[Any, tuple[int, int]] = {}  # partition -> (sought back to, the offset seen after a gap)
         self._batch = asyncio.Lock()
         self.accepting = True
+        self._closed = False
 
     @asynccontextmanager
     async def batch(self) -> Any:
@@ -114,7 +115,11 @@ class OffsetLedger:
         self.accepting = True
 
     async def close(self) -> None:
-        """The worker stops: commit what was handled and hold the batch lock, so nothing else is handled."""
+        """The worker stops: commit what was handled and hold the batch lock, so nothing else is handled. Once:
+        a second call returns at once."""
+        if self._closed:
+            return
+        self._closed = True
         await self._batch.acquire()
         self.accepting = False
         await self.commit()

@@ -1,4 +1,10 @@
-"""The worker's HTTP API (Faust's web server, bound to ``worker.web_host``; never 0.0.0.0 unless configured).
+"""The worker's HTTP API: ``/v1/*`` only, on Faust's web server (``worker.web_host``:``worker.web_port``, 6066).
+
+When ``OM_WORKER_API_TOKEN`` is set, every request needs ``Authorization: Bearer <token>`` (checked in constant
+time by ``auth.BearerToken``); otherwise it is answered 401 with ``WWW-Authenticate: Bearer`` and a JSON error, and
+the view never runs. Any other path on this port, Faust's own pages included, is 404 — token or not. The worker
+does not start on a non-loopback ``web_host`` without a token (see ``auth.exposure_refusal``). ``/metrics`` and
+the probes are on the other listener (``probes``), without auth.
 
 GET  /v1/threads/{id}/context   the latest context of a thread owned by this worker
 GET  /v1/threads/{id}/status    its ``data-om-status`` payload
@@ -9,18 +15,16 @@ POST /v1/threads/{id}/override  queue threshold overrides, merged into the threa
                                 here); body: {"message_tokens"?, "observation_tokens"?, "replace"?, "resource_id"?}
 POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
                                 (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
-GET  /healthz                   200 once the state table is recovered and the worker is not rebalancing (readiness)
-GET  /livez                     200 while no agent has crashed and no partition is stalled (liveness)
-GET  /metrics                   Prometheus text format
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from aiohttp import web as aiohttp_web
 from faust import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from om_stream.core.engine import record_config, record_key
@@ -30,15 +34,17 @@ from om_stream.errors import WireDecodeError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
+from om_stream.runtime.worker.auth import BearerToken
 from om_stream.runtime.worker.deps import WorkerDeps
-from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.processor import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.commands import CommandRecord
 from om_stream.wire.context import ContextRecord
 
-__all__ = ["Served", "register_views"]
+__all__ = ["Served", "api_guard", "register_views"]
+
+log = logging.getLogger(__name__)
 
 # the fields of an HTTP command body (om.http.command-request/v1) that go into the om.command/v1 record
 _COMMAND_FIELDS = ("resource_id", "guidance", "force", "message_tokens", "observation_tokens", "replace")
@@ -48,7 +54,7 @@ class Served(Protocol):
     """What the HTTP API reads and uses of the worker (which has all of it; this module never imports it)."""
 
     @property
-    def app(self) -> Any: ...  # the Faust app: its pages and its recovery state
+    def app(self) -> Any: ...  # the Faust app: its web server and its pages
 
     @property
     def deps(self) -> WorkerDeps: ...
@@ -71,19 +77,40 @@ class Served(Protocol):
     @property
     def recall(self) -> RecallEndpoint: ...
 
-    @property
-    def liveness(self) -> Liveness: ...
-
-    @property
-    def ready(self) -> bool: ...
-
     def state(self, key: str) -> RecordState | None: ...
+
+
+def api_guard(token: BearerToken) -> Any:
+    """The aiohttp middleware in front of every view of the API port: ``/v1/*`` with the bearer token (when one
+    is configured), nothing else."""
+
+    @aiohttp_web.middleware
+    async def guard(request: aiohttp_web.Request, handler: Any) -> aiohttp_web.StreamResponse:
+        if not request.path.startswith("/v1/"):
+            return aiohttp_web.json_response({"error": "not_found", "detail": "this port serves /v1/* only; "
+                                              "/metrics and the probes are on OM_WORKER_METRICS_PORT"}, status=404)
+        authorization = request.headers.get("Authorization")
+        if not token.admits(authorization):
+            wrong = authorization is not None
+            log.warning("HTTP API: %s request refused (%s) from %s", request.method,
+                        "wrong bearer token" if wrong else "no bearer token", request.remote)
+            challenge = 'Bearer realm="om-stream"' + (', error="invalid_token"' if wrong else "")
+            return aiohttp_web.json_response(
+                {"error": "unauthorized", "detail": "this API needs 'Authorization: Bearer <token>' with the "
+                                                    "worker's OM_WORKER_API_TOKEN"},
+                status=401, headers={"WWW-Authenticate": challenge})
+        response: aiohttp_web.StreamResponse = await handler(request)
+        return response
+
+    return guard
 
 
 def register_views(worker: Served) -> None:
     app = worker.app
     config = worker.deps.config
     kafka = worker.deps.settings.kafka
+    # before the server starts (aiohttp freezes its middlewares then)
+    cast(Any, app.web).web_app.middlewares.append(api_guard(BearerToken(worker.deps.settings.worker.api_token)))
 
     def not_owned(view: web.View, thread_id: str) -> web.Response:
         return view.json({"error": "not_found", "detail": f"thread {thread_id!r} is not held by this worker; "
@@ -164,26 +191,3 @@ def register_views(worker: Served) -> None:
             response = await worker.recall.answer(call, "http")
             status = 200 if response.error is None else 400 if response.error.code == "invalid_request" else 503
             return self.bytes(encode(response), content_type="application/json", status=status)
-
-    @app.page("/healthz")
-    class HealthView(web.View):
-        async def get(self, request: web.Request) -> web.Response:
-            if worker.ready:
-                return self.json({"status": "ready"})
-            if not worker.liveness.live:
-                return self.json({"status": "dead", "reasons": worker.liveness.reasons()}, status=503)
-            return self.json({"status": "starting", "in_recovery": bool(app.in_recovery)}, status=503)
-
-    @app.page("/livez")
-    class LiveView(web.View):
-        async def get(self, request: web.Request) -> web.Response:
-            if worker.liveness.live:
-                return self.json({"status": "live"})
-            return self.json({"status": "dead", "reasons": worker.liveness.reasons()}, status=503)
-
-    @app.page("/metrics")
-    class MetricsView(web.View):
-        async def get(self, request: web.Request) -> web.Response:
-            # the exposition content type carries parameters, which aiohttp accepts only as a plain header
-            return self.bytes(generate_latest(worker.deps.metrics.registry),
-                              headers={"Content-Type": CONTENT_TYPE_LATEST})

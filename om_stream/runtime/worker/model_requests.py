@@ -1,0 +1,93 @@
+"""The ``model_workers`` agent: the requests of ``om.model-requests``, each run as a bounded concurrent task.
+
+Observer/Reflector requests are answered at most once per request (``model_calls``) by the cycle runner (the
+configured model, the offline model when the request says so); each result goes back to the results topic at the
+partition the request came from, the home of the record that asked. The recall index's work (index an observation
+group, forget a cleared record) travels the same way. A request lost with a crashed worker is asked again when its
+record is recovered elsewhere, and by its deadline timer.
+
+It never touches the state table or the memory agent's offsets: it runs in the ``all`` and ``models`` roles alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import faust
+
+from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
+from om_stream.errors import WireDecodeError
+from om_stream.observability.model_metrics import CycleMetrics
+from om_stream.runtime.cycles import CycleRunner
+from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
+from om_stream.runtime.recall import RecallEndpoint
+from om_stream.runtime.worker.deps import WorkerDeps
+from om_stream.runtime.worker.drain import InFlight
+from om_stream.runtime.worker.model_calls import ModelCalls
+from om_stream.runtime.worker.processor import Publication, Publisher
+
+__all__ = ["ModelRequests"]
+
+log = logging.getLogger(__name__)
+AgentBody = Callable[[faust.StreamT[bytes]], AsyncIterator[None]]
+
+
+class ModelRequests:
+    def __init__(self, deps: WorkerDeps, publisher: Publisher, recall: RecallEndpoint, in_flight: InFlight) -> None:
+        self.deps = deps
+        self.publisher = publisher
+        self.recall = recall
+        self.in_flight = in_flight
+        worker = deps.settings.worker
+        self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
+                                  count_text=deps.counter.count, observers=[CycleMetrics(deps.metrics)])
+        self.calls = ModelCalls(self.runner.run, deps.results, deps.metrics,
+                                owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}")
+        self.slots = asyncio.Semaphore(worker.model_concurrency)
+
+    def define(self, app: faust.App, watched: Callable[[str], Callable[[AgentBody], AgentBody]],
+               raw: dict[str, Any]) -> Any:
+        """The agent on ``app``: a request is taken once a slot is free, and runs beside the next ones."""
+
+        @app.agent(app.topic(self.deps.settings.kafka.topic_model_requests, **raw), name="model_workers",
+                   concurrency=1)
+        @watched("model_workers")
+        async def model_workers(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
+            async for event in stream.events():
+                await self.slots.acquire()
+                await self.in_flight.admitted()
+                message = event.message
+                self.in_flight.start(self.run(message.key, message.value, message.partition))
+                yield None
+
+        return model_workers
+
+    async def run(self, key: bytes | None, value: bytes | None, partition: int) -> None:
+        """One request from the model-requests topic; a model result goes back to the same partition number of the
+        results topic, the home of the record that asked."""
+        kafka = self.deps.settings.kafka
+        try:
+            request = decode_internal(value or b"")
+            if isinstance(request, IndexForRecall):
+                await self.recall.index(request)
+                return
+            if isinstance(request, ForgetIndexed):
+                await self.recall.forget(request.resource_id, request.record_key)
+                return
+            if not isinstance(request, RequestObservation | RequestReflection):
+                raise WireDecodeError("invalid_fields", f"{type(request).__name__} is not a model request")
+            result = await self.calls.answer(request)
+            await self.publisher.send(Publication(kafka.topic_model_results, key or request.record_key.encode(),
+                                                  encode_internal(result), partition=partition))
+        except WireDecodeError as exc:
+            log.error("unreadable model request dropped: %s", exc)
+        except Exception:
+            log.exception("model call failed unexpectedly; its deadline timer will ask again")
+        finally:
+            self.slots.release()
