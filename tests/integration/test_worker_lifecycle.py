@@ -211,12 +211,38 @@ async def _owner(members: list[Member]) -> tuple[Member, Member]:
     return (members[0], members[1]) if counts[0] > 0 else (members[1], members[0])
 
 
+async def _readiness(port: int) -> str | None:
+    """The status line and body of ``/readyz``; None once nothing listens."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return None
+    writer.write(b"GET /readyz HTTP/1.0\r\n\r\n")
+    await writer.drain()
+    response = await reader.read()
+    writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n")[0].decode()
+    return f"{status_line} {body.decode()}"
+
+
 async def _sigterm_and_wait(member: Member) -> tuple[int, float]:
+    """SIGTERM, then the exit status and how long the stop took; while it drains, ``/readyz`` answers 503
+    ``draining`` (the pod leaves the Service before it leaves the group)."""
     assert member.process.popen is not None
     began = time.monotonic()
     member.process.popen.terminate()
-    status = await asyncio.to_thread(member.process.wait_exit, DRAIN_S + SHUTDOWN_S + 5)
-    return status, time.monotonic() - began
+    waiting = asyncio.ensure_future(asyncio.to_thread(member.process.wait_exit, DRAIN_S + SHUTDOWN_S + 5))
+    answers: list[str] = []
+    while not waiting.done():
+        answer = await _readiness(member.metrics_port)
+        if answer is not None:
+            answers.append(answer)
+        await asyncio.sleep(0.2)
+    status = await waiting
+    stopped_in = time.monotonic() - began
+    assert any(" 503 " in a and '"draining"' in a for a in answers), answers
+    return status, stopped_in
 
 
 @pytest.mark.parametrize("stall_s", [3.0, 600.0], ids=["answers-within-the-drain", "stalls-past-the-drain"])

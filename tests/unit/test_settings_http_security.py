@@ -84,3 +84,11 @@ def test_the_api_and_the_metrics_listener_need_a_port_each() -> None:
     with pytest.raises(pydantic.ValidationError, match="a port each"):
         WorkerSettings(web_port=7000, metrics_port=7000)
     assert WorkerSettings(web_port=0, metrics_port=0).metrics_port == 0  # both ephemeral: fine
+
+
+def test_the_refusal_holds_for_every_role_that_serves_the_api_and_for_no_other() -> None:
+    # models and recall workers hold no table, so their /v1/* API never starts: nothing to protect
+    for role in ("all", "memory"):
+        assert exposure_refusal(WorkerSettings(web_host="0.0.0.0", role=role)) is not None
+    for role in ("models", "recall"):
+        assert exposure_refusal(WorkerSettings(web_host="0.0.0.0", role=role)) is None

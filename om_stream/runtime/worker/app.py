@@ -191,6 +191,11 @@ class Worker:
         return self.recovered and self.liveness.live and self.in_flight.open
 
     @property
+    def draining(self) -> bool:
+        """A graceful stop began: no new input or call is taken (``/readyz`` takes the pod out of the Service)."""
+        return not self.in_flight.open
+
+    @property
     def role(self) -> str:
         return self.plan.role
 

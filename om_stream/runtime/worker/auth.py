@@ -64,6 +64,8 @@ def exposure_refusal(worker: WorkerSettings) -> str | None:
     """Why the worker must not start with these settings (one paragraph for the operator), or None."""
     if worker.api_token is not None or worker.allow_unauthenticated or is_loopback(worker.web_host):
         return None
+    if worker.role in ("models", "recall"):  # no table, so no /v1/* API: the web server never starts
+        return None
     return (f"om-stream worker refuses to start: its HTTP API (/v1/*: thread contexts, status, manual commands and "
             f"recall over every tenant's memory) would listen on {worker.web_host!r}, which is not a loopback "
             f"address, and no token protects it. Set OM_WORKER_API_TOKEN to a long random secret (clients then send "

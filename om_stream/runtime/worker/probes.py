@@ -44,6 +44,9 @@ class Probed(Protocol):
     @property
     def role(self) -> str: ...  # what the process runs (``roles``): all, memory, models or recall
 
+    @property
+    def draining(self) -> bool: ...  # a graceful stop began (SIGTERM): no new input or call is taken
+
 
 class ProbeServer:
     def __init__(self, worker: Probed, metrics: Metrics, *, host: str, port: int) -> None:
@@ -96,6 +99,8 @@ class ProbeServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         if not self.worker.liveness.live:
             return self._dead()
+        if self.worker.draining:
+            return web.json_response({"status": "draining"}, status=503)
         if self.started():
             return web.json_response({"status": "ready", "rebalancing": not self.worker.ready})
         return web.json_response({"status": "starting"}, status=503)
