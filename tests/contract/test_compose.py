@@ -260,8 +260,12 @@ def test_every_om_variable_is_a_real_setting(compose: dict[str, Any]) -> None:
 def test_prometheus_scrapes_the_worker_and_its_config_is_valid(compose: dict[str, Any]) -> None:
     config_path = ROOT / "infra" / "prometheus" / "prometheus.yml"
     config = yaml.safe_load(config_path.read_text())
-    targets = [t for job in config["scrape_configs"] for group in job["static_configs"] for t in group["targets"]]
+    targets = [t for job in config["scrape_configs"] for group in job.get("static_configs", [])
+               for t in group["targets"]]
+    targets += [f"{name}:{sd['port']}" for job in config["scrape_configs"] for sd in job.get("dns_sd_configs", [])
+                for name in sd["names"]]
     assert "om-stream:6067" in targets  # the metrics port: the API port needs a token Prometheus does not have
+    assert "om-models:6067" in targets  # every replica of the model workers, by DNS
     assert not any(t.endswith(":6066") for t in targets)
     prometheus = Path(_tool("install-prometheus.sh"))
     out = subprocess.run([str(prometheus.with_name("promtool")), "check", "config", str(config_path)],
@@ -288,3 +292,13 @@ def test_dockerfile_copies_only_what_dockerignore_lets_through() -> None:
     assert copied and all(p.rstrip("/") in allowed and (ROOT / p).exists() for p in copied), copied
     assert 'CMD ["om-stream", "worker"]' in dockerfile
     assert 'om-stream = "om_stream.cli:main"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_memory_worker_and_the_model_workers_run_apart(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert services["om-stream"]["environment"]["OM_WORKER_ROLE"] == "memory"
+    models = services["om-models"]
+    assert models["environment"]["OM_WORKER_ROLE"] == "models"
+    assert "ports" not in models  # no API in that role; its metrics are scraped inside the compose network
+    assert models["image"] == services["om-stream"]["image"]
+    assert "OM_WORKER_WEB_HOST" not in models["environment"]  # loopback default: nothing to protect
