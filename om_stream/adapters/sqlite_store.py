@@ -1,8 +1,9 @@
 """The embedded content store: SQLite (stdlib), one file or ``:memory:``, the same behaviour as the Cassandra store.
 
-Used by ``om-stream demo``, ``replay`` and the library. One connection, owned by one dedicated thread: every query
-runs there (the event loop never blocks on SQLite), writes are serialised, and each store operation is one
-transaction. File databases use WAL, so readers in other processes see committed data while the store writes.
+Used by ``om-stream demo``, ``replay`` and the library. One connection (``sqlite_connection``): writes are
+serialised, each store operation is one transaction, run on the caller's thread when it need not wait for a lock,
+else on the connection's own thread (the event loop never waits on SQLite's locks). File databases use WAL, so
+readers in other processes see committed data while the store writes.
 
 The schema is created and upgraded by :meth:`SqliteContentStore.start` or on first use (``PRAGMA user_version``
 counts the applied migrations): an embedded database belongs to the process that opens it, so there is no separate
@@ -19,30 +20,26 @@ Semantics shared with the other stores (``adapters/memory_store.py`` is the refe
   is one ``BEGIN IMMEDIATE`` transaction, so claims race safely across processes, and every result or lease write
   also deletes a few rows that hold nothing live any more.
 
-``sqlite3`` exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave.
+``sqlite3`` exceptions are translated into :class:`~om_stream.errors.StorageError` (``sqlite_connection``) and
+never leave.
 """
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
 import json
 import logging
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from functools import partial
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
+from om_stream.adapters.sqlite_cache import ReadCache
+from om_stream.adapters.sqlite_connection import SqliteConnection
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import observation_ranges, reflection_ranges
-from om_stream.errors import StorageError
 from om_stream.ports import (
     GenerationRecord,
     MessagePage,
@@ -106,6 +103,9 @@ _MIGRATIONS: tuple[str, ...] = (
 )
 _PRUNE_BATCH = 64  # expired result rows deleted per write: an indexed range, so a write never pays for a backlog
 _MAX_VARIABLES = 500  # stay well under SQLite's bound parameter limit in IN (...) lists
+_CACHED_MESSAGES = 4096
+_CACHED_TEXTS = 4096
+_CACHED_THREADS = 1024
 
 
 def _ranges_json(ranges: Sequence[MessageRange]) -> str:
@@ -120,134 +120,32 @@ def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
 
 
-@contextmanager
-def _setup_lock(database: Path) -> Iterator[None]:
-    """An exclusive lock between the processes (and stores) opening ``database``, on a file beside it: not on the
-    database file itself, since closing any descriptor of that file drops this process's SQLite locks on it."""
-    with open(database.with_name(database.name + "-setup.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class SqliteContentStore:
     """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
 
     def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0,
                  result_ttl_s: float = RESULT_TTL_S) -> None:
         self._path = str(path)
-        self._timeout = timeout_s
         self._result_ttl = result_ttl_s
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="om-sqlite")
-        self._conn: sqlite3.Connection | None = None
-        self._closed = False
-        self._open_lock = threading.Lock()
+        self._db = SqliteConnection(self._path, timeout_s, _MIGRATIONS)
+        # the hot reads, kept in process (``sqlite_cache``): messages by (resource, id), segment texts by id,
+        # thread metadata rows by thread id
+        self._messages: ReadCache[tuple[str, str], Message] = ReadCache(_CACHED_MESSAGES)
+        self._texts: ReadCache[str, str] = ReadCache(_CACHED_TEXTS)
+        self._threads: ReadCache[str, tuple[Any, ...]] = ReadCache(_CACHED_THREADS)
 
     def __repr__(self) -> str:
         return f"SqliteContentStore({self._path!r})"
 
-    # -- plumbing ------------------------------------------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is not None:
-            return self._conn
-        with self._open_lock:
-            if self._conn is None:
-                self._conn = self._open()
-        return self._conn
-
-    def _open(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = None
-        try:
-            if self._path != ":memory:":
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None)
-            conn.execute("PRAGMA foreign_keys = OFF")
-            if self._path == ":memory:":
-                self._migrate(conn)
-                return conn
-            # Setting up a file (WAL mode, then the migrations) is done by one opener at a time: two processes
-            # opening a new file together would otherwise switch its journal mode while the other migrates, and
-            # SQLite answers that with "database is locked" at once, without waiting for its busy timeout.
-            with _setup_lock(Path(self._path)):
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-                self._migrate(conn)
-            return conn
-        except (sqlite3.Error, OSError) as exc:
-            if conn is not None:
-                conn.close()
-            raise StorageError(f"SQLite database {self._path!r} cannot be opened ({type(exc).__name__}: {exc}): "
-                               "check that the path names a file this process can create and write") from exc
-        except BaseException:
-            if conn is not None:
-                conn.close()
-            raise
-
-    @staticmethod
-    def _migrate(conn: sqlite3.Connection) -> None:
-        def version() -> int:
-            found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            if found > len(_MIGRATIONS):
-                raise StorageError(f"the database has schema version {found}, newer than this om-stream knows "
-                                   f"({len(_MIGRATIONS)}): upgrade om-stream")
-            return found
-
-        while version() < len(_MIGRATIONS):
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                number = version()  # again, under the write lock: another process may have just migrated
-                if number < len(_MIGRATIONS):
-                    for statement in _MIGRATIONS[number].split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {number + 1}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-
-    def _in_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-
     async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
-        if self._closed:
-            raise StorageError("the SQLite content store is closed")
-        call = partial(self._in_transaction, fn) if write else partial(self._read, fn)
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-        except sqlite3.Error as exc:
-            raise StorageError(f"SQLite ({self._path}): {type(exc).__name__}: {exc}") from exc
-
-    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return fn(self._connection())
+        return await self._db.run(fn, write=write)
 
     async def start(self) -> None:
         """Open the database and create or upgrade its schema now (otherwise the first operation does)."""
         await self._run(lambda conn: None)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-
-        def shut() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        await asyncio.get_running_loop().run_in_executor(self._executor, shut)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
 
     # -- ContentStore --------------------------------------------------------------------------------------------
 
@@ -273,11 +171,22 @@ class SqliteContentStore:
                 " resource_id = CASE WHEN records.resource_id = '' THEN excluded.resource_id"
                 " ELSE records.resource_id END", (record_key, message.resource_id))
 
+        key = (message.resource_id, message.message_id)
+        self._messages.discard(key)
         await self._run(write, write=True)
+        self._messages.put(key, message)
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
         """The messages in the order asked; ids not found are left out. ``resource_id`` restricts to a tenant."""
-        ids = list(dict.fromkeys(message_ids))
+        cached: dict[str, Message] = {}
+        if resource_id is not None:  # without a tenant, the stored row of the first resource answers
+            for message_id in message_ids:
+                hit = self._messages.get((resource_id, message_id))
+                if hit is not None:
+                    cached[message_id] = hit
+        ids = [i for i in dict.fromkeys(message_ids) if i not in cached]
+        if not ids:
+            return [cached[i] for i in message_ids]
 
         def read(conn: sqlite3.Connection) -> dict[str, str]:
             found: dict[str, str] = {}
@@ -293,7 +202,11 @@ class SqliteContentStore:
             return found
 
         bodies = await self._run(read)
-        return [Message.model_validate_json(bodies[i]) for i in message_ids if i in bodies]
+        for message_id, body in bodies.items():
+            cached[message_id] = found = Message.model_validate_json(body)
+            if resource_id is not None:
+                self._messages.put((resource_id, message_id), found)
+        return [cached[i] for i in message_ids if i in cached]
 
     async def get_record_messages(self, record_key: str, *, resource_id: str, thread_ids: Sequence[str],
                                   through_seq: int) -> list[StoredMessage]:
@@ -312,9 +225,9 @@ class SqliteContentStore:
         return await self._run(read)
 
     async def put_segment(self, segment: PersistSegment) -> None:
-        def write(conn: sqlite3.Connection) -> None:
+        def write(conn: sqlite3.Connection) -> bool:
             if conn.execute("SELECT 1 FROM segments WHERE segment_id = ?", (segment.segment_id,)).fetchone():
-                return  # first writer wins: a replay never rewrites a segment
+                return False  # first writer wins: a replay never rewrites a segment
             resource_id = self._resource_of(conn, segment.record_key, segment.first_message_id)
             ranges: tuple[MessageRange, ...] = ()
             if segment.kind == "observation":
@@ -330,8 +243,10 @@ class SqliteContentStore:
                  segment.first_message_id, segment.last_message_id, json.dumps(segment.message_ids),
                  segment.message_tokens, segment.boundary_at, segment.created_at, json.dumps(generations),
                  _ranges_json(ranges), "[]"))
+            return True
 
-        await self._run(write, write=True)
+        if await self._run(write, write=True):
+            self._texts.put(segment.segment_id, segment.text)
 
     @staticmethod
     def _resource_of(conn: sqlite3.Connection, record_key: str, message_id: str) -> str:
@@ -357,7 +272,10 @@ class SqliteContentStore:
         return observation_ranges([(m, threads[m]) for m in segment.message_ids if m in threads])
 
     async def get_segment_texts(self, segment_ids: Sequence[str]) -> dict[str, str]:
-        ids = list(dict.fromkeys(segment_ids))
+        cached = {i: text for i in segment_ids if (text := self._texts.get(i)) is not None}
+        ids = [i for i in dict.fromkeys(segment_ids) if i not in cached]
+        if not ids:
+            return cached
 
         def read(conn: sqlite3.Connection) -> dict[str, str]:
             texts: dict[str, str] = {}
@@ -367,7 +285,10 @@ class SqliteContentStore:
                     f"SELECT segment_id, text FROM segments WHERE segment_id IN ({marks})", list(chunk)).fetchall())
             return texts
 
-        return await self._run(read)
+        found = await self._run(read)
+        for segment_id, text in found.items():
+            self._texts.put(segment_id, text)
+        return {**cached, **found}
 
     @staticmethod
     def _activate(conn: sqlite3.Connection, segment_id: str, generation: int) -> None:
@@ -431,18 +352,24 @@ class SqliteContentStore:
                  None if command.working_memory is None else json.dumps(command.working_memory, default=str)))
 
         await self._run(write, write=True)
+        self._threads.discard(command.thread_id)
 
     async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata:
-        def read(conn: sqlite3.Connection) -> ThreadMetadata:
-            row = conn.execute("SELECT resource_id, title, current_task, suggested_response, extracted,"
-                               " last_observed_message_id, working_memory FROM threads WHERE thread_id = ?",
-                               (thread_id,)).fetchone()
+        def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            row: tuple[Any, ...] | None = conn.execute(
+                "SELECT resource_id, title, current_task, suggested_response, extracted, last_observed_message_id,"
+                " working_memory FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+            return row
+
+        # the row is cached, not the metadata: each caller gets its own (mutable) values, parsed from the row
+        row = self._threads.get(thread_id)
+        if row is None:
+            row = await self._run(read)
             if row is None:
                 return ThreadMetadata(thread_id)
-            return ThreadMetadata(thread_id, row[0], row[1], row[2], row[3], json.loads(row[4]), row[5],
-                                  None if row[6] is None else json.loads(row[6]))
-
-        return await self._run(read)
+            self._threads.put(thread_id, row)
+        return ThreadMetadata(thread_id, row[0], row[1], row[2], row[3], json.loads(row[4]), row[5],
+                              None if row[6] is None else json.loads(row[6]))
 
     async def clear(self, record_key: str, epoch: int) -> None:
         """Forget the record's observations (segments, groups, generations); the conversation's messages stay."""
@@ -457,6 +384,7 @@ class SqliteContentStore:
                          " ON CONFLICT (record_key) DO UPDATE SET epoch = excluded.epoch", (record_key, epoch))
 
         await self._run(write, write=True)
+        self._texts.clear()  # the record's segments are gone (their ids are not known here)
 
     # -- MessageQueries ------------------------------------------------------------------------------------------
 
