@@ -41,10 +41,6 @@ KUBECONFIG_TEMPLATE = HERE / "kubeconfig.yaml.tmpl"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 ZONES = ("zone-a", "zone-b", "zone-c")
 START_TIMEOUT_S = 60.0
-# kwok's client-go (v0.36) streams its initial lists (WatchListClient); that needs etcd's progress notifications,
-# which Debian's etcd 3.4 lacks: every watch then ends at once and kwok falls behind by tens of seconds. Plain
-# list-then-watch works on it.
-WATCH_LIST_OFF = {"KUBE_FEATURE_WatchListClient": "false"}
 
 
 class ClusterStartError(RuntimeError):
@@ -275,7 +271,7 @@ class LocalCluster:
             f"--config={self.tools.bin_dir / 'kwok-stages.yaml'}",
             "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
             "--cidr=10.244.0.0/16", "--node-ip=10.0.0.1", f"--server-address=127.0.0.1:{free_port()}",
-        ], env=WATCH_LIST_OFF)
+        ])
 
     def _add_nodes(self) -> None:
         for index in range(self.nodes):
