@@ -106,7 +106,8 @@ async def test_a_broker_of_three_killed_and_brought_back_costs_nothing(own_clust
 
 async def test_a_worker_whose_broker_is_gone_logs_little_and_still_stops_in_bounded_time(
         own_broker: kafka.KafkaNode, tmp_path: Path) -> None:
-    worker = worker_process(own_broker.bootstrap, tmp_path, options={}, extra={"OM_WORKER_SHUTDOWN_TIMEOUT_S": "10"})
+    worker = worker_process(own_broker.bootstrap, tmp_path, options={}, extra={"OM_WORKER_SHUTDOWN_TIMEOUT_S": "10",
+                                                                                  "OM_WORKER_DRAIN_TIMEOUT_S": "2"})
     worker.start()
     await worker.wait_ready()
     before = len(worker.log.read_text(errors="replace").splitlines())

@@ -102,7 +102,7 @@ async def test_every_malformed_record_is_dead_lettered_and_good_threads_go_on(wo
 
         assert set(agent.contexts) == set(THREADS), "no malformed record reached a thread's memory"
         assert worker.popen is not None and worker.popen.poll() is None, worker.tail()
-        assert await http_call(worker.metrics_port, "GET", "/healthz", expect=200) == {"status": "ready"}
+        assert await http_call(worker.metrics_port, "GET", "/healthz", expect=200) == {"status": "ready", "role": "all"}
 
 
 def _position(letter: dict[str, Any]) -> Position:

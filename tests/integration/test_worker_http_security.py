@@ -111,7 +111,7 @@ async def test_the_api_admits_only_the_token_and_the_token_leaks_nowhere(guarded
     # the metrics port serves them without a token
     metrics = await http_call(worker.metrics_port, "GET", "/metrics", raw=True)
     assert "om_contexts_published_total" in metrics
-    assert await http_call(worker.metrics_port, "GET", "/healthz") == {"status": "ready"}
+    assert await http_call(worker.metrics_port, "GET", "/healthz") == {"status": "ready", "role": "all"}
     assert (await http_call(worker.metrics_port, "GET", "/readyz"))["status"] == "ready"
     assert await http_call(worker.metrics_port, "GET", "/livez") == {"status": "live"}
     assert (await http_exchange(worker.metrics_port, "GET", "/v1/threads/guarded/context"))[0] == 404
