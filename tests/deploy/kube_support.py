@@ -174,7 +174,7 @@ class Helm:
 
     def install(self, release: str, namespace: str, *values: Path, extra: Sequence[str] = ()) -> None:
         self.run("install", release, str(CHART), "--namespace", namespace, "--create-namespace", "--wait",
-                 "--timeout", "120s", *values_args(values), *extra)
+                 "--timeout", "300s", *values_args(values), *extra, timeout_s=600)
 
     def template(self, release: str, namespace: str, kube: KubeAPI, *values: Path,
                  extra: Sequence[str] = ()) -> list[Manifest]:
