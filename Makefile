@@ -111,6 +111,7 @@ image: ## build the worker image om-stream:<version> (podman or docker; base ima
 
 test-deploy: $(INSTALLED) tools-prometheus tools-helm tools-kube tools-compose ## the image built and run, the chart on a real API server, compose and dashboards checked by their own tools
 	$(PY) -m pytest tests/contract/test_metrics_contract.py tests/contract/test_helm_chart.py \
-		tests/contract/test_helm_operations.py tests/contract/test_compose.py \
+		tests/contract/test_helm_operations.py tests/contract/test_helm_roles.py \
+		tests/contract/test_compose.py \
 		tests/contract/test_dashboards_grafana_models.py tests/integration/test_dashboards_prometheus.py \
 		tests/deploy
