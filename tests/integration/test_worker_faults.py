@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cassandra.cluster import Cluster
 
 from om_stream.devservices.jvm import free_port
@@ -87,7 +88,11 @@ async def test_an_agent_that_crashes_stops_the_process(kafka_bootstrap: str, tmp
     assert time.monotonic() - began < 30, "the stop is bounded by worker.drain_timeout_s + shutdown_timeout_s"
 
 
-async def test_a_stalled_partition_fails_liveness_and_a_stop_is_bounded(kafka_bootstrap: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("progress_first", [True, False], ids=["after-some-progress", "from-the-first-record"])
+async def test_a_stalled_partition_fails_liveness_and_a_stop_is_bounded(kafka_bootstrap: str, tmp_path: Path,
+                                                                        progress_first: bool) -> None:
+    """A partition that stops moving fails /livez, whether it made progress before or is stuck from its first
+    record (nothing ever committed: the worker's consumer cannot tell its lag, the brokers' group lag can)."""
     worker = worker_process(kafka_bootstrap, tmp_path, options={}, store="sqlite",
                             extra={"OM_WORKER_STALL_TIMEOUT_S": "4", "OM_WORKER_SHUTDOWN_TIMEOUT_S": "5",
                                    "OM_WORKER_DRAIN_TIMEOUT_S": "2"})
@@ -96,9 +101,10 @@ async def test_a_stalled_partition_fails_liveness_and_a_stop_is_bounded(kafka_bo
     lock: sqlite3.Connection | None = None
     try:
         async with agent_for(worker) as agent:
-            first = message_record("stuck", 0, "user", "the first message goes through")
-            await agent.send(first, key=b"stuck")
-            await agent.context_through("stuck", first["message_id"])
+            if progress_first:
+                first = message_record("stuck", 0, "user", "the first message goes through")
+                await agent.send(first, key=b"stuck")
+                await agent.context_through("stuck", first["message_id"])
             assert (await http_call(worker.metrics_port, "GET", "/livez"))["status"] == "live"
             # another process holds the content store: the next write waits for it (a store that stays down)
             lock = sqlite3.connect(tmp_path / "content.db", isolation_level=None)

@@ -150,6 +150,7 @@ class Worker:
         self._define_watch()
         self._lag = ConsumerLag(deps.metrics)
         self._group_lag = GroupLag(deps.metrics)
+        self._group_lag_reading: dict[tuple[str, int], int] = {}
         self.group_lag = GroupLagProbe(kafka.bootstrap, self.plan.group_id, self.consumed_topics(), kafka.partitions,
                                        client_options=kafka_client_options(kafka))
         self._recovery = RecoveryTimer(deps.metrics, self.started_at)
@@ -326,7 +327,20 @@ class Worker:
             return
         lags = self._lags()
         self._lag.update(lags)
-        self.liveness.check_progress(lags, ready=True)
+        self.liveness.check_progress(lags + self._unseen_lags(lags), ready=True)
+
+    def _unseen_lags(self, seen: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+        """The brokers' view (the last group-lag reading) of the assigned partitions the consumer cannot judge
+        itself: never fetched, or never committed since the assignment. Without it a partition stuck from its first
+        record on (records waiting, nothing committed) would never count as stalled."""
+        known = {(topic, partition) for topic, partition, _, _ in seen}
+        starts, lags = self.group_lag.starts, self._group_lag_reading
+        found = []
+        for tp in cast(Any, self.app.consumer).assignment():
+            key = (tp.topic, tp.partition)
+            if key not in known and key in starts and key in lags:
+                found.append((tp.topic, tp.partition, lags[key], starts[key]))
+        return found
 
     def _lags(self) -> list[tuple[str, int, int, int]]:
         """(topic, partition, lag, committed offset) of every assigned partition read so far: the lag is the
@@ -353,6 +367,7 @@ class Worker:
             log.warning("the consumer group's lag could not be read from the brokers: %r", exc)
             return
         self._group_lag.update(lags)
+        self._group_lag_reading = lags
 
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent

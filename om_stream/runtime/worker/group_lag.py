@@ -50,6 +50,8 @@ class GroupLagProbe:
         self.timeout_s = timeout_s
         self._admin: AIOKafkaAdminClient | None = None
         self._offsets: AIOKafkaConsumer | None = None
+        # per partition, at the last reading: the offset the group reads from next (committed, or the first one)
+        self.starts: dict[tuple[str, int], int] = {}
 
     async def measure(self) -> Lags:
         """The lag of every partition now; raises what the clients raise (``TimeoutError`` past ``timeout_s``)."""
@@ -61,9 +63,11 @@ class GroupLagProbe:
         end = await offsets.end_offsets(self.partitions)
         missing = [tp for tp in self.partitions if committed.get(tp) is None or committed[tp].offset < 0]
         beginning = await offsets.beginning_offsets(missing) if missing else {}
-        return group_lag({(tp.topic, tp.partition): int(o) for tp, o in end.items()},
-                         {(tp.topic, tp.partition): int(m.offset) for tp, m in committed.items()},
-                         {(tp.topic, tp.partition): int(o) for tp, o in beginning.items()})
+        done = {(tp.topic, tp.partition): int(m.offset) for tp, m in committed.items()}
+        first = {(tp.topic, tp.partition): int(o) for tp, o in beginning.items()}
+        self.starts = {tp: done[tp] if done.get(tp, -1) >= 0 else first.get(tp, 0)
+                       for tp in ((t.topic, t.partition) for t in self.partitions)}
+        return group_lag({(tp.topic, tp.partition): int(o) for tp, o in end.items()}, done, first)
 
     async def _clients(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
         if self._admin is None:

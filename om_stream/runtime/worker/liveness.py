@@ -5,7 +5,8 @@ again, and the new instance may never consume), and a partition that has records
 handler is stuck: a store that stays down, a deadlock). An agent crash is fatal at once: the callbacks given to
 :meth:`Liveness.on_fatal` stop the process with a non-zero status, so the orchestrator starts a fresh one. A stalled
 partition fails ``/livez`` (the chart's liveness probe) for as long as it stays stalled; progress makes it live
-again.
+again. A partition's lag comes from the worker's consumer or, for one it never fetched or never committed since it
+was assigned, from the brokers' view of the group (``group_lag``), so a handler stuck on its first record counts.
 """
 
 from __future__ import annotations
