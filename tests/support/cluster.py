@@ -110,6 +110,10 @@ class WorkerGroup:
                 since = time.monotonic()
             await asyncio.sleep(0.5)
 
+    def dump_stacks(self) -> None:
+        for member in self.running():
+            member.dump_stacks()
+
     def stop_all(self) -> None:
         """Stop every member, then drop the group's keyspace (what a test keeps is its ``Outcome``)."""
         for member in self.members:
@@ -117,7 +121,8 @@ class WorkerGroup:
         drop_keyspace(self.cassandra_hosts, self.keyspace)
 
     def logs(self, chars: int = 3000) -> str:
-        return "\n".join(f"--- w{i} ---\n{m.tail(chars)}" for i, m in enumerate(self.members) if m.log.exists())
+        return "\n".join(f"--- w{i} ({m.log}) ---\n{m.tail(chars)}" for i, m in enumerate(self.members)
+                         if m.log.exists())
 
 
 async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
@@ -128,6 +133,8 @@ async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
     try:
         await group.wait_ready()
         outcome = await conversation.play(group.bootstrap, group.topics)
+        if outcome.unserved:
+            group.dump_stacks()  # where the worker waits, in its log, before it stops
     finally:
         group.stop_all()
     assert not outcome.unserved and not outcome.version_regressions(), group.logs()

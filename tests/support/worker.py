@@ -55,12 +55,26 @@ class WorkerProcess:
             self.popen.wait(10)
 
     def stop(self) -> None:
+        """SIGTERM; a worker still running 30 s later is asked for its threads' and tasks' stacks (mode's SIGUSR1
+        handler writes them to the log: where the stop is stuck), then killed."""
         if self.popen is not None and self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
             try:
                 self.popen.wait(30)
             except subprocess.TimeoutExpired:
+                self.dump_stacks()
                 self.kill()
+
+    def dump_stacks(self, wait_s: float = 5.0) -> None:
+        """Every thread's stack and every asyncio task's, with locals, appended to the log (``kill -USR1``)."""
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        size = self.log.stat().st_size
+        self.popen.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and self.log.stat().st_size == size:
+            time.sleep(0.2)
+        time.sleep(1.0)  # the dump is written in one go, but not in one write
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
