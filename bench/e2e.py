@@ -4,9 +4,11 @@ In the same run, over identical topics and ~1 KB payloads spread over many threa
   1. a bare aiokafka consume→produce loop (the ceiling of Python on Kafka),
   2. a bare Faust agent that decodes and forwards each record (the ceiling of the framework),
   3. ``om-stream worker`` with the offline model (the content store is chosen with ``--store``).
-Throughput: N messages preloaded, then timed from the pipeline's start until the output for the last message
-of every thread is seen (for om-stream: a context whose ``through_message_id`` is that message); the time the
-process takes to join its group is excluded by timing from the first output record. Latency: messages published
+Throughput: N messages published, timed from the pipeline's first output record until the output that covers
+the last message of every thread (for om-stream: a context whose ``through_message_id`` is that message), both by
+the create time the pipeline's producer stamped on them; the time a process takes to join its group is thus
+excluded. ``--workers`` and ``--split`` run several memory workers in one group, and the model calls in a
+``--role models`` process of their own. Latency: messages published
 at a steady rate (default 200/s), each timed from its send to the first context that includes it.
 Every figure is the median of several trials, run round-robin. Targets (runtime issue): om-stream ≥ 0.6× the
 bare Faust passthrough and ≥ 1,500 msgs/s; p99 ≤ 100 ms at 200 msgs/s.
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -79,29 +82,30 @@ async def preload(bootstrap: str, topic: str, threads: int, per_thread: int) -> 
 
 async def wait_outputs(bootstrap: str, topic: str, last: dict[str, str], timeout: float,
                        through: bool) -> tuple[float, float]:
-    """(first output time, time when every thread's last message is covered) in monotonic seconds."""
+    """(first output, the output that covered the last thread's last message) in seconds, as the producing process
+    stamped them (the records' create time): neither when this reader joined nor how far behind it reads counts."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                 group_id=f"bench-read-{uuid.uuid4().hex[:6]}", metadata_max_age_ms=1000)
     await consumer.start()
     pending = dict(last)
-    first = 0.0
+    first = float("inf")
+    done = 0.0
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=500, max_records=5000)
-            now = time.monotonic()
             for records in batch.values():
-                if records and not first:
-                    first = now
                 for record in records:
+                    first = min(first, record.timestamp / 1000)
                     value = json.loads(record.value)
                     thread = record.key.decode()
                     seen = value.get("through_message_id") if through else value.get("message_id")
                     if pending.get(thread) == seen:
                         del pending[thread]
+                        done = max(done, record.timestamp / 1000)
         if pending:
             raise RuntimeError(f"{len(pending)} threads not done before the timeout")
-        return first, time.monotonic()
+        return first, done
     finally:
         await consumer.stop()
 
@@ -144,29 +148,88 @@ def _worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder
             **{f"OM_KAFKA_TOPIC_{n.upper()}": f"{prefix}.{n}" for n in names}}
 
 
+@dataclass(frozen=True)
+class Deployment:
+    """The om-stream processes of a run: ``workers`` memory workers in one group (each with every agent, or with
+    ``split``: the memory role only, beside one ``--role models`` process for the Observer and Reflector calls)."""
+
+    workers: int = 1
+    split: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.workers} worker{'s' if self.workers > 1 else ''}{' + models' if self.split else ''}"
+
+    def processes(self, env: dict[str, str], folder: Path, prefix: str) -> list[tuple[str, dict[str, str]]]:
+        """(name, environment) of every process to start."""
+        roles = [("memory" if self.split else "all", f"w{n}") for n in range(self.workers)]
+        if self.split:
+            roles.append(("models", "models"))
+        return [(name, {**env, "OM_WORKER_ROLE": role, "OM_WORKER_WEB_PORT": str(free_port()),
+                        "OM_WORKER_METRICS_PORT": str(free_port()),
+                        "OM_WORKER_DATA_DIR": str(folder / f"{prefix}-{name}")}) for role, name in roles]
+
+
+async def wait_ready(processes: list[subprocess.Popen[bytes]], ports: list[int], timeout: float = 180.0,
+                     quiet_s: float = 5.0) -> None:
+    """Until every process has answered ``/healthz`` 200 for ``quiet_s`` in a row (the group has settled: a member
+    that joins after another makes the group rebalance again)."""
+    deadline, since = time.monotonic() + timeout, time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        if any(process.poll() is not None for process in processes):
+            raise RuntimeError(f"a worker exited before it was ready: {[process.args for process in processes]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the workers were not ready within {timeout:.0f}s")
+        if not all([await _healthy(port) for port in ports]):
+            since = time.monotonic()
+        await asyncio.sleep(0.5)
+
+
+async def _healthy(port: int) -> bool:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
+        await writer.drain()
+        status = await reader.read(64)
+        writer.close()
+        return b" 200 " in status
+    except OSError:
+        return False
+
+
 async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, per_thread: int, partitions: int,
-                     store: str, cassandra: str | None) -> float:
+                     store: str, cassandra: str | None, deployment: Deployment = Deployment()) -> float:
+    """Messages per second from the first output to the last thread's last one. om-stream's processes are started
+    and settled first, then the messages are published (with several workers a late join would rebalance the group
+    mid-run); a baseline starts on the preloaded topic."""
     prefix = f"b{uuid.uuid4().hex[:8]}"
     total = threads * per_thread
-    log = folder / f"{prefix}-{kind}.log"
-    if kind == "om-stream":
-        env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
-        source, sink, through = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"], True
-        await create_topics(bootstrap, [source, sink], partitions)
-        args = [sys.executable, "-m", "om_stream.runtime.worker"]
-    else:
-        source, sink, through = f"{prefix}.in", f"{prefix}.out", False
-        await create_topics(bootstrap, [source, sink], partitions)
-        env = {"BENCH_BOOTSTRAP": bootstrap, "BENCH_IN": source, "BENCH_OUT": sink, "BENCH_GROUP": prefix,
-               "BENCH_PARTITIONS": str(partitions), "BENCH_WEB_PORT": str(free_port()),
-               "BENCH_DATA_DIR": str(folder / f"{prefix}-data")}
-        args = [sys.executable, str(ROOT / "bench" / "pipelines.py"), kind]
-    last = await preload(bootstrap, source, threads, per_thread)
-    process = spawn(args, env, log)
+    processes: list[subprocess.Popen[bytes]] = []
     try:
+        if kind == "om-stream":
+            env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
+            source, sink, through = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"], True
+            await create_topics(bootstrap, [source, sink], partitions)
+            started = deployment.processes(env, folder, prefix)
+            for name, process_env in started:
+                Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
+                processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
+                                       folder / f"{prefix}-{name}.log"))
+            await wait_ready(processes, [int(process_env["OM_WORKER_METRICS_PORT"]) for _, process_env in started])
+            last = await preload(bootstrap, source, threads, per_thread)
+        else:
+            source, sink, through = f"{prefix}.in", f"{prefix}.out", False
+            await create_topics(bootstrap, [source, sink], partitions)
+            env = {"BENCH_BOOTSTRAP": bootstrap, "BENCH_IN": source, "BENCH_OUT": sink, "BENCH_GROUP": prefix,
+                   "BENCH_PARTITIONS": str(partitions), "BENCH_WEB_PORT": str(free_port()),
+                   "BENCH_DATA_DIR": str(folder / f"{prefix}-data")}
+            last = await preload(bootstrap, source, threads, per_thread)
+            processes.append(spawn([sys.executable, str(ROOT / "bench" / "pipelines.py"), kind], env,
+                                   folder / f"{prefix}-{kind}.log"))
         first, done = await wait_outputs(bootstrap, sink, last, timeout=600, through=through)
     finally:
-        stop(process)
+        for process in processes:
+            stop(process)
     return total / max(1e-6, done - first)
 
 
@@ -234,6 +297,11 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
 
 
+def deployments(workers: str, split: bool) -> list[Deployment]:
+    counts = [int(n) for n in workers.split(",") if n.strip()]
+    return [Deployment(n) for n in counts] + ([Deployment(n, split=True) for n in counts] if split else [])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=3)
@@ -241,8 +309,11 @@ def main() -> None:
     parser.add_argument("--per-thread", type=int, default=50)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--store", default="memory", choices=["memory", "sqlite", "cassandra"])
+    parser.add_argument("--workers", default="1", help="memory-worker counts to measure, e.g. 1,2")
+    parser.add_argument("--split", action="store_true", help="also with the model calls in a --role models process")
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--no-latency", action="store_true", help="throughput only")
     args = parser.parse_args()
     services = None
     bootstrap = os.environ.get("OM_KAFKA_BOOTSTRAP")
@@ -257,20 +328,25 @@ def main() -> None:
         bootstrap = bootstrap or (services.kafka.bootstrap if services.kafka else None)
         cassandra = cassandra or (services.cassandra.contact_point if services.cassandra else None)
     assert bootstrap is not None
-    results: dict[str, list[float]] = {"aiokafka": [], "faust": [], "om-stream": []}
+    ours = deployments(args.workers, args.split)
+    pipelines: list[tuple[str, str, Deployment]] = [("aiokafka", "aiokafka", Deployment()),
+                                                    ("faust", "faust", Deployment())]
+    pipelines += [("om-stream", f"om-stream, {d.label}", d) for d in ours]
+    results: dict[str, list[float]] = {name: [] for _, name, _ in pipelines}
+    p50s: list[float] = []
+    p99s: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             for trial in range(args.trials):
-                for kind, rates in results.items():
+                for kind, name, deployment in pipelines:
                     rate = asyncio.run(throughput(kind, bootstrap, folder, threads=args.threads,
                                                   per_thread=args.per_thread, partitions=args.partitions,
-                                                  store=args.store,
+                                                  store=args.store, deployment=deployment,
                                                   cassandra=cassandra if args.store == "cassandra" else None))
-                    rates.append(rate)
-                    print(f"trial {trial + 1}: {kind:9s} {rate:8.0f} msgs/s", flush=True)
-            p50s, p99s = [], []
-            for trial in range(args.trials):
+                    results[name].append(rate)
+                    print(f"trial {trial + 1}: {name:28s} {rate:8.0f} msgs/s", flush=True)
+            for trial in range(0 if args.no_latency else args.trials):
                 p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
                                                threads=args.threads, partitions=args.partitions, store=args.store,
                                                cassandra=cassandra if args.store == "cassandra" else None))
@@ -281,17 +357,19 @@ def main() -> None:
     finally:
         if services is not None:
             services.stop()
-    median = {kind: statistics.median(values) for kind, values in results.items()}
+    median = {name: statistics.median(values) for name, values in results.items()}
     total = args.threads * args.per_thread
     print(f"\n{total} messages of ~1 KB over {args.threads} threads, {args.partitions} partitions, store "
           f"{args.store}, offline model; medians of {args.trials} trials")
-    print(f"  bare aiokafka loop      {median['aiokafka']:8.0f} msgs/s")
-    print(f"  bare Faust passthrough  {median['faust']:8.0f} msgs/s")
-    ours = median["om-stream"]
-    print(f"  om-stream worker        {ours:8.0f} msgs/s  = {ours / median['faust']:.2f}x Faust passthrough, "
-          f"{ours / median['aiokafka']:.2f}x aiokafka (targets: >= 0.6x, >= 1500 msgs/s)")
-    print(f"  publish->context at {args.rate} msgs/s: p50 {statistics.median(p50s):.1f} ms, "
-          f"p99 {statistics.median(p99s):.1f} ms (target p99 <= 100 ms)")
+    print(f"  bare aiokafka loop            {median['aiokafka']:8.0f} msgs/s")
+    print(f"  bare Faust passthrough        {median['faust']:8.0f} msgs/s")
+    for _, name, _ in pipelines[2:]:
+        rate = median[name]
+        print(f"  {name:28s}  {rate:8.0f} msgs/s  = {rate / median['faust']:.2f}x Faust passthrough, "
+              f"{rate / median['aiokafka']:.2f}x aiokafka (targets: >= 0.6x, >= 1500 msgs/s)")
+    if p50s:
+        print(f"  publish->context at {args.rate} msgs/s (1 worker): p50 {statistics.median(p50s):.1f} ms, "
+              f"p99 {statistics.median(p99s):.1f} ms (target p99 <= 100 ms)")
 
 
 if __name__ == "__main__":
