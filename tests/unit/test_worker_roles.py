@@ -125,3 +125,21 @@ async def test_a_recall_worker_consumes_recall_requests_only(monkeypatch: pytest
     assert worker.app.conf.id == "om-roles-recall" and set(worker.agents) == {"recall"}
     assert len(worker.app.tables) == 0 and len(worker.app.agents) == 1
     assert worker.consumed_topics() == (worker.deps.settings.kafka.topic_recall_requests,)
+
+
+@pytest.mark.parametrize(("role", "expected"), [
+    ("memory", {"om-roles-om_records-changelog": (-1, {"cleanup.policy": "compact"}),
+                "om-roles-__assignor-__leader": (1, {})}),
+    ("models", {"om-roles-models-__assignor-__leader": (1, {})}),
+])
+async def test_the_app_s_own_topics_are_named_for_creation_before_the_app_starts(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, role: WorkerRole,
+        expected: dict[str, tuple[int, dict[str, str]]]) -> None:
+    """The changelog as Faust itself would create it (compacted, the inputs' partitions), so that ``ensure_topics``
+    makes it and waits for its metadata before the app starts (Faust's own creation is then a no-op)."""
+    worker = _worker(monkeypatch, tmp_path, role)
+    partitions = worker.deps.settings.kafka.partitions  # -1 above: the inputs' partition count
+    assert worker.internal_topics() == {name: (partitions if n == -1 else n, config)
+                                        for name, (n, config) in expected.items()}
+    for table in worker.app.tables.values():
+        assert table.changelog_topic.get_topic_name() in expected

@@ -38,6 +38,7 @@ from typing import Any, cast
 import faust
 from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
+from mode.utils.times import want_seconds
 
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
@@ -199,6 +200,24 @@ class Worker:
     @property
     def role(self) -> str:
         return self.plan.role
+
+    def internal_topics(self) -> dict[str, tuple[int, dict[str, str]]]:
+        """The Faust app's own topics, name -> (partitions, configuration), as Faust would create them: each
+        table's changelog and the leader assignor's topic (``topics.ensure_topics`` creates them first)."""
+        conf = self.app.conf
+        found: dict[str, tuple[int, dict[str, str]]] = {}
+        for table in cast(Any, self.app.tables).values():
+            topic = table.changelog_topic
+            config = {key: str(value) for key, value in (topic.config or {}).items()}
+            policy = [flag for flag, on in (("compact", topic.compacting), ("delete", topic.deleting)) if on]
+            if policy:
+                config["cleanup.policy"] = ",".join(policy)
+            if topic.retention:
+                config["retention.ms"] = str(int(want_seconds(topic.retention) * 1000))
+            found[topic.get_topic_name()] = (int(topic.partitions or conf.topic_partitions), config)
+        if not conf.topic_disable_leader:
+            found[f"{conf.id}-__assignor-__leader"] = (1, {})
+        return found
 
     def consumed_topics(self) -> tuple[str, ...]:
         """Every topic the worker's agents consume (the group's lag is read on these)."""

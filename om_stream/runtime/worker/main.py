@@ -45,7 +45,7 @@ EXIT_REFUSED = 3  # unsafe or unservable HTTP exposure: nothing was started
 async def _prepare(worker: Worker) -> None:
     settings = worker.deps.settings
     await ensure_topics(settings.kafka, kafka_client_options(settings.kafka),
-                        resource_scope=worker.deps.config.scope == "resource")
+                        resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics())
 
 
 class _Deadline:
