@@ -44,12 +44,20 @@ class Chaos:
     async def _run(self) -> None:
         while True:
             name, action = await self._queue.get()
-            await action()
-            self.done.append(name)
+            try:
+                await action()
+                self.done.append(name)
+            finally:
+                self._queue.task_done()
 
     async def finish(self) -> None:
-        while not self._queue.empty():
-            await asyncio.sleep(0.5)
+        """Wait until every step queued has completed (the conversation may end while the last one, a rolling
+        restart, still waits for its last worker: it is not cut short), then stop; a step that failed raises here."""
+        drained = asyncio.ensure_future(self._queue.join())
+        await asyncio.wait({drained, self._runner}, return_when=asyncio.FIRST_COMPLETED)
+        drained.cancel()
+        if self._runner.done():
+            self._runner.result()
         self._runner.cancel()
 
 
