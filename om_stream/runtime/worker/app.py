@@ -151,7 +151,6 @@ class Worker:
         self._define_watch()
         self._lag = ConsumerLag(deps.metrics)
         self._group_lag = GroupLag(deps.metrics)
-        self._group_lag_reading: dict[tuple[str, int], int] = {}
         self.group_lag = GroupLagProbe(kafka.bootstrap, self.plan.group_id, self.consumed_topics(), kafka.partitions,
                                        client_options=kafka_client_options(kafka))
         self._recovery = RecoveryTimer(deps.metrics, self.started_at)
@@ -353,12 +352,13 @@ class Worker:
         itself: never fetched, or never committed since the assignment. Without it a partition stuck from its first
         record on (records waiting, nothing committed) would never count as stalled."""
         known = {(topic, partition) for topic, partition, _, _ in seen}
-        starts, lags = self.group_lag.starts, self._group_lag_reading
+        reading = self.group_lag.last
         found = []
         for tp in cast(Any, self.app.consumer).assignment():
             key = (tp.topic, tp.partition)
-            if key not in known and key in starts and key in lags:
-                found.append((tp.topic, tp.partition, lags[key], starts[key]))
+            if key not in known and key in reading:
+                lag, start = reading[key]
+                found.append((tp.topic, tp.partition, lag, start))
         return found
 
     def _lags(self) -> list[tuple[str, int, int, int]]:
@@ -386,7 +386,6 @@ class Worker:
             log.warning("the consumer group's lag could not be read from the brokers: %r", exc)
             return
         self._group_lag.update(lags)
-        self._group_lag_reading = lags
 
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent

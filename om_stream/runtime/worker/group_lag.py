@@ -20,22 +20,25 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-__all__ = ["GroupLagProbe", "group_lag"]
+__all__ = ["GroupLagProbe", "group_lag", "group_starts"]
 
 log = logging.getLogger(__name__)
 Lags = dict[tuple[str, int], int]
 
 
+def group_starts(partitions: Iterable[tuple[str, int]], committed: Mapping[tuple[str, int], int],
+                 beginning: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Where the group reads each partition from next: its committed offset (a negative or missing one: the
+    partition's first offset)."""
+    return {tp: committed[tp] if committed.get(tp, -1) >= 0 else beginning.get(tp, 0) for tp in partitions}
+
+
 def group_lag(end: Mapping[tuple[str, int], int], committed: Mapping[tuple[str, int], int],
               beginning: Mapping[tuple[str, int], int]) -> Lags:
-    """Records not yet committed, per ``(topic, partition)`` of ``end``: from the committed offset (a negative or
-    missing one: from the partition's first offset), never below zero."""
-    lags: Lags = {}
-    for tp, last in end.items():
-        done = committed.get(tp, -1)
-        start = done if done >= 0 else beginning.get(tp, 0)
-        lags[tp] = max(0, last - start)
-    return lags
+    """Records not yet committed, per ``(topic, partition)`` of ``end``, from :func:`group_starts`, never below
+    zero."""
+    starts = group_starts(end, committed, beginning)
+    return {tp: max(0, last - starts[tp]) for tp, last in end.items()}
 
 
 class GroupLagProbe:
@@ -50,8 +53,8 @@ class GroupLagProbe:
         self.timeout_s = timeout_s
         self._admin: AIOKafkaAdminClient | None = None
         self._offsets: AIOKafkaConsumer | None = None
-        # per partition, at the last reading: the offset the group reads from next (committed, or the first one)
-        self.starts: dict[tuple[str, int], int] = {}
+        # the last reading, per partition: (lag, the offset the group reads from next)
+        self.last: dict[tuple[str, int], tuple[int, int]] = {}
 
     async def measure(self) -> Lags:
         """The lag of every partition now; raises what the clients raise (``TimeoutError`` past ``timeout_s``)."""
@@ -63,11 +66,12 @@ class GroupLagProbe:
         end = await offsets.end_offsets(self.partitions)
         missing = [tp for tp in self.partitions if committed.get(tp) is None or committed[tp].offset < 0]
         beginning = await offsets.beginning_offsets(missing) if missing else {}
+        ends = {(tp.topic, tp.partition): int(o) for tp, o in end.items()}
         done = {(tp.topic, tp.partition): int(m.offset) for tp, m in committed.items()}
         first = {(tp.topic, tp.partition): int(o) for tp, o in beginning.items()}
-        self.starts = {tp: done[tp] if done.get(tp, -1) >= 0 else first.get(tp, 0)
-                       for tp in ((t.topic, t.partition) for t in self.partitions)}
-        return group_lag({(tp.topic, tp.partition): int(o) for tp, o in end.items()}, done, first)
+        lags, starts = group_lag(ends, done, first), group_starts(ends, done, first)
+        self.last = {tp: (lag, starts[tp]) for tp, lag in lags.items()}
+        return lags
 
     async def _clients(self) -> tuple[AIOKafkaAdminClient, AIOKafkaConsumer]:
         if self._admin is None:
