@@ -38,6 +38,7 @@ from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.recall import RecallScope
+from om_stream.core.recall.groups import observation_ranges
 from om_stream.replay.synthetic import generate
 from om_stream.settings import CassandraSettings, Settings
 
@@ -174,7 +175,8 @@ async def search_figures(threads: list[list[Message]], n_messages: int, calls: i
             record_key=thread[0].thread_id, segment_id=gid, kind="observation", status="active", generation=0,
             text="\n".join(m.text[:200] for m in thread[:10]), tokens=100, cycle_id="c",
             thread_ids=(thread[0].thread_id,), first_message_id=ids[0], last_message_id=ids[-1], message_ids=ids,
-            message_tokens=1000, boundary_at=thread[-1].created_at_ms, created_at=0))
+            message_tokens=1000, boundary_at=thread[-1].created_at_ms, created_at=0,
+            ranges=observation_ranges([(m.message_id, m.thread_id, seq) for seq, m in enumerate(thread)])))
         await service.index_segment(IndexForRecall(thread[0].thread_id, thread[0].resource_id,
                                                    (thread[0].thread_id,), gid))
     indexed_s = time.perf_counter() - began

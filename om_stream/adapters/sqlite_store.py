@@ -39,12 +39,11 @@ from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
-from om_stream.core.recall.groups import observation_ranges, reflection_ranges
+from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
 from om_stream.ports import (
     GenerationRecord,
     MessagePage,
     MessagePosition,
-    MessageRange,
     ObservationGroup,
     StoredMessage,
     ThreadMetadata,
@@ -107,13 +106,6 @@ _CACHED_MESSAGES = 4096
 _CACHED_TEXTS = 4096
 _CACHED_THREADS = 1024
 
-
-def _ranges_json(ranges: Sequence[MessageRange]) -> str:
-    return json.dumps([[r.thread_id, r.first_message_id, r.last_message_id] for r in ranges])
-
-
-def _ranges(text: str) -> tuple[MessageRange, ...]:
-    return tuple(MessageRange(t, a, b) for t, a, b in json.loads(text))
 
 
 def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
@@ -229,9 +221,6 @@ class SqliteContentStore:
             if conn.execute("SELECT 1 FROM segments WHERE segment_id = ?", (segment.segment_id,)).fetchone():
                 return False  # first writer wins: a replay never rewrites a segment
             resource_id = self._resource_of(conn, segment.record_key, segment.first_message_id)
-            ranges: tuple[MessageRange, ...] = ()
-            if segment.kind == "observation":
-                ranges = self._observation_ranges(conn, resource_id, segment)
             generations = [segment.generation] if segment.status == "active" else []
             conn.execute(
                 "INSERT INTO segments (segment_id, record_key, resource_id, kind, status, generation, text, tokens,"
@@ -242,7 +231,7 @@ class SqliteContentStore:
                  segment.generation, segment.text, segment.tokens, segment.cycle_id, json.dumps(segment.thread_ids),
                  segment.first_message_id, segment.last_message_id, json.dumps(segment.message_ids),
                  segment.message_tokens, segment.boundary_at, segment.created_at, json.dumps(generations),
-                 _ranges_json(ranges), "[]"))
+                 ranges_to_json(segment.ranges), "[]"))
             return True
 
         if await self._run(write, write=True):
@@ -256,20 +245,6 @@ class SqliteContentStore:
         row = conn.execute("SELECT resource_id FROM messages WHERE message_id = ? ORDER BY resource_id",
                            (message_id,)).fetchone()
         return str(row[0]) if row else ""
-
-    @staticmethod
-    def _observation_ranges(conn: sqlite3.Connection, resource_id: str,
-                            segment: PersistSegment) -> tuple[MessageRange, ...]:
-        if len(segment.thread_ids) <= 1 or not segment.message_ids:
-            thread = segment.thread_ids[0] if segment.thread_ids else ""
-            return (MessageRange(thread, segment.first_message_id, segment.last_message_id),)
-        threads: dict[str, str] = {}
-        for chunk in _chunks(segment.message_ids):
-            marks = ",".join("?" * len(chunk))
-            threads.update(conn.execute(
-                f"SELECT message_id, thread_id FROM messages WHERE resource_id = ? AND message_id IN ({marks})",
-                [resource_id, *chunk]).fetchall())
-        return observation_ranges([(m, threads[m]) for m in segment.message_ids if m in threads])
 
     async def get_segment_texts(self, segment_ids: Sequence[str]) -> dict[str, str]:
         cached = {i: text for i in segment_ids if (text := self._texts.get(i)) is not None}
@@ -321,12 +296,12 @@ class SqliteContentStore:
                                 command.generation, command.record_key, command.reflection_id)
                     return
             replaced = dict.fromkeys(command.replaced_segment_ids)
-            stored = {r[0]: _ranges(r[1]) for r in conn.execute(
+            stored = {r[0]: ranges_from_json(r[1]) for r in conn.execute(
                 f"SELECT segment_id, ranges FROM segments WHERE segment_id IN ({','.join('?' * len(replaced))})",
                 list(replaced))} if replaced else {}
             ranges = reflection_ranges(stored[s] for s in replaced if s in stored)
             conn.execute("UPDATE segments SET ranges = ?, replaced = ? WHERE segment_id = ?",
-                         (_ranges_json(ranges), json.dumps(list(replaced)), command.reflection_id))
+                         (ranges_to_json(ranges), json.dumps(list(replaced)), command.reflection_id))
             for segment_id in command.segment_ids:
                 self._activate(conn, segment_id, command.generation)
 
@@ -478,7 +453,7 @@ class SqliteContentStore:
             group_id=segment_id, record_key=record_key, resource_id=resource_id,
             kind=cast(Literal["observation", "reflection"], kind),
             status=cast(Literal["buffered", "active"], status), generation=generation, text=text, tokens=tokens,
-            thread_ids=tuple(json.loads(thread_ids)), ranges=_ranges(ranges), observed_at=boundary_at,
+            thread_ids=tuple(json.loads(thread_ids)), ranges=ranges_from_json(ranges), observed_at=boundary_at,
             created_at=created_at, replaced_group_ids=tuple(json.loads(replaced)))
 
     async def get_groups(self, resource_id: str, group_ids: Sequence[str]) -> dict[str, ObservationGroup]:

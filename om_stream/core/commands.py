@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from om_stream.core.events import OMEvent
 from om_stream.core.messages import Message
+from om_stream.core.recall.records import MessageRange
 
 __all__ = [
     "PUBLISH",
@@ -68,6 +69,9 @@ class PersistSegment:
     message_tokens: int
     boundary_at: int
     created_at: int
+    # observation: the runs of messages it covered, one per thread (what recall reads and indexes); a reflection's
+    # come from the groups it replaces, when its generation is committed
+    ranges: tuple[MessageRange, ...]
 
 
 @dataclass(frozen=True)

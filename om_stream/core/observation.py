@@ -46,6 +46,7 @@ from om_stream.core.extractors import WORKING_MEMORY_SLUG
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.labels import thread_label
 from om_stream.core.messages import Message, TextPart
+from om_stream.core.recall.groups import observation_ranges
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, SegmentRef, ThreadState, Trigger
 from om_stream.core.step import Step
@@ -567,7 +568,8 @@ def _segment_command(step: Step, segment_id: str, status: Literal["buffered", "a
                           tokens=tokens, cycle_id=cycle.id, thread_ids=cycle.thread_ids,
                           first_message_id=covered[0].id, last_message_id=covered[-1].id,
                           message_ids=tuple(m.id for m in covered), message_tokens=sum(m.tokens for m in covered),
-                          boundary_at=max(m.created_at for m in covered), created_at=step.now)
+                          boundary_at=max(m.created_at for m in covered), created_at=step.now,
+                          ranges=observation_ranges([(m.id, m.thread_id, m.seq) for m in covered]))
 
 
 def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:

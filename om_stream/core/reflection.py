@@ -265,7 +265,7 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
                             first_message_id=state.log[0].first_message_id,
                             last_message_id=state.log[cycle.covers - 1].last_message_id, message_ids=(),
                             message_tokens=0, boundary_at=state.log[cycle.covers - 1].boundary_at,
-                            created_at=step.now))
+                            created_at=step.now, ranges=()))
     if cycle.kind == "buffer":
         state.buffered_reflection = BufferedReflection(id=segment_id, cycle_id=cycle.id, generation=state.generation,
                                                        covers=cycle.covers, input_tokens=cycle.tokens,

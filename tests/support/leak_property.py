@@ -25,6 +25,7 @@ from om_stream.core.commands import IndexForRecall, PersistSegment, PersistThrea
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.recall import RecallScope
+from om_stream.core.recall.groups import observation_ranges
 from om_stream.errors import RecallError
 from om_stream.ports import RecallStore
 
@@ -136,7 +137,8 @@ async def seed_world(store: RecallStore, service: RecallService, threads: list[T
                 text=f"* SECRET-{thread.tenant} observed " + " ".join(m.text for m in ordered)[:200], tokens=5,
                 cycle_id=f"{gid}-c", thread_ids=(thread.thread_id,), first_message_id=ordered[0].message_id,
                 last_message_id=ordered[-1].message_id, message_ids=tuple(m.message_id for m in ordered),
-                message_tokens=10, boundary_at=ordered[-1].created_at_ms, created_at=0))
+                message_tokens=10, boundary_at=ordered[-1].created_at_ms, created_at=0,
+                ranges=observation_ranges([(m.message_id, thread.thread_id, seq) for seq, m in enumerate(ordered)])))
             await service.index_segment(IndexForRecall(thread.thread_id, thread.tenant, (thread.thread_id,), gid))
 
 

@@ -23,6 +23,7 @@ from om_stream.core.messages import (
     ToolResultPart,
 )
 from om_stream.core.recall import MessagesResult, RecallScope, SearchResult, ThreadsResult
+from om_stream.core.recall.groups import observation_ranges
 from om_stream.errors import RecallError
 from om_stream.observability.metrics import Metrics
 from om_stream.ports import RecallStore
@@ -137,7 +138,7 @@ async def seed(store: RecallStore, p: str, service: RecallService) -> World:
             last_message_id=ids[-1], message_ids=tuple(ids), message_tokens=100,
             boundary_at=max(m.message.created_at_ms for m in [await store.get_message(resource, i) for i in ids]
                             if m),
-            created_at=n))
+            created_at=n, ranges=observation_ranges([(i, thread, int(i.rsplit(":", 1)[1])) for i in ids])))
         await service.index_segment(IndexForRecall(thread, resource, (thread,), gid))
     return World(service, p)
 

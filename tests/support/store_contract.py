@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from om_stream.core.recall.groups import observation_ranges
 from om_stream.ports import ContentStore, CycleResults, MessageRange, RecallStore
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -32,12 +33,16 @@ def message(mid: str, thread: str, resource: str, at: datetime, text: str = "", 
 
 def segment(p: str, sid: str, record: str, *, kind: str = "observation", status: str = "buffered",
             generation: int = 0, threads: tuple[str, ...], ids: tuple[str, ...], text: str = "",
-            at: int = 0) -> PersistSegment:
+            at: int = 0, first_seq: int = 0, covered: tuple[tuple[str, str, int], ...] = ()) -> PersistSegment:
+    """An observation's ranges come from ``covered`` (message id, thread, seq), else from ``ids`` as consecutive
+    messages of the first thread from ``first_seq`` on, as the engine computes them."""
+    if kind == "observation":
+        covered = covered or tuple((m, threads[0], first_seq + i) for i, m in enumerate(ids))
     return PersistSegment(record_key=record, segment_id=f"{p}{sid}", kind=kind, status=status,  # type: ignore[arg-type]
                           generation=generation, text=text or f"observations of {sid}", tokens=7,
                           cycle_id=f"{p}cycle-{sid}", thread_ids=threads, first_message_id=ids[0] if ids else "",
                           last_message_id=ids[-1] if ids else "", message_ids=ids if kind == "observation" else (),
-                          message_tokens=20, boundary_at=at, created_at=at)
+                          message_tokens=20, boundary_at=at, created_at=at, ranges=observation_ranges(covered))
 
 
 async def check_messages(store: RecallStore, p: str) -> None:
@@ -133,8 +138,9 @@ async def check_segments(store: RecallStore, p: str) -> None:
     for i, mid in enumerate(ids):
         await store.put_message(t, message(mid, t, r, T0 + timedelta(minutes=i)), i, 3)
     a = segment(p, "a", t, threads=(t,), ids=tuple(ids[0:4]), at=1)
-    b = segment(p, "b", t, threads=(t,), ids=tuple(ids[4:8]), at=2)
-    c = segment(p, "c", t, status="active", threads=(t,), ids=tuple(ids[8:10]), at=3)
+    # ids[4] is in no group: the gap a reflection of a and b must keep
+    b = segment(p, "b", t, threads=(t,), ids=tuple(ids[5:8]), at=2, first_seq=5)
+    c = segment(p, "c", t, status="active", threads=(t,), ids=tuple(ids[8:10]), at=3, first_seq=8)
     for s in (a, b, c, a):  # a replayed put changes nothing
         await store.put_segment(s)
     groups = await store.get_groups(r, [a.segment_id, b.segment_id, c.segment_id, f"{p}none"])
@@ -167,11 +173,11 @@ async def check_segments(store: RecallStore, p: str) -> None:
     assert await store.get_generation(t, 2) is None
     g = (await store.get_groups(r, [ref1.segment_id]))[ref1.segment_id]
     assert g.kind == "reflection" and g.status == "active"
-    assert g.ranges == (MessageRange(t, ids[0], ids[3]), MessageRange(t, ids[4], ids[7]))  # never one span
+    assert g.ranges == (MessageRange(t, ids[0], ids[3]), MessageRange(t, ids[5], ids[7]))  # never one span over a gap
     assert g.replaced_group_ids == (a.segment_id, b.segment_id)
 
     # generation 2: a second reflection replaces the first and c: the ranges stay precise, flattened
-    d = segment(p, "d", t, status="active", generation=1, threads=(t,), ids=tuple(ids[10:12]), at=5)
+    d = segment(p, "d", t, status="active", generation=1, threads=(t,), ids=tuple(ids[10:12]), at=5, first_seq=10)
     await store.put_segment(d)
     ref2 = segment(p, "ref2", t, kind="reflection", status="buffered", generation=1, threads=(t,),
                    ids=(ids[0], ids[9]), text="condensed again", at=6)
@@ -180,9 +186,10 @@ async def check_segments(store: RecallStore, p: str) -> None:
         record_key=t, generation=2, segment_ids=(ref2.segment_id, d.segment_id), reflection_id=ref2.segment_id,
         replaced_segment_ids=(ref1.segment_id, c.segment_id), observation_tokens=9))
     g2 = (await store.get_groups(r, [ref2.segment_id]))[ref2.segment_id]
-    assert g2.ranges == (MessageRange(t, ids[0], ids[3]), MessageRange(t, ids[4], ids[7]),
-                         MessageRange(t, ids[8], ids[9]))
-    assert g2.range_text == f"{ids[0]}:{ids[3]},{ids[4]}:{ids[7]},{ids[8]}:{ids[9]}"
+    # c starts right after b ends: one range, read back with its sequence numbers; the gap before b stays
+    assert g2.ranges == (MessageRange(t, ids[0], ids[3]), MessageRange(t, ids[5], ids[9]))
+    assert [(x.first_seq, x.last_seq) for x in g2.ranges] == [(0, 3), (5, 9)]
+    assert g2.range_text == f"{ids[0]}:{ids[3]},{ids[5]}:{ids[9]}"
     listed = [x.group_id for x in await store.list_groups(t)]
     assert listed == [a.segment_id, b.segment_id, c.segment_id, ref1.segment_id, d.segment_id, ref2.segment_id]
 
@@ -193,7 +200,8 @@ async def check_resource_scope_ranges(store: RecallStore, p: str) -> None:
     order = [(t1, "a0"), (t2, "b0"), (t1, "a1"), (t2, "b1"), (t1, "a2")]
     for seq, (thread, mid) in enumerate(order):
         await store.put_message(r, message(f"{p}{mid}", thread, r, T0 + timedelta(minutes=seq)), seq, 2)
-    s = segment(p, "s", r, threads=(t1, t2), ids=tuple(f"{p}{m}" for _, m in order))
+    s = segment(p, "s", r, threads=(t1, t2), ids=tuple(f"{p}{m}" for _, m in order),
+                covered=tuple((f"{p}{m}", thread, seq) for seq, (thread, m) in enumerate(order)))
     await store.put_segment(s)
     group = (await store.get_groups(r, [s.segment_id]))[s.segment_id]
     assert group.ranges == (MessageRange(t1, f"{p}a0", f"{p}a2"), MessageRange(t2, f"{p}b0", f"{p}b1"))
@@ -217,7 +225,7 @@ async def check_clear(store: RecallStore, p: str) -> None:
     assert await store.get_generation(t, 1) is None
     assert len(await store.get_messages([f"{p}m0", f"{p}m1", f"{p}m2"])) == 3  # messages stay
     # after the clear, generation 1 can be committed again (new epoch); a replayed clear forgets nothing new
-    s2 = segment(p, "s2", t, status="active", threads=(t,), ids=(f"{p}m2",))
+    s2 = segment(p, "s2", t, status="active", threads=(t,), ids=(f"{p}m2",), first_seq=2)
     await store.put_segment(s2)
     await store.commit_generation(CommitGeneration(record_key=t, generation=1, segment_ids=(s2.segment_id,),
                                                    reflection_id=s2.segment_id, replaced_segment_ids=(),

@@ -21,6 +21,8 @@ from om_stream.core.recall import (
     group_heading,
     observation_ranges,
     parse_arguments,
+    ranges_from_json,
+    ranges_to_json,
     recall_instructions,
     reflection_ranges,
 )
@@ -237,17 +239,67 @@ def test_instructions_differ_by_scope_and_search() -> None:
 
 
 def test_a_resource_scope_observation_has_one_range_per_thread() -> None:
-    covered = [("a0", "t1"), ("b0", "t2"), ("a1", "t1"), ("b1", "t2"), ("a2", "t1")]
-    assert observation_ranges(covered) == (MessageRange("t1", "a0", "a2"), MessageRange("t2", "b0", "b1"))
+    covered = [("a0", "t1", 1), ("b0", "t2", 2), ("a1", "t1", 3), ("b1", "t2", 4), ("a2", "t1", 5)]
+    ranges = observation_ranges(covered)
+    assert ranges == (MessageRange("t1", "a0", "a2"), MessageRange("t2", "b0", "b1"))
+    assert [(r.first_seq, r.last_seq) for r in ranges] == [(1, 5), (2, 4)]
 
 
-def test_reflections_keep_every_replaced_range_in_order() -> None:
-    first = reflection_ranges([(MessageRange("t", "m1", "m4"),), (MessageRange("t", "m5", "m9"),)])
-    second = reflection_ranges([first, (MessageRange("t", "m10", "m12"),), (MessageRange("t", "m1", "m4"),)])
-    assert format_ranges(second) == "m1:m4,m5:m9,m10:m12"
+def _run(first: int, last: int, thread: str = "t") -> MessageRange:
+    return MessageRange(thread, f"m{first}", f"m{last}", first, last)
+
+
+def test_reflections_join_runs_that_follow_each_other_and_keep_the_gaps() -> None:
+    first = reflection_ranges([(_run(1, 4),), (_run(5, 9),), (_run(11, 12),)])
+    assert format_ranges(first) == "m1:m9,m11:m12"  # m10 is in none of them: it stays a gap
+    second = reflection_ranges([first, (_run(13, 15),), (_run(1, 4),)])  # a repeated range is listed once
+    assert format_ranges(second) == "m1:m9,m11:m15"
     group = ObservationGroup("g", "t", "r", "reflection", "active", 2, "text", 3, ("t",), second, 0, 0)
-    assert group_heading(group) == "## Group `g`\n_range: m1:m4,m5:m9,m10:m12_"
-    assert group.range_text == "m1:m4,m5:m9,m10:m12"
+    assert group_heading(group) == "## Group `g`\n_range: m1:m9,m11:m15_"
+    assert group.range_text == "m1:m9,m11:m15"
+
+
+def test_ranges_without_sequence_numbers_are_kept_apart() -> None:
+    # rows stored before the sequence numbers were kept: nothing says they follow each other
+    old = reflection_ranges([(MessageRange("t", "m1", "m4"),), (MessageRange("t", "m5", "m9"),)])
+    assert format_ranges(old) == "m1:m4,m5:m9"
+    assert ranges_from_json(ranges_to_json(old)) == old
+    assert ranges_from_json('[["t", "m1", "m4"]]') == (MessageRange("t", "m1", "m4"),)
+    mixed = ranges_from_json(ranges_to_json((_run(1, 4), _run(5, 6, "u"))))
+    assert [(r.first_seq, r.last_seq) for r in mixed] == [(1, 4), (5, 6)]
+
+
+@given(st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.integers(0, 3)), min_size=1, max_size=60),
+       st.integers(1, 6))
+def test_reflection_ranges_cover_exactly_the_messages_of_what_they_replace(
+        messages: list[tuple[str, int]], group_size: int) -> None:
+    """Messages of two threads in a record (seq = position), observed in order by groups of at most ``group_size``,
+    some left out (skip > 0): a reflection of a reflection and the later groups covers exactly the observed
+    messages, with one range per run of a thread's messages at consecutive seqs (as many as the gaps need, not as
+    many as the groups)."""
+    observed: list[tuple[str, str, int]] = []
+    groups: list[tuple[MessageRange, ...]] = []
+    current: list[tuple[str, str, int]] = []
+    for seq, (thread, skip) in enumerate(messages):
+        if skip == 0:  # observed, by the group in progress
+            observed.append((f"m{seq}", thread, seq))
+            current.append((f"m{seq}", thread, seq))
+        if current and (skip or len(current) == group_size or seq == len(messages) - 1):
+            groups.append(observation_ranges(current))  # a message left out ends a group: groups hold no gap
+            current = []
+    half = len(groups) // 2
+    ranges = reflection_ranges([reflection_ranges(groups[:half]), *groups[half:]])
+    thread_of = {f"m{seq}": thread for seq, (thread, _) in enumerate(messages)}
+    covered = set()
+    for item in ranges:
+        assert item.first_seq is not None and item.last_seq is not None
+        inside = {f"m{s}" for s in range(item.first_seq, item.last_seq + 1) if thread_of[f"m{s}"] == item.thread_id}
+        covered |= inside
+    assert covered == {m for m, _, _ in observed}
+    for thread in ("t1", "t2"):
+        seqs = [s for _, t, s in observed if t == thread]
+        runs = sum(1 for i, s in enumerate(seqs) if i == 0 or s != seqs[i - 1] + 1)
+        assert sum(1 for r in ranges if r.thread_id == thread) <= runs
 
 
 # -- indexing ----------------------------------------------------------------------------------------------------

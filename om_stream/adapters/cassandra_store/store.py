@@ -38,13 +38,12 @@ from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
-from om_stream.core.recall.groups import observation_ranges, reflection_ranges
+from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
 from om_stream.errors import StorageError
 from om_stream.ports import (
     GenerationRecord,
     MessagePage,
     MessagePosition,
-    MessageRange,
     ObservationGroup,
     StoredMessage,
     ThreadMetadata,
@@ -64,13 +63,6 @@ _RECORD_PAGE = 500  # messages per read when a clear reads a record's conversati
 def _bucket(created_at: int) -> int:
     return created_at // BUCKET_MS
 
-
-def _ranges_json(ranges: Sequence[MessageRange]) -> str:
-    return json.dumps([[r.thread_id, r.first_message_id, r.last_message_id] for r in ranges])
-
-
-def _ranges(text: str | None) -> tuple[MessageRange, ...]:
-    return tuple(MessageRange(t, a, b) for t, a, b in json.loads(text)) if text else ()
 
 
 class CassandraContentStore:
@@ -371,14 +363,6 @@ class CassandraContentStore:
         rows = await self._run("message_by_id", (segment.first_message_id,))
         return str(rows[0].resource_id) if rows else ""
 
-    async def _observation_ranges(self, resource_id: str, segment: PersistSegment) -> tuple[MessageRange, ...]:
-        if len(segment.thread_ids) <= 1 or not segment.message_ids:
-            thread = segment.thread_ids[0] if segment.thread_ids else ""
-            return (MessageRange(thread, segment.first_message_id, segment.last_message_id),)
-        rows = await _all([self._run("message_of_resource", (m, resource_id)) for m in segment.message_ids])
-        covered = [(m, r[0].thread_id) for m, r in zip(segment.message_ids, rows, strict=True) if r]
-        return observation_ranges(covered)
-
     async def put_segment(self, segment: PersistSegment) -> None:
         resource = await self._resource_of(segment)
         common = (segment.segment_id, segment.record_key, resource, segment.generation, segment.text,
@@ -386,8 +370,7 @@ class CassandraContentStore:
                   segment.last_message_id, list(segment.message_ids), segment.message_tokens, segment.boundary_at,
                   segment.created_at)
         if segment.kind == "observation":
-            ranges = await self._observation_ranges(resource, segment)
-            write = self._run("put_observation", (*common, _ranges_json(ranges), self._ttl))
+            write = self._run("put_observation", (*common, ranges_to_json(segment.ranges), self._ttl))
         else:
             write = self._run("put_reflection", (*common, self._ttl))
         writes = [write, self._run("record_segment", (segment.record_key, segment.segment_id, segment.created_at,
@@ -419,8 +402,8 @@ class CassandraContentStore:
             return
         replaced = list(dict.fromkeys(command.replaced_segment_ids))
         found = await _all([self._run("segment", (s,)) for s in replaced])
-        ranges = reflection_ranges(_ranges(r[0].ranges) for r in found if r)
-        await self._run("reflection_ranges", (self._ttl, _ranges_json(ranges), replaced, command.reflection_id))
+        ranges = reflection_ranges(ranges_from_json(r[0].ranges) for r in found if r)
+        await self._run("reflection_ranges", (self._ttl, ranges_to_json(ranges), replaced, command.reflection_id))
         await _all([self._run("segment_active", (self._ttl, {command.generation}, s))
                     for s in command.segment_ids])
 
@@ -446,7 +429,7 @@ class CassandraContentStore:
             group_id=row.segment_id, record_key=row.record_key, resource_id=row.resource_id or "",
             kind=cast(Literal["observation", "reflection"], row.kind),
             status="active" if generations else "buffered", generation=row.generation, text=row.text,
-            tokens=row.tokens, thread_ids=tuple(row.thread_ids or ()), ranges=_ranges(row.ranges),
+            tokens=row.tokens, thread_ids=tuple(row.thread_ids or ()), ranges=ranges_from_json(row.ranges),
             observed_at=row.boundary_at, created_at=row.created_at, replaced_group_ids=tuple(row.replaced or ()))
 
     async def get_groups(self, resource_id: str, group_ids: Sequence[str]) -> dict[str, ObservationGroup]:

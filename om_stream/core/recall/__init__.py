@@ -4,7 +4,14 @@ The I/O half (reading the content store and the recall index, access control) is
 ``om_stream.adapters.recall_service``; this package only turns values into values.
 """
 
-from om_stream.core.recall.groups import format_ranges, group_heading, observation_ranges, reflection_ranges
+from om_stream.core.recall.groups import (
+    format_ranges,
+    group_heading,
+    observation_ranges,
+    ranges_from_json,
+    ranges_to_json,
+    reflection_ranges,
+)
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.core.recall.params import CURRENT_THREAD, RecallArguments, RecallScope, parse_arguments
 from om_stream.core.recall.records import (
@@ -41,6 +48,8 @@ __all__ = [
     "group_heading",
     "observation_ranges",
     "parse_arguments",
+    "ranges_from_json",
+    "ranges_to_json",
     "recall_instructions",
     "reflection_ranges",
 ]

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from om_stream.core.messages import Message
@@ -69,11 +69,30 @@ class ThreadPage:
 
 @dataclass(frozen=True)
 class MessageRange:
-    """A contiguous run of one thread's messages, from ``first_message_id`` to ``last_message_id`` inclusive."""
+    """A contiguous run of one thread's messages, from ``first_message_id`` to ``last_message_id`` inclusive.
+
+    ``first_seq``/``last_seq`` are the record sequence numbers of those messages, when known (ranges stored before
+    they were kept have none): they tell a run that directly follows another, so two can become one without
+    covering anything neither covered. They take no part in equality: a range is the messages it points at."""
 
     thread_id: str
     first_message_id: str
     last_message_id: str
+    first_seq: int | None = field(default=None, compare=False)
+    last_seq: int | None = field(default=None, compare=False)
+
+    def contains(self, other: MessageRange) -> bool:
+        """``other`` is inside this run (same thread, its sequence numbers within this one's)."""
+        first, last, inner_first, inner_last = self.first_seq, self.last_seq, other.first_seq, other.last_seq
+        if self.thread_id != other.thread_id or first is None or last is None or inner_first is None \
+                or inner_last is None:
+            return False
+        return first <= inner_first and inner_last <= last
+
+    def follows(self, earlier: MessageRange) -> bool:
+        """This run starts at the message right after ``earlier``'s last one (same thread, next sequence number)."""
+        return (self.thread_id == earlier.thread_id and earlier.last_seq is not None
+                and self.first_seq == earlier.last_seq + 1)
 
     def __str__(self) -> str:
         return f"{self.first_message_id}:{self.last_message_id}"
@@ -84,8 +103,10 @@ class ObservationGroup:
     """An observation segment as recall sees it: its text and durable pointers to the messages it came from.
 
     An observation's ``ranges`` are the runs of messages it observed (one per thread). A reflection's ``ranges``
-    are the ranges of every group it replaced, in log order, never collapsed into one span: recall stays precise
-    however many reflections a log goes through. ``replaced_group_ids`` names the groups it condensed.
+    are the ranges of every group it replaced, in log order, never collapsed into one span over messages they did
+    not cover: recall stays precise however many reflections a log goes through. Runs that directly follow one
+    another are joined, so the list stays as short as the gaps it has to show. ``replaced_group_ids`` names the
+    groups it condensed.
     """
 
     group_id: str
