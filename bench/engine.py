@@ -9,12 +9,13 @@ shapes (offline model).
    to the models (the reference sends 14.7 M, re-sending the whole log on every Observer call, and spends 18.5 ms
    per turn), and zero invariant violations.
 2. **Every conversation shape** (``om_stream.replay.shapes``: chatty, tool-heavy, documents, multi-day, mixed,
-   project), same thresholds, one run each: engine overhead per turn and its drift from the first half to the
-   second (target <= 5 %), tokens sent to the Observer and Reflector and their ratio to what the same calls would
-   cost re-sending the whole observation log, the agent's contexts plus those tokens against an agent without
-   memory re-sending the whole conversation every turn (target <= 0.5), Reflector calls and generations, the largest
-   observation log of any published context and the turns over the bound observationTokens x blockAfter (target
-   0), and the planted facts still in the final context.
+   project), same thresholds, ``--shape-runs`` runs each (3 by default; timings are the medians, the rest is the same
+   in every run): engine overhead per turn and its drift from the first half to the second (target <= 5 %), tokens
+   sent to the Observer and Reflector and their ratio to what the same calls would cost re-sending the whole
+   observation log, the agent's contexts plus those tokens against an agent without memory re-sending the whole
+   conversation every turn (target <= 0.5), Reflector calls and generations, the largest observation log of any
+   published context and the turns over the bound observationTokens x blockAfter (target 0), and the planted facts
+   still in the final context.
 
 "Re-sending the whole log": every Observer call carrying the whole observation log as its previous observations,
 as the reference does, where om-stream sends at most ``previousObserverTokens`` of it. The baseline is the tokens
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import tempfile
 import time
@@ -94,6 +96,12 @@ class WholeLogCost:
 
 
 async def one_run(turns: list[Turn], store: str = "memory") -> dict[str, Any]:
+    # each run starts from a collected heap, and what earlier runs and imports left alive is frozen out of the
+    # collector's reach: a run then pays for the garbage collection of its own objects only, not for a heap that
+    # grew with the runs before it (without this, a run's second half measured up to 50 % slower than its first
+    # purely from the runs before it in the same process)
+    gc.collect()
+    gc.freeze()
     content = InMemoryContentStore() if store == "memory" else SqliteContentStore(":memory:")
     options = OMConfig.parse(OPTIONS)
     whole_log = WholeLogCost(options.resolve().previous_observer_tokens)
@@ -148,7 +156,7 @@ def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
         print(f"conversation: {turns} turns, {lines} lines, ~{total_tokens / 1e6:.2f} M tokens "
               f"({len(PLANTED_FACTS)} facts planted early)")
         reports = [asyncio.run(one_run(loaded)) for _ in range(runs)]
-        on_sqlite = asyncio.run(one_run(loaded, "sqlite"))["timing"]["overhead_ms"]
+        on_sqlite_runs = [asyncio.run(one_run(loaded, "sqlite"))["timing"]["overhead_ms"] for _ in range(runs)]
     mean = [r["timing"]["overhead_ms"]["mean"] for r in reports]
     p50 = [r["timing"]["overhead_ms"]["p50"] for r in reports]
     p90 = [r["timing"]["overhead_ms"]["p90"] for r in reports]
@@ -164,8 +172,12 @@ def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
           f"(drift {statistics.median(second) - statistics.median(first):+.3f} ms)")
     print(f"  vs reference {REFERENCE_MS_PER_TURN} ms/turn: {median_mean / REFERENCE_MS_PER_TURN:.3f}x "
           f"(target <= 1.2 ms)")
-    print(f"  on the SQLite store (one run): mean {on_sqlite['mean']:.3f} ms, p50 {on_sqlite['p50']:.3f} ms "
-          "(store reads and writes on its thread, and the Observer's reads, included)")
+    sqlite_mean = statistics.median(r["mean"] for r in on_sqlite_runs)
+    print(f"  on the SQLite store ({runs} runs, medians): mean {sqlite_mean:.3f} ms, "
+          f"p50 {statistics.median(r['p50'] for r in on_sqlite_runs):.3f} ms "
+          f"(runs: {', '.join(format(r['mean'], '.3f') for r in on_sqlite_runs)}; store reads and writes on its "
+          "thread, "
+          "and the Observer's reads, included)")
     per_thousand = [r["decide"]["seconds"] / r["decide"]["inputs"] * 1000 for r in reports]
     print(f"decide(): {last['decide']['inputs']:,} inputs per run (messages, model results, timers), "
           f"median {statistics.median(per_thousand) * 1000:.0f} ms per 1,000 inputs (tiktoken counting included)")
@@ -177,7 +189,20 @@ def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
     print(f"invariants: turns over blockAfter {last['invariants']['turns_over_block_after']}, "
           f"turns without the current user message {last['invariants']['turns_without_current_user_message']}, "
           f"turns over the observation bound {last['invariants']['turns_over_observation_limit']}")
-    return last
+    return median_timing(reports)
+
+
+def median_timing(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last report, its timings replaced by the medians of every report's (the drift is the median of the
+    runs' drifts, not the drift of the median halves)."""
+    report = dict(reports[-1])
+    timing = {key: statistics.median(r["timing"][key] for r in reports)
+              for key in ("overhead_ms_first_half_mean", "overhead_ms_second_half_mean")}
+    timing["overhead_ms"] = {"mean": statistics.median(r["timing"]["overhead_ms"]["mean"] for r in reports)}
+    timing["drift_pct"] = statistics.median(_drift(r) for r in reports)
+    timing["drifts"] = [_drift(r) for r in reports]
+    report["timing"] = timing
+    return report
 
 
 def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
@@ -187,10 +212,11 @@ def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
     kept = sum(1 for f in facts if f.found_in(report["final_text"]))
     return (f"{conversation.shape:<11}{len(conversation.turns()):>6}{timing['overhead_ms']['mean']:>9.3f}"
             f"{timing['overhead_ms_first_half_mean']:>8.3f}{timing['overhead_ms_second_half_mean']:>8.3f}"
-            f"{_drift(report):>+8.1f}%{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
+            f"{timing.get('drift_pct', _drift(report)):>+8.1f}%{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
             f"{report['with_om_tokens'] / report['full_history_tokens']:>7.3f}"
             f"{totals['reflector']['calls']:>7}{totals['generations']:>6}{invariants['largest_observation_log']:>8}"
-            f"{invariants['turns_over_observation_limit']:>7}{kept:>5}/{len(facts):<3}")
+            f"{invariants['turns_over_observation_limit']:>7}{kept:>5}/{len(facts):<3}"
+            + (f"  drifts {', '.join(f'{d:+.1f}' for d in timing['drifts'])}" if "drifts" in timing else ""))
 
 
 def main() -> None:
@@ -200,6 +226,7 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help=f"comma-separated shapes to measure (default: all of {', '.join(SHAPES)}; none: '')")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--shape-runs", type=int, default=3, help="runs of every shape (timings are medians)")
     parser.add_argument("--skip-reference", action="store_true", help="only the shapes")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
@@ -210,8 +237,9 @@ def main() -> None:
     if not shapes:
         return
     limit = OMConfig.parse(OPTIONS).resolve().reflection_block_after
-    print(f"\nshapes: {args.turns} turns each, seed {args.seed}, one run each; bound on the observation log "
-          f"{limit} tokens; targets: drift <= 5 %, tokens <= 0.5x (/full), 0 turns over the bound")
+    print(f"\nshapes: {args.turns} turns each, seed {args.seed}, {args.shape_runs} runs each (median timings); "
+          f"bound on the observation log {limit} tokens; targets: drift <= 5 %, tokens <= 0.5x (/full), 0 turns "
+          "over the bound")
     print("  /whole: OM's model tokens against the same calls re-sending the whole observation log; /full: the "
           "agent's contexts plus OM's model tokens against re-sending the whole conversation every turn")
     print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'1st':>8}{'2nd':>8}{'drift':>9}{'M tok':>9}{'/whole':>7}"
@@ -221,7 +249,8 @@ def main() -> None:
         if name == "project" and project is not None and args.seed == 42:
             report = project  # the reference comparison's conversation (another thread id, the same lines)
         else:
-            report = asyncio.run(one_run(conversation.turns()))
+            turns = conversation.turns()
+            report = median_timing([asyncio.run(one_run(turns)) for _ in range(args.shape_runs)])
         print(shape_row(conversation, report), flush=True)
 
 
