@@ -135,6 +135,19 @@ def full_history_tokens(turns: list[Turn]) -> int:
     return total
 
 
+def input_drift(turns: list[Turn]) -> float:
+    """How much more (or less) message text the second half of ``turns`` brings than the first, in tokens: engine
+    work that grows with it (counting each new message, the Observer's transcripts) is the input's, not the log's."""
+    from om_stream.adapters.tiktoken_counter import TiktokenCounter
+    from om_stream.core.tokens import TokenAccountant
+
+    accountant = TokenAccountant(TiktokenCounter().count)
+    half = len(turns) // 2
+    first, second = (sum(accountant.message_tokens(m) for t in part for m in t.messages)
+                     for part in (turns[:half], turns[half:]))
+    return (second - first) / first * 100 if first else 0.0
+
+
 def _drift(report: dict[str, Any]) -> float:
     first = report["timing"]["overhead_ms_first_half_mean"]
     second = report["timing"]["overhead_ms_second_half_mean"]
@@ -212,7 +225,8 @@ def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
     kept = sum(1 for f in facts if f.found_in(report["final_text"]))
     return (f"{conversation.shape:<11}{len(conversation.turns()):>6}{timing['overhead_ms']['mean']:>9.3f}"
             f"{timing['overhead_ms_first_half_mean']:>8.3f}{timing['overhead_ms_second_half_mean']:>8.3f}"
-            f"{timing.get('drift_pct', _drift(report)):>+8.1f}%{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
+            f"{timing.get('drift_pct', _drift(report)):>+8.1f}%{input_drift(conversation.turns()):>+8.1f}%"
+            f"{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
             f"{report['with_om_tokens'] / report['full_history_tokens']:>7.3f}"
             f"{totals['reflector']['calls']:>7}{totals['generations']:>6}{invariants['largest_observation_log']:>8}"
             f"{invariants['turns_over_observation_limit']:>7}{kept:>5}/{len(facts):<3}"
@@ -242,8 +256,9 @@ def main() -> None:
           "over the bound")
     print("  /whole: OM's model tokens against the same calls re-sending the whole observation log; /full: the "
           "agent's contexts plus OM's model tokens against re-sending the whole conversation every turn")
-    print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'1st':>8}{'2nd':>8}{'drift':>9}{'M tok':>9}{'/whole':>7}"
-          f"{'/full':>7}{'refl':>7}{'gens':>6}{'max log':>8}{'over':>7}{'facts':>9}")
+    print("  input: the second half's message tokens against the first half's")
+    print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'1st':>8}{'2nd':>8}{'drift':>9}{'input':>9}{'M tok':>9}"
+          f"{'/whole':>7}{'/full':>7}{'refl':>7}{'gens':>6}{'max log':>8}{'over':>7}{'facts':>9}")
     for name in shapes:
         conversation = generate(name, args.turns, seed=args.seed)
         if name == "project" and project is not None and args.seed == 42:
