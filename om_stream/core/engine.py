@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from om_stream.core import observation, reflection
+from om_stream.core import intake, observation, reflection
 from om_stream.core.commands import ClearStored, Command, RejectInput
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.inputs import (
@@ -113,14 +113,14 @@ def _on_message(step: Step, event: MessageAppended) -> None:
         step.owed.add(message.thread_id)
         return
     if not step.config.enabled:
-        observation.pass_through(step, message)
+        intake.pass_through(step, message)
         if message.model:
             state.last_actor_model = message.model
         return
     previous_model = state.last_actor_model
     if message.role == "user":
         observation.check_idle_triggers(step, message)
-    observation.append_message(step, message)
+    intake.append_message(step, message)
     if message.model:
         state.last_actor_model = message.model
     state.last_actor_cache_retention = actor_cache_retention(message, state.last_actor_cache_retention)
@@ -226,6 +226,6 @@ def _on_clear(step: Step, event: ClearRecord) -> None:
     step.add(ClearStored(old.key, fresh.epoch))
     for cycle in old.cycles:
         step.end_overtaken(cycle, "overtaken: the record was cleared before its result arrived")
-    observation.restore_conversation(step, [stored for stored in event.conversation
+    intake.restore_conversation(step, [stored for stored in event.conversation
                                             if stored.record_key == old.key and stored.seq <= old.msg_seq])
     step.owe_all_threads()
