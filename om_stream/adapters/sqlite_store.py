@@ -107,7 +107,6 @@ _CACHED_TEXTS = 4096
 _CACHED_THREADS = 1024
 
 
-
 def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
 

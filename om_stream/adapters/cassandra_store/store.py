@@ -64,7 +64,6 @@ def _bucket(created_at: int) -> int:
     return created_at // BUCKET_MS
 
 
-
 class CassandraContentStore:
     """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast."""
 
