@@ -56,7 +56,7 @@ def judge(group: WorkerGroup, outcome: Outcome, reference: Outcome, pids: list[i
     assert after == pids, f"the workers recovered without a restart\n{logs}"
     assert not outcome.unserved, f"never served: {outcome.unserved}\n{logs}"
     assert not outcome.version_regressions(), logs
-    assert outcome.lost_and_duplicated(TURNS) == (0, 0), outcome.marker_counts(TURNS)
+    assert outcome.lost_and_duplicated(TURNS) == (0, 0), f"{outcome.miscounted(TURNS)}\n{logs}"
     assert outcome.final == reference.final, logs
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Conversation, Outcome, WorkerGroup, new_keyspace, play_uninterrupted
+from tests.support.cluster import Chaos, Conversation, Outcome, WorkerGroup, new_keyspace, play_uninterrupted
 
 THREADS, TURNS = 16, 48
 
@@ -23,42 +22,6 @@ def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pyte
     """The conversation through one worker, uninterrupted: where every other run must end."""
     return asyncio.run(play_uninterrupted(kafka_bootstrap, cassandra_hosts, tmp_path_factory.mktemp("reference"),
                                           Conversation(THREADS, TURNS)))
-
-
-class Chaos:
-    """Membership changes fired when the stream reaches given fractions, one after the other, off the agents'
-    path (the agents keep talking while workers come and go)."""
-
-    def __init__(self, total: int, steps: list[tuple[float, str, Callable[[], Awaitable[None]]]]) -> None:
-        self.total = total
-        self.steps = steps
-        self.done: list[str] = []
-        self._queue: asyncio.Queue[tuple[str, Callable[[], Awaitable[None]]]] = asyncio.Queue()
-        self._runner = asyncio.create_task(self._run())
-
-    async def on_progress(self, sent: int) -> None:
-        while self.steps and sent >= self.steps[0][0] * self.total:
-            _, name, action = self.steps.pop(0)
-            self._queue.put_nowait((name, action))
-
-    async def _run(self) -> None:
-        while True:
-            name, action = await self._queue.get()
-            try:
-                await action()
-                self.done.append(name)
-            finally:
-                self._queue.task_done()
-
-    async def finish(self) -> None:
-        """Wait until every step queued has completed (the conversation may end while the last one, a rolling
-        restart, still waits for its last worker: it is not cut short), then stop; a step that failed raises here."""
-        drained = asyncio.ensure_future(self._queue.join())
-        await asyncio.wait({drained, self._runner}, return_when=asyncio.FIRST_COMPLETED)
-        drained.cancel()
-        if self._runner.done():
-            self._runner.result()
-        self._runner.cancel()
 
 
 @pytest.mark.parametrize("table_store", ["memory://", "rocksdb://"])
@@ -109,6 +72,6 @@ async def test_joins_leaves_kills_and_a_rolling_restart_lose_nothing(kafka_boots
     assert chaos.done == ["join", "leave", "come back", "SIGKILL", "revive", "rolling restart"], logs
     assert not outcome.unserved, f"never served: {outcome.unserved[:10]}\n{logs}"
     assert not outcome.version_regressions(), f"{outcome.version_regressions()}\n{logs}"
-    assert outcome.lost_and_duplicated(TURNS) == (0, 0), outcome.marker_counts(TURNS)
+    assert outcome.lost_and_duplicated(TURNS) == (0, 0), f"{outcome.miscounted(TURNS)}\n{logs}"
     for thread in slow.names:
         assert outcome.final[thread] == reference.final[thread], f"{thread}\n{logs}"

@@ -125,6 +125,42 @@ class WorkerGroup:
                          if m.log.exists())
 
 
+class Chaos:
+    """Membership changes fired when the stream reaches given fractions, one after the other, off the agents'
+    path (the agents keep talking while workers come and go)."""
+
+    def __init__(self, total: int, steps: list[tuple[float, str, Callable[[], Awaitable[None]]]]) -> None:
+        self.total = total
+        self.steps = steps
+        self.done: list[str] = []
+        self._queue: asyncio.Queue[tuple[str, Callable[[], Awaitable[None]]]] = asyncio.Queue()
+        self._runner = asyncio.create_task(self._run())
+
+    async def on_progress(self, sent: int) -> None:
+        while self.steps and sent >= self.steps[0][0] * self.total:
+            _, name, action = self.steps.pop(0)
+            self._queue.put_nowait((name, action))
+
+    async def _run(self) -> None:
+        while True:
+            name, action = await self._queue.get()
+            try:
+                await action()
+                self.done.append(name)
+            finally:
+                self._queue.task_done()
+
+    async def finish(self) -> None:
+        """Wait until every step queued has completed (the conversation may end while the last one, a rolling
+        restart, still waits for its last worker: it is not cut short), then stop; a step that failed raises here."""
+        drained = asyncio.ensure_future(self._queue.join())
+        await asyncio.wait({drained, self._runner}, return_when=asyncio.FIRST_COMPLETED)
+        drained.cancel()
+        if self._runner.done():
+            self._runner.result()
+        self._runner.cancel()
+
+
 async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
                              conversation: Conversation) -> Outcome:
     """The conversation through one worker that nothing disturbs: where every production-shape run must end."""
@@ -138,7 +174,7 @@ async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
     finally:
         group.stop_all()
     assert not outcome.unserved and not outcome.version_regressions(), group.logs()
-    assert outcome.lost_and_duplicated(conversation.turns) == (0, 0), outcome.marker_counts(conversation.turns)
+    assert outcome.lost_and_duplicated(conversation.turns) == (0, 0), outcome.miscounted(conversation.turns)
     return outcome
 
 
@@ -177,6 +213,22 @@ class Outcome:
                     seen[int(index)] = seen.get(int(index), 0) + 1
             counts[thread] = seen
         return counts
+
+    def miscounted(self, turns: int) -> str:
+        """The user messages not seen exactly once, and each affected thread's history of contexts (version,
+        generation, the message it was through, the markers it held): what a failure report needs."""
+        lines = []
+        for thread, seen in self.marker_counts(turns).items():
+            wrong = {index: n for index, n in seen.items() if n != 1}
+            if not wrong:
+                continue
+            lines.append(f"{thread}: {wrong}")
+            for context in self.contexts.get(thread, []):
+                markers = [int(i) for owner, i in MARKER.findall(
+                    context["observations"] + "\n" + json.dumps(context["messages"])) if owner == thread]
+                lines.append(f"  v{context['version']} gen {context['generation']} through "
+                             f"{context.get('through_message_id')}: {sorted(markers)}")
+        return "\n".join(lines)
 
     def lost_and_duplicated(self, turns: int) -> tuple[int, int]:
         counts = self.marker_counts(turns)
