@@ -163,8 +163,9 @@ class Metrics:
             store_errors=Counter("om_store_errors_total", "Content store operations that failed and were retried",
                                  ["operation"], registry=reg),
             fenced_batches=Counter("om_fenced_batches_total",
-                                   "Input batches dropped because the group rebalanced while they were handled "
-                                   "(they are read again from the committed offsets)", registry=reg),
+                                   "Input batches dropped because the group rebalanced while they were handled, or "
+                                   "had dropped this worker (they are read again from the committed offsets)",
+                                   registry=reg),
             processing_errors=Counter("om_processing_errors_total",
                                       "Inputs or contexts whose handling failed unexpectedly (an input that fails "
                                       "goes to the dead-letter topic as processing_error)", registry=reg),

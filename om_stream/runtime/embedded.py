@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -133,7 +134,7 @@ class Memory:
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
-                         outlet=_Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
+                         outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
                          on_decided=self._decided)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
@@ -420,42 +421,57 @@ class _Timers:
 
 
 class _Outlet:
-    """What the host publishes, delivered in-process: events to listeners, contexts to the waiting callers, model
-    requests and recall-index work to background tasks, refusals and failures to the caller of ``_apply``."""
+    """One batch's publications, delivered in-process once it commits: events to listeners, contexts to the waiting
+    callers, model requests and recall-index work to background tasks, refusals and failures to the caller of
+    ``_apply``. (The host prepares them before it writes the states; each batch has its own outlet.)"""
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
+        self._deliveries: list[Callable[[], Awaitable[None] | None]] = []
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
-        await self.memory._emit(event, command)
+        self._deliveries.append(functools.partial(self.memory._emit, event, command))
 
     async def context(self, command: PublishContext, arrival: Arrival) -> None:
-        await self.memory._publish(command)
+        self._deliveries.append(functools.partial(self.memory._publish, command))
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
+        self._deliveries.append(functools.partial(self._request, command, arrival))
+
+    def _request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
         self.memory._cycle_retries += command.attempt > 1
         self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command)
 
     async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
         if self.memory._indexing:
-            self.memory._background(self.memory._index(command), f"om-index-{command.segment_id}")
+            self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
+                                                                    f"om-index-{command.segment_id}"))
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
         if self.memory._indexing:
-            self.memory._background(self.memory._forget(resource_id, key), f"om-forget-{key}")
+            self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
+                                                                    f"om-forget-{key}"))
 
     async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
+        self._deliveries.append(functools.partial(self._refused, command))
+
+    def _refused(self, command: RejectInput) -> None:
         self.memory.rejections.append(command)
         log.warning("input refused for %s: %s (%s)", command.record_key, command.reason, command.detail)
 
     async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
-        self.memory._failures.append((arrival, error))
+        self._deliveries.append(functools.partial(self.memory._failures.append, (arrival, error)))
 
     async def commit(self) -> None:
-        """Everything above was delivered as it came: nothing is queued."""
+        deliveries, self._deliveries = self._deliveries, []
+        for deliver in deliveries:
+            delivered = deliver()
+            if delivered is not None:
+                await delivered
 
     def discard(self) -> None:
-        """The embedded runner never fences a batch off."""
+        """The embedded runner never fences a batch off; nothing prepared is kept."""
+        self._deliveries.clear()
 
 
 def _check_id(name: str, value: object) -> None:

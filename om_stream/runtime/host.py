@@ -5,12 +5,20 @@ gives it a state table, an outlet for what leaves (events, contexts, model reque
 failures) and the timers to keep. Commit order for a batch (one input at a time in the embedded runner):
 
   1. **content-store writes**, awaited: each input's writes in the engine's order as it is decided; the batch's
-     message rows together at the end (they depend on nothing). Writes are idempotent (deterministic ids).
-  2. **the state table**: every record's new state (only if the driver still may commit: ``may_commit``).
-  3. **publications**, in order, through the outlet: refusals and failures, events (a thread's status once per
-     batch, its newest), model requests and recall-index work, contexts (once per thread per batch, the newest);
-     then ``outlet.commit()`` (the Kafka outlet queues them on its one producer).
+     message rows together at the end (they depend on nothing). Writes are idempotent (deterministic ids). Then
+     the publications are prepared, in order, through the outlet (the Kafka outlet renders them, reading the
+     store): refusals and failures, events (a thread's status once per batch, its newest), model requests and
+     recall-index work, contexts (once per thread per batch, the newest). Nothing leaves the process yet.
+  2. **the state table**: every record's new state, only if the driver still may commit (``may_commit``).
+  3. **publications**: ``outlet.commit()`` lets them go, in order (the Kafka outlet queues them on its one
+     producer).
   4. **offsets**: the driver's (the Kafka worker commits its inputs' offsets after the producer flush).
+
+Phases 2 and 3 run inside the driver's commit section (``section``), which is entered only once phase 1 is done,
+and ``may_commit`` is asked inside it. The Kafka worker's section is its offset ledger's lock: a rebalance waits
+for a batch that is writing its states, never for one still waiting on the content store, so a worker with a
+stalled store still answers the group in time, and its stalled batch, fenced when it reaches the section, writes
+nothing over the partitions' new owners.
 
 Before deciding, a clear is handed the record's conversation (its stored messages, read from the content store),
 which comes back to the record as unobserved. An input that leaves a record it had to make unchanged (a refused
@@ -28,6 +36,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -55,7 +64,7 @@ from om_stream.errors import StorageError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 
-__all__ = ["Arrival", "Decided", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
+__all__ = ["Arrival", "Decided", "Host", "Outlet", "Section", "StateTable", "StoreRetry", "Timers"]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -99,8 +108,9 @@ class Timers(Protocol):
 
 
 class Outlet(Protocol):
-    """Where what the host decided leaves the process (phase 3); ``commit`` ends a batch, ``discard`` drops what was
-    queued for a batch that may not commit."""
+    """Where what the host decided leaves the process. One outlet serves one batch at a time (``Host.outlets``
+    makes one per batch). The methods prepare (phase 1: the Kafka outlet renders what it will send) and nothing
+    leaves before ``commit`` (phase 3); ``discard`` drops what was prepared for a batch that may not commit."""
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None: ...
 
@@ -155,16 +165,19 @@ class _Batch:
     failures: list[tuple[Arrival, str, str, BaseException]] = field(default_factory=list)
 
 
+Section = Callable[[], AbstractAsyncContextManager[object]]
+
+
 class Host:
     def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable,
-                 outlet: Outlet, timers: Timers, clock: Clock, limits: EngineLimits | None = None,
+                 outlets: Callable[[], Outlet], timers: Timers, clock: Clock, limits: EngineLimits | None = None,
                  store_retry: StoreRetry | None = None, on_decided: Callable[[Decided], None] | None = None,
                  on_publish_error: Callable[[], None] | None = None) -> None:
         self.config = config
         self.accountant = accountant
         self.effects = effects
         self.table = table
-        self.outlet = outlet
+        self.outlets = outlets  # an outlet for each batch (the embedded runner applies batches concurrently)
         self.timers = timers
         self.clock = clock
         self.limits = limits or EngineLimits()
@@ -172,9 +185,11 @@ class Host:
         self.on_decided = on_decided
         self.on_publish_error = on_publish_error
 
-    async def apply(self, arrivals: Sequence[Arrival], *, may_commit: Callable[[], bool] = lambda: True) -> bool:
-        """Decide every arrival and commit the batch in order. False: ``may_commit`` said no before the state table
-        was written (nothing was written to it, nothing was published)."""
+    async def apply(self, arrivals: Sequence[Arrival], *, may_commit: Callable[[], Awaitable[bool]] | None = None,
+                    section: Section = nullcontext, on_committed: Callable[[], None] | None = None) -> bool:
+        """Decide every arrival and commit the batch in order. False: ``may_commit`` said no, inside ``section``,
+        before the state table was written (nothing was written to it, nothing was published). ``on_committed`` is
+        called inside the section once the publications are handed over (the Kafka worker marks the offsets)."""
         batch = _Batch()
         for arrival in arrivals:
             try:
@@ -195,16 +210,24 @@ class Host:
                 if isinstance(outcome, StorageError) and outcome.transient:
                     raise outcome
                 batch.failures.append((arrival, "store_refused", str(outcome), outcome))
-        if not may_commit():
-            self.outlet.discard()
-            return False
-        # 2. the state table, and the timers the states hold
-        for key, (state, arrival) in batch.states.items():
-            self.table.set(arrival, state)
-            self.timers.track(key, state.timers)
-        # 3. publications, in order
-        await self._publish(batch)
-        await self.outlet.commit()
+        outlet = self.outlets()
+        try:
+            await self._publish(batch, outlet)
+            async with section():
+                if may_commit is not None and not await may_commit():
+                    outlet.discard()
+                    return False
+                # 2. the state table, and the timers the states hold
+                for key, (state, arrival) in batch.states.items():
+                    self.table.set(arrival, state)
+                    self.timers.track(key, state.timers)
+                # 3. the publications, in order
+                await outlet.commit()
+                if on_committed is not None:
+                    on_committed()
+        except BaseException:  # a store outage the caller hears of, or a cancelled agent: nothing prepared stays
+            outlet.discard()
+            raise
         return True
 
     async def _decide(self, arrival: Arrival, batch: _Batch) -> None:
@@ -248,28 +271,28 @@ class Host:
         by_id = {s.message.message_id: s for s in [*stored, *pending]}
         return replace(event, conversation=tuple(sorted(by_id.values(), key=lambda s: s.seq)))
 
-    async def _publish(self, batch: _Batch) -> None:
+    async def _publish(self, batch: _Batch, outlet: Outlet) -> None:
         for arrival, reason, detail, error in batch.failures:
-            await self.outlet.failed(arrival, reason, detail, error)
+            await outlet.failed(arrival, reason, detail, error)
         for command, arrival in batch.out:
-            await self._isolated(partial(self._publish_one, command, arrival, batch))
+            await self._isolated(partial(self._publish_one, outlet, command, arrival, batch))
         for status, arrival in batch.statuses.values():
-            await self._isolated(partial(self._publish_one, status, arrival, batch))
+            await self._isolated(partial(self._publish_one, outlet, status, arrival, batch))
         for context, arrival in batch.contexts.values():
-            await self._isolated(partial(self.outlet.context, context, arrival))
+            await self._isolated(partial(outlet.context, context, arrival))
 
-    async def _publish_one(self, command: Command, arrival: Arrival, batch: _Batch) -> None:
+    async def _publish_one(self, outlet: Outlet, command: Command, arrival: Arrival, batch: _Batch) -> None:
         if isinstance(command, EmitEvent):
             event = await self.store_retry("read", partial(self.effects.event, command))
-            await self.outlet.event(event, command, arrival)
+            await outlet.event(event, command, arrival)
         elif isinstance(command, RequestObservation | RequestReflection):
-            await self.outlet.request(command, arrival)
+            await outlet.request(command, arrival)
         elif isinstance(command, IndexForRecall):
-            await self.outlet.index(command, arrival)
+            await outlet.index(command, arrival)
         elif isinstance(command, ClearStored):
-            await self.outlet.forget(batch.states[command.record_key][0].resource_id, command.record_key, arrival)
+            await outlet.forget(batch.states[command.record_key][0].resource_id, command.record_key, arrival)
         elif isinstance(command, RejectInput):
-            await self.outlet.refuse(command, arrival)
+            await outlet.refuse(command, arrival)
 
     async def _isolated(self, publish: Callable[[], Awaitable[None]]) -> None:
         """One publication failing (a defect: a context that cannot be rendered) never stops the others; the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.deps import build_deps
@@ -20,10 +21,10 @@ worker = Worker(build_deps(settings))
 handle = worker.processor.process
 
 
-async def process(records: Sequence[SourceRecord]) -> bool:
+async def process(records: Sequence[SourceRecord], **commit: Any) -> bool:
     if any(record.key == b"crash-here" for record in records):
         raise RuntimeError("a defect in the memory agent")
-    return await handle(records)
+    return await handle(records, **commit)
 
 
 worker.processor.process = process  # type: ignore[method-assign]

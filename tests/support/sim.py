@@ -92,7 +92,7 @@ class Sim:
         self.host = Host(config=self.config, accountant=self.accountant,
                          effects=Effects(InMemoryContentStore(), self.config, count_text=word_count),
                          table=_Table(self.states),
-                         outlet=_Outlet(self), timers=self.timers, clock=self, limits=self.limits,
+                         outlets=lambda: _Outlet(self), timers=self.timers, clock=self, limits=self.limits,
                          on_decided=self._decided)
         self._loop = asyncio.new_event_loop()
         self._decisions: list[Decided] = []

@@ -55,6 +55,7 @@ from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
@@ -133,11 +134,16 @@ class Worker:
         )
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
                               (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results))
+        # the topics whose offsets the ledger commits (the memory agent's, and the ingest agent's in resource scope)
+        self._ledger_topics = {*self.memory_inputs, *((kafka.topic_messages, kafka.topic_commands)
+                                                      if resource_scope else ())}
         self.offsets = OffsetLedger(self._commit_offsets, TP, committed=self._committed_offset)
+        self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()
+        self._handling = 0  # batches the memory and ingest agents have in hand
         self._rebuild_timers = True
         self.agents: dict[str, Any] = {}
         if self.plan.holds_table:
@@ -170,7 +176,7 @@ class Worker:
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
-            index_for_recall=self.recall.indexing, generation=self._generation,
+            index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
                                 blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
         self._define_memory_agents()
@@ -253,8 +259,12 @@ class Worker:
         return admitted
 
     def _generation(self) -> int:
-        """The consumer generation a batch may commit in; none (-1) from a revocation to the next assignment."""
-        return int(self.app.consumer_generation_id) if self.offsets.accepting else -1
+        """The consumer generation a batch may commit in; none (-1) from a revocation to the next assignment, and
+        once the coordinator no longer holds it (this member was dropped: see membership.py)."""
+        if not self.offsets.accepting:
+            return -1
+        generation = int(self.app.consumer_generation_id)
+        return generation if self.membership.current(generation) else -1
 
     def _current(self, event: EventT[bytes]) -> bool:
         return int(event.message.generation_id or 0) == self._generation()
@@ -288,12 +298,19 @@ class Worker:
         async def memory(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
             batches = cast(Any, stream).noack_take(worker.batch_max, within=worker.batch_within_s)
             async for events in batches:
-                async with self.offsets.batch():
-                    records = await self._admit([source_record(event) for event in events])
-                    # False: read before a rebalance and not handled; the records are read again from the committed
-                    # offset by whoever owns them now
-                    if records and await self.processor.process(records):
-                        self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
+                self._handling += 1
+                try:
+                    async with self.offsets.batch():
+                        records = await self._admit([source_record(event) for event in events])
+                    # the ledger's lock again only to commit: a rebalance never waits for a batch's content-store
+                    # writes. A batch fenced off (read before a rebalance, or by a member the group dropped) is not
+                    # handled; its records are read again from the committed offset by whoever owns them now
+                    if records:
+                        handled = functools.partial(self.offsets.handled,
+                                                    [(r.topic, r.partition, r.offset) for r in records])
+                        await self.processor.process(records, section=self.offsets.batch, on_committed=handled)
+                finally:
+                    self._handling -= 1
                 yield None
 
         self.agents["memory"] = memory
@@ -303,11 +320,15 @@ class Worker:
             @watched("ingest")
             async def ingest(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
                 async for event in stream.events():
-                    async with self.offsets.batch():
-                        if self._current(event) and await self._admit([source_record(event)]):
-                            await self._rekey(event)
-                            message = event.message
-                            self.offsets.handled([(message.topic, message.partition, message.offset)])
+                    self._handling += 1
+                    try:
+                        async with self.offsets.batch():
+                            if self._current(event) and await self._admit([source_record(event)]):
+                                await self._rekey(event)
+                                message = event.message
+                                self.offsets.handled([(message.topic, message.partition, message.offset)])
+                    finally:
+                        self._handling -= 1
                     yield None
 
             self.agents["ingest"] = ingest
@@ -346,6 +367,23 @@ class Worker:
         lags = self._lags()
         self._lag.update(lags)
         self.liveness.check_progress(lags + self._unseen_lags(lags), ready=True)
+        if self.plan.holds_table and not self._handling and self.offsets.accepting:
+            await self._rescue_stranded()
+
+    async def _rescue_stranded(self) -> None:
+        """Seek back the partitions of the worker's own agents whose last records Faust dropped (offsets.py)."""
+        consumer = cast(Any, self.app.consumer)
+        ends = {}
+        for tp in consumer.assignment():
+            if tp.topic in self._ledger_topics:
+                try:
+                    end = consumer.highwater(tp)
+                except (AssertionError, KeyError, AttributeError, TypeError):  # not fetched yet
+                    continue
+                if end is not None:
+                    ends[tp] = int(end)
+        for tp, offset in self.offsets.stranded(ends):
+            await consumer.seek(tp, offset)
 
     def _unseen_lags(self, seen: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
         """The brokers' view (the last group-lag reading) of the assigned partitions the consumer cannot judge

@@ -14,11 +14,17 @@ before it resumes flow control, so records fetched in that moment vanish (measur
 two handled ones, right after a rebalance). The ledger therefore checks that every partition's records come in
 sequence (:meth:`admit`): a record after a gap is not handled; the partition is sought back to the first missing
 offset, and the records are read again. (A gap that is real, the offsets of a transaction's markers, shows up
-again at the same place after the seek, and is then accepted.)
+again at the same place after the seek, and is then accepted.) Dropped records that nothing follows show no gap:
+the agent that sent them waits for their context and sends nothing more. So a partition with records waiting past
+the next offset to handle, on which nothing was handled for ``STRANDED_AFTER_S`` while the agents were idle, is
+sought back too (:meth:`stranded`; measured: a record dropped this way stalled its partition until the liveness
+probe restarted the worker).
 
 * A timer commits every ``worker.commit_interval_s``.
-* A revocation waits for the batch in hand, commits, and fences: until the next assignment no batch may commit
-  (``accepting`` is false), since the new owner may already be reading.
+* A revocation waits for a batch inside its commit section (``batch()``: writing its states and handing over its
+  publications, never waiting on the content store), commits, and fences: until the next assignment no batch may
+  commit (``accepting`` is false), since the new owner may already be reading. A batch still in its first phase
+  when the revocation comes is fenced when it reaches the section.
 * A stop commits what was handled, then stops accepting batches.
 """
 
@@ -26,21 +32,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-__all__ = ["OffsetLedger"]
+__all__ = ["STRANDED_AFTER_S", "OffsetLedger"]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+STRANDED_AFTER_S = 3.0  # records waiting, nothing handled, agents idle: dropped records at a partition's end
 
 
 class OffsetLedger:
     def __init__(self, commit: Callable[[Mapping[Any, int]], Awaitable[bool]],
                  partition_of: Callable[[str, int], Any],
-                 committed: Callable[[Any], int | None] = lambda tp: None) -> None:
+                 committed: Callable[[Any], int | None] = lambda tp: None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._commit = commit
+        self._clock = clock
+        self._moved_at: dict[Any, float] = {}  # partition -> when it was last handled, sought or first watched
         self._partition_of = partition_of
         self._committed_at_start = committed  # the offset a partition was sought to when it was assigned
         self._handled: dict[Any, int] = {}  # partition -> the next offset to read
@@ -52,7 +63,8 @@ class OffsetLedger:
 
     @asynccontextmanager
     async def batch(self) -> Any:
-        """Held while a batch is handled; a revocation or a stop waits for it."""
+        """Held while a batch commits (its states and publications) and while records are admitted; a revocation
+        or a stop waits for it."""
         async with self._batch:
             yield
 
@@ -86,10 +98,29 @@ class OffsetLedger:
 
     def handled(self, records: Iterable[tuple[str, int, int]]) -> None:
         """``(topic, partition, offset)`` of records whose outputs are queued on the producer."""
+        now = self._clock()
         for topic, partition, offset in records:
             tp = self._partition_of(topic, partition)
+            self._moved_at[tp] = now
             if offset + 1 > self._handled.get(tp, -1):
                 self._handled[tp] = offset + 1
+
+    def stranded(self, ends: Mapping[Any, int]) -> list[tuple[Any, int]]:
+        """The ``(partition, offset)`` seeks for partitions whose log goes past the next offset to handle
+        (``ends``: each watched partition's end offset) and on which nothing was handled for ``STRANDED_AFTER_S``.
+        The caller asks only while its agents are idle. A partition is sought at most once per that period."""
+        now = self._clock()
+        seeks = []
+        for tp, end in ends.items():
+            since = self._moved_at.setdefault(tp, now)
+            want = self._handled.get(tp, self._committed_at_start(tp))
+            if want is None or end <= want or now - since < STRANDED_AFTER_S:
+                continue
+            log.warning("records %s[%d]@%d..%d were never handed over and nothing came after them; reading them "
+                        "again", getattr(tp, "topic", tp), getattr(tp, "partition", 0), want, end - 1)
+            self._moved_at[tp] = now
+            seeks.append((tp, want))
+        return seeks
 
     async def commit(self) -> None:
         pending = {tp: offset for tp, offset in self._handled.items() if self._committed.get(tp) != offset}
@@ -110,6 +141,7 @@ class OffsetLedger:
             self._handled.clear()
             self._committed.clear()
             self._rewinding.clear()
+            self._moved_at.clear()
 
     def assigned(self) -> None:
         self.accepting = True

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -52,7 +53,7 @@ from om_stream.observability.metrics import Metrics
 from om_stream.observability.worker_metrics import activation_latencies
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Decided, Host, StateTable, StoreRetry
+from om_stream.runtime.host import Arrival, Decided, Host, Section, StateTable, StoreRetry
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
 from om_stream.settings import KafkaSettings
@@ -103,7 +104,9 @@ def event_headers(event_type: str, event_id: str, thread_id: str, source: str, a
 
 
 class KafkaOutlet:
-    """What the host publishes, as Kafka records queued until the batch commits (then sent in order)."""
+    """What the host publishes, as Kafka records held until the batch commits (then sent in order). One batch at a
+    time (the memory agent handles one): the host's outlet for every batch, and where the decoding step puts its
+    dead letters. What a publication counts (metrics, the HTTP API's latest context) is counted when it is sent."""
 
     def __init__(self, *, kafka: KafkaSettings, effects: Effects, publisher: Publisher, clock: Clock,
                  metrics: Metrics, store_retry: StoreRetry, source: str, index_for_recall: bool,
@@ -118,26 +121,26 @@ class KafkaOutlet:
         self.index_for_recall = index_for_recall  # publish the recall index's work (a search index is configured)
         self.on_context = on_context
         self._queued: list[Publication] = []
+        self._on_sent: list[Callable[[], None]] = []  # what the queued publications count, once they go
 
     def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         self._queued.append(dead_letter(self.kafka, self.metrics, record, reason, detail))
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
-        self.metrics.events_published.labels(event.event_type).inc()
-        _count_lifecycle(self.metrics, event.event_type, event)
+        self._on_sent.append(partial(self._count_event, event))
         body = event.model_dump_json(by_alias=True, exclude_none=True).encode()
         self._queued.append(Publication(self.kafka.topic_events, event.thread_id.encode(), body, event_headers(
             event.event_type, command.event_id, event.thread_id, self.source, self.clock.now_ms())))
 
+    def _count_event(self, event: OMEvent) -> None:
+        self.metrics.events_published.labels(event.event_type).inc()
+        _count_lifecycle(self.metrics, event.event_type, event)
+
     async def context(self, command: PublishContext, arrival: Arrival) -> None:
         context = await self.store_retry("read", partial(self.effects.context, command.spec,
                                                          now_ms=self.clock.now_ms()))
-        self.metrics.contexts_published.inc()
         received_at = arrival.source.received_at if isinstance(arrival.source, SourceRecord) else 0.0
-        if received_at:
-            self.metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
-        if self.on_context is not None:
-            self.on_context(context)
+        self._on_sent.append(partial(self._context_sent, context, received_at))
         self._queued.append(Publication(self.kafka.topic_context, context.thread_id.encode(), encode(context),
                                         [("om_version", str(context.version).encode()),
                                          ("om_through_message_id", (context.through_message_id or "").encode())]))
@@ -163,7 +166,7 @@ class KafkaOutlet:
 
     async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
         if reason == "processing_error":
-            self.metrics.processing_errors.inc()
+            self._on_sent.append(self.metrics.processing_errors.inc)
         if isinstance(arrival.source, SourceRecord):
             self.dead_letter(arrival.source, reason, detail)
 
@@ -172,10 +175,20 @@ class KafkaOutlet:
         self._queued.append(Publication(self.kafka.topic_model_requests, key.encode(), encode_internal(work),
                                         partition=_home(arrival)))
 
+    def _context_sent(self, context: ContextRecord, received_at: float) -> None:
+        self.metrics.contexts_published.inc()
+        if received_at:
+            self.metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
+        if self.on_context is not None:
+            self.on_context(context)
+
     async def commit(self) -> None:
         """Queue everything in order (a thread's events stay ordered). The worker flushes the producer (every
         acknowledgement) before it commits the batch's offsets; a send that fails is logged and counted."""
         queued, self._queued = self._queued, []
+        sent, self._on_sent = self._on_sent, []
+        for count in sent:
+            count()
         for publication in queued:
             acknowledged = await self.publisher.send(publication)
             if isinstance(acknowledged, asyncio.Future):
@@ -183,6 +196,7 @@ class KafkaOutlet:
 
     def discard(self) -> None:
         self._queued.clear()
+        self._on_sent.clear()
 
     def _check_sent(self, future: asyncio.Future[object]) -> None:
         if not future.cancelled() and future.exception() is not None:
@@ -195,19 +209,22 @@ class MemoryProcessor:
                  effects: Effects, publisher: Publisher, table: StateTable, clock: Clock, metrics: Metrics,
                  timers: TimerWheel, limits: EngineLimits | None = None, source: str = "om-stream",
                  on_context: Callable[[ContextRecord], None] | None = None, index_for_recall: bool = False,
-                 generation: Callable[[], int] | None = None) -> None:
+                 generation: Callable[[], int] | None = None,
+                 confirm: Callable[[int], Awaitable[bool]] | None = None) -> None:
         self.kafka = kafka
         self.config = config
         self.metrics = metrics
         self.near_limit: set[str] = set()
         self.generation = generation or (lambda: 0)  # the consumer generation now
+        self.confirm = confirm  # asked before a batch commits: does the group still hold this generation?
         store_retry = StoreRetry(retry_outages=True, on_error=lambda op: metrics.store_errors.labels(op).inc())
         self.outlet = KafkaOutlet(kafka=kafka, effects=effects, publisher=publisher, clock=clock, metrics=metrics,
                                   store_retry=store_retry, source=source, index_for_recall=index_for_recall,
                                   on_context=on_context)
         self.host = Host(config=config, accountant=accountant, effects=effects, table=_Metered(table, self),
-                         outlet=self.outlet, timers=timers, clock=clock, limits=limits, store_retry=store_retry,
-                         on_decided=self._decided, on_publish_error=metrics.processing_errors.inc)
+                         outlets=lambda: self.outlet, timers=timers, clock=clock, limits=limits,
+                         store_retry=store_retry, on_decided=self._decided,
+                         on_publish_error=metrics.processing_errors.inc)
 
     # -- decoding ----------------------------------------------------------------------------------------------------
 
@@ -242,9 +259,11 @@ class MemoryProcessor:
 
     # -- the batch -----------------------------------------------------------------------------------------------
 
-    async def process(self, records: Sequence[SourceRecord]) -> bool:
+    async def process(self, records: Sequence[SourceRecord], *, section: Section = nullcontext,
+                      on_committed: Callable[[], None] | None = None) -> bool:
         """Handle one batch. Returns False when it was fenced off (read in an earlier consumer generation): nothing
-        of it was written to the table or published, and its records must not count as processed."""
+        of it was written to the table or published, and its records must not count as processed. ``section`` and
+        ``on_committed``: the worker's commit section (see ``Host.apply``) and what it does once the batch is in."""
         if not records:
             return True
         generation = self.generation()
@@ -257,7 +276,12 @@ class MemoryProcessor:
                 arrivals.append(self._decode(record))
             except WireDecodeError as exc:
                 self.outlet.dead_letter(record, exc.reason, exc.detail)
-        if not await self.host.apply(arrivals, may_commit=lambda: self.generation() == generation):
+        async def may_commit() -> bool:
+            if self.generation() != generation:
+                return False
+            return self.confirm is None or await self.confirm(generation)
+
+        if not await self.host.apply(arrivals, may_commit=may_commit, section=section, on_committed=on_committed):
             return self._fenced(records, "straddled a rebalance")
         return True
 

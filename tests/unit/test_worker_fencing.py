@@ -1,0 +1,222 @@
+"""What keeps a worker that lost its partitions from writing over their new owners, without a broker: the memory
+agent's batch driver (``MemoryProcessor``) with the offset ledger as its commit section, a content store that stalls
+on demand, the membership check against a coordinator that answers as aiokafka's does, and the ledger's rescue of
+partitions whose last records never reached the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from om_stream.adapters.memory_store import InMemoryContentStore
+from om_stream.core.config import OMConfig
+from om_stream.core.messages import Message
+from om_stream.core.state import RecordState
+from om_stream.core.tokens import TokenAccountant
+from om_stream.observability.metrics import Metrics
+from om_stream.runtime.effects import Effects
+from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.membership import Membership
+from om_stream.runtime.worker.offsets import STRANDED_AFTER_S, OffsetLedger
+from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord
+from om_stream.settings import KafkaSettings
+from tests.unit.test_worker_commands import Table
+
+KAFKA = KafkaSettings()
+
+
+class StallingStore(InMemoryContentStore):
+    """Message writes wait while ``stalled`` is clear (a store that stops answering, then comes back)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.waiting = asyncio.Event()
+
+    async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None:
+        if not self.flowing.is_set():
+            self.waiting.set()
+            await self.flowing.wait()
+        await super().put_message(record_key, message, seq, tokens)
+
+
+class Producer:
+    def __init__(self) -> None:
+        self.sent: list[Publication] = []
+        self.open = asyncio.Event()
+        self.open.set()
+
+    async def send(self, publication: Publication) -> None:
+        await self.open.wait()
+        self.sent.append(publication)
+
+
+class Committer:
+    def __init__(self) -> None:
+        self.commits: list[dict[Any, int]] = []
+
+    async def __call__(self, offsets: Mapping[Any, int]) -> bool:
+        self.commits.append(dict(offsets))
+        return True
+
+
+class Driver:
+    """The worker's memory agent around a processor: a generation the ledger fences, the ledger as the section."""
+
+    def __init__(self) -> None:
+        config = OMConfig.parse({"observation": {"messageTokens": 10_000}}).resolve()
+        self.store, self.table, self.producer, self.committer = StallingStore(), Table(), Producer(), Committer()
+        self.ledger = OffsetLedger(self.committer, lambda topic, partition: (topic, partition))
+        self.generation = 1
+        self.processor = MemoryProcessor(
+            kafka=KAFKA, config=config, accountant=TokenAccountant(lambda t: len(t.split()), message_overhead=1,
+                                                                  conversation_overhead=0),
+            effects=Effects(self.store, config, count_text=lambda t: len(t.split())), publisher=self.producer,
+            table=self.table, clock=self, metrics=Metrics.create(), timers=TimerWheel(),
+            generation=lambda: self.generation if self.ledger.accepting else -1)
+
+    def now_ms(self) -> int:
+        return 1_772_442_000_000
+
+    async def handle(self, offset: int, thread: str = "t1") -> bool:
+        value = json.dumps({"schema": "om.message/v1", "message_id": f"{thread}-m{offset}", "thread_id": thread,
+                            "resource_id": "r1", "role": "user", "created_at": "2026-03-02T09:00:00Z",
+                            "parts": [{"type": "text", "text": f"message {offset} of {thread}"}]}).encode()
+        record = SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=offset, key=thread.encode(),
+                              value=value, generation=self.generation)
+        return await self.processor.process([record], section=self.ledger.batch,
+                                            on_committed=lambda: self.ledger.handled([(record.topic, 0, offset)]))
+
+
+async def test_a_rebalance_does_not_wait_for_a_batch_on_a_stalled_store_and_that_batch_then_writes_nothing() -> None:
+    driver = Driver()
+    assert await driver.handle(0)
+    driver.store.flowing.clear()
+    held = asyncio.create_task(driver.handle(1))
+    await asyncio.wait_for(driver.store.waiting.wait(), 1.0)
+    before = (dict(driver.table.states), len(driver.producer.sent))
+
+    await asyncio.wait_for(driver.ledger.revoke(), 0.5)  # the group hears back at once, the batch still held
+    driver.generation = 2
+    driver.ledger.assigned()
+    driver.store.flowing.set()
+
+    assert await held is False, "read in the generation before: fenced off"
+    assert (dict(driver.table.states), len(driver.producer.sent)) == before, "no state written, nothing published"
+    await driver.ledger.commit()
+    assert [c for c in driver.committer.commits if c.get((KAFKA.topic_messages, 0), 0) > 1] == []
+    assert driver.processor.metrics.registry.get_sample_value("om_fenced_batches_total") == 1
+
+
+async def test_a_rebalance_waits_for_a_batch_writing_its_states_and_commits_its_offsets() -> None:
+    driver = Driver()
+    driver.producer.open.clear()  # the batch is inside its section, handing over its publications
+    batch = asyncio.create_task(driver.handle(0))
+    await asyncio.sleep(0.05)
+    revoked = asyncio.create_task(driver.ledger.revoke())
+    await asyncio.sleep(0.05)
+    assert not revoked.done(), "a batch that wrote its states is waited for"
+    driver.producer.open.set()
+    assert await batch
+    await revoked
+    assert driver.committer.commits == [{(KAFKA.topic_messages, 0): 1}]
+    assert isinstance(driver.table.states["t1"], RecordState)
+
+
+# -- membership ---------------------------------------------------------------------------------------------------
+
+class Coordinator:
+    """The parts of aiokafka's group coordinator the check reads: its generation, reset to -1 when a heartbeat is
+    refused for an unknown member."""
+
+    def __init__(self) -> None:
+        self.generation = 7
+        self.member = True
+        self.heartbeats = 0
+
+    async def _do_heartbeat(self) -> bool:
+        self.heartbeats += 1
+        if not self.member:
+            self.generation = -1
+        return self.member
+
+
+class ConsumerThread:
+    def __init__(self, coordinator: Coordinator, *, answers: bool = True) -> None:
+        self.coordinator, self.answers = coordinator, answers
+
+    def _ensure_consumer(self) -> Any:
+        return type("AIOKafkaConsumer", (), {"_coordinator": self.coordinator})()
+
+    async def call_thread(self, fun: Any) -> Any:
+        if not self.answers:
+            await asyncio.sleep(3600)
+        return await fun()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def membership(thread: ConsumerThread, clock: Clock) -> Membership:
+    consumer = type("Consumer", (), {"_thread": thread})()
+    return Membership(lambda: consumer, session_timeout_s=0.3, clock=clock)
+
+
+async def test_a_member_with_recent_heartbeats_commits_without_asking_the_coordinator() -> None:
+    coordinator, clock = Coordinator(), Clock()
+    check = membership(ConsumerThread(coordinator), clock)
+    assert check.current(7) and await check.confirm(7)
+    await coordinator._do_heartbeat()  # the coordinator's own routine heartbeats, through the timed wrapper
+    assert coordinator.heartbeats == 1, "no heartbeat of the check's own"
+    assert not await check.confirm(6), "a generation the coordinator no longer holds"
+
+
+async def test_a_member_silent_for_a_third_of_the_session_asks_and_is_fenced_if_the_group_dropped_it() -> None:
+    coordinator, clock = Coordinator(), Clock()
+    check = membership(ConsumerThread(coordinator), clock)
+    check.current(7)
+    clock.now += 0.2  # the process was frozen: no heartbeat for two thirds of the session
+    assert await check.confirm(7) and coordinator.heartbeats == 1, "still a member: the answer says so"
+    assert await check.confirm(7) and coordinator.heartbeats == 1, "and the answer counts as a heartbeat"
+    clock.now += 0.2
+    coordinator.member = False
+    assert not await check.confirm(7), "dropped: the refusal reset the generation"
+    assert not check.current(7)
+
+
+async def test_a_coordinator_that_does_not_answer_fences_the_batch() -> None:
+    coordinator, clock = Coordinator(), Clock()
+    check = membership(ConsumerThread(coordinator, answers=False), clock)
+    check.current(7)
+    clock.now += 0.2
+    assert not await check.confirm(7)
+
+
+# -- stranded partitions ------------------------------------------------------------------------------------------
+
+def test_a_partition_whose_last_records_never_came_is_sought_back_once_the_agents_are_idle_long_enough() -> None:
+    clock = Clock()
+    committed = {("m", 0): 40, ("m", 1): 12}
+    ledger = OffsetLedger(Committer(), lambda topic, partition: (topic, partition), committed=committed.get,
+                          clock=clock)
+    ends = {("m", 0): 42, ("m", 1): 12, ("m", 2): 5}
+    assert ledger.stranded(ends) == [], "first seen now: nothing to judge yet"
+    clock.now += STRANDED_AFTER_S + 0.1
+    assert ledger.stranded(ends) == [(("m", 0), 40)], (
+        "40 and 41 are in the log, nothing was handled: read again from 40; partition 1 has nothing waiting, and "
+        "partition 2 has no offset to go back to")
+    assert ledger.stranded(ends) == [], "sought once per period"
+    ledger.handled([("m", 0, 40), ("m", 0, 41)])
+    clock.now += STRANDED_AFTER_S + 0.1
+    assert ledger.stranded(ends) == [], "handled through the end"
+    ledger.handled([("m", 0, 42)])
+    clock.now += 1.0
+    assert ledger.stranded({("m", 0): 45}) == [], "handled a moment ago: records are on their way"
