@@ -14,11 +14,9 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
      producer).
   4. **offsets**: the driver's (the Kafka worker commits its inputs' offsets after the producer flush).
 
-Phases 2 and 3 run inside the driver's commit section (``section``), which is entered only once phase 1 is done,
-and ``may_commit`` is asked inside it. The Kafka worker's section is its offset ledger's lock: a rebalance waits
-for a batch that is writing its states, never for one still waiting on the content store, so a worker with a
-stalled store still answers the group in time, and its stalled batch, fenced when it reaches the section, writes
-nothing over the partitions' new owners.
+Phases 2 and 3 run inside the driver's commit section (``section``, none by default), entered once phase 1 is
+done, and ``may_commit`` is asked inside it, just before the state writes. (The Kafka worker holds its offset
+ledger's lock around the whole batch instead: see ``runtime/worker/app.py``.)
 
 Before deciding, a clear is handed the record's conversation (its stored messages, read from the content store),
 which comes back to the record as unobserved. An input that leaves a record it had to make unchanged (a refused

@@ -70,7 +70,8 @@ async def test_joins_leaves_kills_and_a_rolling_restart_lose_nothing(kafka_boots
 
     logs = group.logs()
     assert chaos.done == ["join", "leave", "come back", "SIGKILL", "revive", "rolling restart"], logs
-    assert not outcome.unserved, f"never served: {outcome.unserved[:10]}\n{logs}"
+    report = await group.partition_report(outcome.unserved) if outcome.unserved else ""
+    assert not outcome.unserved, f"never served: {outcome.unserved[:10]}\n{report}\n{logs}"
     assert not outcome.version_regressions(), f"{outcome.version_regressions()}\n{logs}"
     assert outcome.lost_and_duplicated(TURNS) == (0, 0), f"{outcome.miscounted(TURNS)}\n{logs}"
     for thread in slow.names:

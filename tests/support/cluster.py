@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.partitioner import DefaultPartitioner
 from cassandra.cluster import Cluster
 
 from om_stream.adapters.cassandra_store import migrate
@@ -119,6 +120,25 @@ class WorkerGroup:
         for member in self.members:
             member.stop()
         drop_keyspace(self.cassandra_hosts, self.keyspace)
+
+    async def partition_report(self, message_ids: list[str]) -> str:
+        """For unserved messages: their thread's partition of the messages topic, the group's committed offset
+        there and the log's end (committed at the end: handled, yet never served; short of it: never handled)."""
+        topic = self.topics["messages"]
+        group = self.template.env["OM_WORKER_APP_ID"]
+        threads = sorted({m.rsplit("-m", 1)[0] for m in message_ids})
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            partitions = list(range(int(self.template.env["OM_KAFKA_PARTITIONS"])))
+            lines = []
+            for thread in threads:
+                tp = TopicPartition(topic, DefaultPartitioner()(thread.encode(), partitions, partitions))
+                end = (await consumer.end_offsets([tp]))[tp]
+                lines.append(f"{thread}: {topic}[{tp.partition}] committed {await consumer.committed(tp)}, end {end}")
+            return "\n".join(lines)
+        finally:
+            await consumer.stop()
 
     def logs(self, chars: int = 3000) -> str:
         return "\n".join(f"--- w{i} ({m.log}) ---\n{m.tail(chars)}" for i, m in enumerate(self.members)

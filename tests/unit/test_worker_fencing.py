@@ -91,7 +91,7 @@ class Driver:
                                             on_committed=lambda: self.ledger.handled([(record.topic, 0, offset)]))
 
 
-async def test_a_rebalance_does_not_wait_for_a_batch_on_a_stalled_store_and_that_batch_then_writes_nothing() -> None:
+async def test_the_commit_section_is_not_held_during_store_writes_and_a_batch_fenced_there_writes_nothing() -> None:
     driver = Driver()
     assert await driver.handle(0)
     driver.store.flowing.clear()
@@ -111,7 +111,7 @@ async def test_a_rebalance_does_not_wait_for_a_batch_on_a_stalled_store_and_that
     assert driver.processor.metrics.registry.get_sample_value("om_fenced_batches_total") == 1
 
 
-async def test_a_rebalance_waits_for_a_batch_writing_its_states_and_commits_its_offsets() -> None:
+async def test_a_revocation_waits_for_a_batch_inside_its_commit_section_and_commits_its_offsets() -> None:
     driver = Driver()
     driver.producer.open.clear()  # the batch is inside its section, handing over its publications
     batch = asyncio.create_task(driver.handle(0))

@@ -300,15 +300,15 @@ class Worker:
             async for events in batches:
                 self._handling += 1
                 try:
+                    # the ledger's lock for the whole batch: a rebalance waits for it. A batch fenced off (read
+                    # before a rebalance, or by a member the group dropped: membership.py) is not handled; its
+                    # records are read again from the committed offset by whoever owns them now
                     async with self.offsets.batch():
                         records = await self._admit([source_record(event) for event in events])
-                    # the ledger's lock again only to commit: a rebalance never waits for a batch's content-store
-                    # writes. A batch fenced off (read before a rebalance, or by a member the group dropped) is not
-                    # handled; its records are read again from the committed offset by whoever owns them now
-                    if records:
-                        handled = functools.partial(self.offsets.handled,
-                                                    [(r.topic, r.partition, r.offset) for r in records])
-                        await self.processor.process(records, section=self.offsets.batch, on_committed=handled)
+                        if records:
+                            handled = functools.partial(self.offsets.handled,
+                                                        [(r.topic, r.partition, r.offset) for r in records])
+                            await self.processor.process(records, on_committed=handled)
                 finally:
                     self._handling -= 1
                 yield None

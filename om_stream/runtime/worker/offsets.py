@@ -21,10 +21,9 @@ sought back too (:meth:`stranded`; measured: a record dropped this way stalled i
 probe restarted the worker).
 
 * A timer commits every ``worker.commit_interval_s``.
-* A revocation waits for a batch inside its commit section (``batch()``: writing its states and handing over its
-  publications, never waiting on the content store), commits, and fences: until the next assignment no batch may
-  commit (``accepting`` is false), since the new owner may already be reading. A batch still in its first phase
-  when the revocation comes is fenced when it reaches the section.
+* A revocation waits for the batch in hand, commits, and fences: until the next assignment no batch may commit
+  (``accepting`` is false), since the new owner may already be reading. A batch that outlasts the rebalance
+  timeout gets its member dropped from the group; it is then fenced by the membership check (membership.py).
 * A stop commits what was handled, then stops accepting batches.
 """
 
@@ -63,8 +62,7 @@ class OffsetLedger:
 
     @asynccontextmanager
     async def batch(self) -> Any:
-        """Held while a batch commits (its states and publications) and while records are admitted; a revocation
-        or a stop waits for it."""
+        """Held while a batch is handled; a revocation or a stop waits for it."""
         async with self._batch:
             yield
 
