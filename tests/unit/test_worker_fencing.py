@@ -220,3 +220,18 @@ def test_a_partition_whose_last_records_never_came_is_sought_back_once_the_agent
     ledger.handled([("m", 0, 42)])
     clock.now += 1.0
     assert ledger.stranded({("m", 0): 45}) == [], "handled a moment ago: records are on their way"
+
+
+async def test_a_batch_a_revocation_has_waited_for_asks_even_with_recent_heartbeats() -> None:
+    coordinator, clock = Coordinator(), Clock()
+    check = membership(ConsumerThread(coordinator), clock)
+    check.current(7)
+    check.revoking(True)
+    clock.now += 0.05
+    await coordinator._do_heartbeat()  # "rebalance in progress" counts as answered
+    assert await check.confirm(7) and coordinator.heartbeats == 1, "waited a moment: no need to ask"
+    clock.now += 0.2
+    await coordinator._do_heartbeat()
+    coordinator.member = False  # the rebalance went on without this member
+    assert not await check.confirm(7) and coordinator.heartbeats == 3
+    check.revoking(False)

@@ -337,7 +337,11 @@ class Worker:
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
 
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
-            await self.offsets.revoke()
+            self.membership.revoking(True)
+            try:
+                await self.offsets.revoke()
+            finally:
+                self.membership.revoking(False)
 
         def on_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.offsets.assigned()

@@ -13,8 +13,10 @@ generation id):
 * the coordinator's generation: aiokafka resets it the moment a heartbeat or a commit is refused for an unknown
   member or an old generation, before Faust hears of any rebalance;
 * a heartbeat of our own when no heartbeat has succeeded for a third of the session timeout (a frozen process
-  heartbeats nobody): the coordinator's answer settles it. Refused, the generation is reset and the batch is fenced;
-  unanswered in time, the batch is fenced too (it is read again, never lost).
+  heartbeats nobody), or when a revocation has waited that long for the batch (the rebalance goes on without us
+  once its timeout passes, while our heartbeats still count as answered): the coordinator's answer settles it.
+  Refused, the generation is reset and the batch is fenced; unanswered in time, the batch is fenced too (it is read
+  again, never lost).
 
 What stays open is a process frozen between that check and its state writes, a few statements later; only Kafka
 transactions close that, and Faust's are not dependable (../shared/notes/field-notes.md, faust #517).
@@ -44,6 +46,7 @@ class Membership:
         self._clock = clock
         self._watched: Any = None  # the coordinator whose heartbeats are timed
         self.last_heartbeat = clock()  # when a heartbeat last succeeded (monotonic seconds)
+        self.revoking_since: float | None = None  # when the revocation now waiting for the batch began
 
     def _coordinator(self) -> Any:
         # Faust's own route to the generation (faust.transport.drivers.aiokafka.ConsumerRebalanceListener)
@@ -67,6 +70,10 @@ class Membership:
         self._watched = coordinator
         self.last_heartbeat = self._clock()
 
+    def revoking(self, began: bool) -> None:
+        """A revocation begins (it waits for the batch in hand) or is over."""
+        self.revoking_since = self._clock() if began else None
+
     def current(self, generation: int) -> bool:
         """The coordinator still holds ``generation`` (False once a refusal reset it, or a new one began)."""
         return int(self._coordinator().generation) == generation
@@ -74,7 +81,9 @@ class Membership:
     async def confirm(self, generation: int) -> bool:
         """``generation`` still holds, heartbeating first if none succeeded lately (see the module's docstring)."""
         coordinator = self._coordinator()
-        if self._clock() - self.last_heartbeat > self._fresh_s:
+        now = self._clock()
+        revoking = self.revoking_since is not None and now - self.revoking_since > self._fresh_s
+        if revoking or now - self.last_heartbeat > self._fresh_s:
             thread = self._consumer()._thread
             try:
                 answered = await asyncio.wait_for(thread.call_thread(coordinator._do_heartbeat), self._timeout_s)
