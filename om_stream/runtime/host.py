@@ -14,9 +14,8 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
      producer).
   4. **offsets**: the driver's (the Kafka worker commits its inputs' offsets after the producer flush).
 
-Phases 2 and 3 run inside the driver's commit section (``section``, none by default), entered once phase 1 is
-done, and ``may_commit`` is asked inside it, just before the state writes. (The Kafka worker holds its offset
-ledger's lock around the whole batch instead: see ``runtime/worker/app.py``.)
+``may_commit`` is asked once phase 1 is done, just before the state writes (the Kafka worker checks there that the
+group still holds the batch's generation: ``runtime/worker/membership.py``).
 
 Before deciding, a clear is handed the record's conversation (its stored messages, read from the content store),
 which comes back to the record as unobserved. An input that leaves a record it had to make unchanged (a refused
@@ -34,7 +33,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -62,7 +60,7 @@ from om_stream.errors import StorageError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 
-__all__ = ["Arrival", "Decided", "Host", "Outlet", "Section", "StateTable", "StoreRetry", "Timers"]
+__all__ = ["Arrival", "Decided", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -163,9 +161,6 @@ class _Batch:
     failures: list[tuple[Arrival, str, str, BaseException]] = field(default_factory=list)
 
 
-Section = Callable[[], AbstractAsyncContextManager[object]]
-
-
 class Host:
     def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable,
                  outlets: Callable[[], Outlet], timers: Timers, clock: Clock, limits: EngineLimits | None = None,
@@ -183,11 +178,10 @@ class Host:
         self.on_decided = on_decided
         self.on_publish_error = on_publish_error
 
-    async def apply(self, arrivals: Sequence[Arrival], *, may_commit: Callable[[], Awaitable[bool]] | None = None,
-                    section: Section = nullcontext, on_committed: Callable[[], None] | None = None) -> bool:
-        """Decide every arrival and commit the batch in order. False: ``may_commit`` said no, inside ``section``,
-        before the state table was written (nothing was written to it, nothing was published). ``on_committed`` is
-        called inside the section once the publications are handed over (the Kafka worker marks the offsets)."""
+    async def apply(self, arrivals: Sequence[Arrival], *,
+                    may_commit: Callable[[], Awaitable[bool]] | None = None) -> bool:
+        """Decide every arrival and commit the batch in order. False: ``may_commit`` said no before the state table
+        was written (nothing was written to it, nothing was published)."""
         batch = _Batch()
         for arrival in arrivals:
             try:
@@ -211,18 +205,15 @@ class Host:
         outlet = self.outlets()
         try:
             await self._publish(batch, outlet)
-            async with section():
-                if may_commit is not None and not await may_commit():
-                    outlet.discard()
-                    return False
-                # 2. the state table, and the timers the states hold
-                for key, (state, arrival) in batch.states.items():
-                    self.table.set(arrival, state)
-                    self.timers.track(key, state.timers)
-                # 3. the publications, in order
-                await outlet.commit()
-                if on_committed is not None:
-                    on_committed()
+            if may_commit is not None and not await may_commit():
+                outlet.discard()
+                return False
+            # 2. the state table, and the timers the states hold
+            for key, (state, arrival) in batch.states.items():
+                self.table.set(arrival, state)
+                self.timers.track(key, state.timers)
+            # 3. the publications, in order
+            await outlet.commit()
         except BaseException:  # a store outage the caller hears of, or a cancelled agent: nothing prepared stays
             outlet.discard()
             raise

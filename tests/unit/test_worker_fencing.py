@@ -1,5 +1,5 @@
 """What keeps a worker that lost its partitions from writing over their new owners, without a broker: the memory
-agent's batch driver (``MemoryProcessor``) with the offset ledger as its commit section, a content store that stalls
+agent's batch driver (``MemoryProcessor``) under the offset ledger's lock, a content store that stalls
 on demand, the membership check against a coordinator that answers as aiokafka's does, and the ledger's rescue of
 partitions whose last records never reached the agent."""
 
@@ -64,7 +64,7 @@ class Committer:
 
 
 class Driver:
-    """The worker's memory agent around a processor: a generation the ledger fences, the ledger as the section."""
+    """The worker's memory agent around a processor: a generation the ledger fences."""
 
     def __init__(self) -> None:
         config = OMConfig.parse({"observation": {"messageTokens": 10_000}}).resolve()
@@ -87,11 +87,14 @@ class Driver:
                             "parts": [{"type": "text", "text": f"message {offset} of {thread}"}]}).encode()
         record = SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=offset, key=thread.encode(),
                               value=value, generation=self.generation)
-        return await self.processor.process([record], section=self.ledger.batch,
-                                            on_committed=lambda: self.ledger.handled([(record.topic, 0, offset)]))
+        async with self.ledger.batch():  # as the worker's memory agent: the ledger's lock for the whole batch
+            if not await self.processor.process([record]):
+                return False
+            self.ledger.handled([(record.topic, 0, offset)])
+            return True
 
 
-async def test_the_commit_section_is_not_held_during_store_writes_and_a_batch_fenced_there_writes_nothing() -> None:
+async def test_a_batch_held_by_the_store_while_the_group_moved_on_writes_nothing() -> None:
     driver = Driver()
     assert await driver.handle(0)
     driver.store.flowing.clear()
@@ -99,9 +102,7 @@ async def test_the_commit_section_is_not_held_during_store_writes_and_a_batch_fe
     await asyncio.wait_for(driver.store.waiting.wait(), 1.0)
     before = (dict(driver.table.states), len(driver.producer.sent))
 
-    await asyncio.wait_for(driver.ledger.revoke(), 0.5)  # the group hears back at once, the batch still held
-    driver.generation = 2
-    driver.ledger.assigned()
+    driver.generation = 2  # the group went on without this batch's generation (the member was dropped)
     driver.store.flowing.set()
 
     assert await held is False, "read in the generation before: fenced off"
@@ -111,15 +112,15 @@ async def test_the_commit_section_is_not_held_during_store_writes_and_a_batch_fe
     assert driver.processor.metrics.registry.get_sample_value("om_fenced_batches_total") == 1
 
 
-async def test_a_revocation_waits_for_a_batch_inside_its_commit_section_and_commits_its_offsets() -> None:
+async def test_a_revocation_waits_for_the_batch_in_hand_and_commits_its_offsets() -> None:
     driver = Driver()
-    driver.producer.open.clear()  # the batch is inside its section, handing over its publications
+    driver.store.flowing.clear()  # the batch in hand waits on the store
     batch = asyncio.create_task(driver.handle(0))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(driver.store.waiting.wait(), 1.0)
     revoked = asyncio.create_task(driver.ledger.revoke())
     await asyncio.sleep(0.05)
-    assert not revoked.done(), "a batch that wrote its states is waited for"
-    driver.producer.open.set()
+    assert not revoked.done(), "the batch in hand is waited for"
+    driver.store.flowing.set()
     assert await batch
     await revoked
     assert driver.committer.commits == [{(KAFKA.topic_messages, 0): 1}]

@@ -305,10 +305,8 @@ class Worker:
                     # records are read again from the committed offset by whoever owns them now
                     async with self.offsets.batch():
                         records = await self._admit([source_record(event) for event in events])
-                        if records:
-                            handled = functools.partial(self.offsets.handled,
-                                                        [(r.topic, r.partition, r.offset) for r in records])
-                            await self.processor.process(records, on_committed=handled)
+                        if records and await self.processor.process(records):
+                            self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
                 finally:
                     self._handling -= 1
                 yield None

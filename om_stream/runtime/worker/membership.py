@@ -41,8 +41,7 @@ class Membership:
     def __init__(self, consumer: Callable[[], Any], *, session_timeout_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = consumer  # Faust's consumer (its thread runs the aiokafka consumer)
-        self._fresh_s = session_timeout_s / 3
-        self._timeout_s = session_timeout_s / 3
+        self._fresh_s = session_timeout_s / 3  # heartbeat silence that makes a batch ask, and its wait
         self._clock = clock
         self._watched: Any = None  # the coordinator whose heartbeats are timed
         self.last_heartbeat = clock()  # when a heartbeat last succeeded (monotonic seconds)
@@ -86,7 +85,7 @@ class Membership:
         if revoking or now - self.last_heartbeat > self._fresh_s:
             thread = self._consumer()._thread
             try:
-                answered = await asyncio.wait_for(thread.call_thread(coordinator._do_heartbeat), self._timeout_s)
+                answered = await asyncio.wait_for(thread.call_thread(coordinator._do_heartbeat), self._fresh_s)
             except (KafkaError, TimeoutError) as exc:  # no answer saying we are a member: fenced, read again
                 log.warning("the group coordinator did not confirm this member before a batch commit: %r", exc)
                 return False

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -53,7 +52,7 @@ from om_stream.observability.metrics import Metrics
 from om_stream.observability.worker_metrics import activation_latencies
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Decided, Host, Section, StateTable, StoreRetry
+from om_stream.runtime.host import Arrival, Decided, Host, StateTable, StoreRetry
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
 from om_stream.settings import KafkaSettings
@@ -259,11 +258,10 @@ class MemoryProcessor:
 
     # -- the batch -----------------------------------------------------------------------------------------------
 
-    async def process(self, records: Sequence[SourceRecord], *, section: Section = nullcontext,
-                      on_committed: Callable[[], None] | None = None) -> bool:
-        """Handle one batch. Returns False when it was fenced off (read in an earlier consumer generation): nothing
-        of it was written to the table or published, and its records must not count as processed. ``section`` and
-        ``on_committed``: the worker's commit section (see ``Host.apply``) and what it does once the batch is in."""
+    async def process(self, records: Sequence[SourceRecord]) -> bool:
+        """Handle one batch. Returns False when it was fenced off (read in an earlier consumer generation, or the
+        group no longer holds that generation): nothing of it was written to the table or published, and its records
+        must not count as processed."""
         if not records:
             return True
         generation = self.generation()
@@ -281,7 +279,7 @@ class MemoryProcessor:
                 return False
             return self.confirm is None or await self.confirm(generation)
 
-        if not await self.host.apply(arrivals, may_commit=may_commit, section=section, on_committed=on_committed):
+        if not await self.host.apply(arrivals, may_commit=may_commit):
             return self._fenced(records, "straddled a rebalance")
         return True
 
