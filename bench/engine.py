@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import multiprocessing
 import statistics
 import tempfile
@@ -126,34 +127,27 @@ async def one_run(turns: list[Turn], store: str = "memory") -> dict[str, Any]:
     return report
 
 
-def full_history_tokens(turns: list[Turn]) -> int:
-    """Without memory: every turn re-sends the whole conversation so far (tokens as the agent's model counts)."""
+def turn_tokens(turns: list[Turn]) -> list[int]:
+    """Each turn's message tokens, as the agent's model counts them."""
     from om_stream.adapters.tiktoken_counter import TiktokenCounter
     from om_stream.core.tokens import TokenAccountant
 
     accountant = TokenAccountant(TiktokenCounter().count)
-    history = total = 0
-    for turn in turns:
-        history += sum(accountant.message_tokens(m) for m in turn.messages)
-        total += history
-    return total
+    return [sum(accountant.message_tokens(m) for m in turn.messages) for turn in turns]
+
+
+def full_history_tokens(turns: list[Turn]) -> int:
+    """Without memory: every turn re-sends the whole conversation so far."""
+    return sum(itertools.accumulate(turn_tokens(turns)))
 
 
 def input_drift(turns: list[Turn]) -> float:
     """How much more (or less) message text the second half of ``turns`` brings than the first, in tokens: engine
     work that grows with it (counting each new message, the Observer's transcripts) is the input's, not the log's."""
-    from om_stream.adapters.tiktoken_counter import TiktokenCounter
-    from om_stream.core.tokens import TokenAccountant
-
-    accountant = TokenAccountant(TiktokenCounter().count)
-    half = len(turns) // 2
-    first, second = (sum(accountant.message_tokens(m) for t in part for m in t.messages)
-                     for part in (turns[:half], turns[half:]))
+    tokens = turn_tokens(turns)
+    half = len(tokens) // 2
+    first, second = sum(tokens[:half]), sum(tokens[half:])
     return (second - first) / first * 100 if first else 0.0
-
-
-def _drift(report: dict[str, Any]) -> float:
-    return halves_drift(report["overheads"])
 
 
 def least_per_turn(reports: list[dict[str, Any]]) -> list[float]:
@@ -169,11 +163,7 @@ def beyond_input_drift(turns: list[Turn], overheads: list[float]) -> float:
     overhead is fitted by least squares as a fixed cost plus a cost per message token of the turn (counting each new
     message, the Observer's transcripts); what the second half spends beyond that fit, against what the first half
     does, is work that grows with something else, such as the observation log."""
-    from om_stream.adapters.tiktoken_counter import TiktokenCounter
-    from om_stream.core.tokens import TokenAccountant
-
-    accountant = TokenAccountant(TiktokenCounter().count)
-    tokens = [float(sum(accountant.message_tokens(m) for m in t.messages)) for t in turns]
+    tokens = [float(count) for count in turn_tokens(turns)]
     mean_x, mean_y = statistics.fmean(tokens), statistics.fmean(overheads)
     spread = sum((x - mean_x) ** 2 for x in tokens)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(tokens, overheads, strict=True)) / spread if spread else 0.0
@@ -248,21 +238,20 @@ def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
 
 def measure_shape(name: str, turns: int, seed: int, runs: int) -> dict[str, Any]:
     """``runs`` runs of one shape, in the process that calls it (``main`` gives each shape a fresh one)."""
-    conversation = generate(name, turns, seed=seed)
-    report = median_timing([asyncio.run(one_run(conversation.turns())) for _ in range(runs)])
-    report["timing"]["beyond_input_pct"] = beyond_input_drift(conversation.turns(), report["least_per_turn"])
+    conversation = generate(name, turns, seed=seed).turns()
+    report = median_timing([asyncio.run(one_run(conversation)) for _ in range(runs)])
+    report["timing"]["beyond_input_pct"] = beyond_input_drift(conversation, report["least_per_turn"])
     return report
 
 
 def median_timing(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last report, its timings replaced by the medians of every report's (the drift is the median of the
-    runs' drifts, not the drift of the median halves)."""
+    """The last report, its timings replaced by the medians of every report's, with each run's drift and the drift
+    of each turn's least overhead over the runs."""
     report = dict(reports[-1])
     timing = {key: statistics.median(r["timing"][key] for r in reports)
               for key in ("overhead_ms_first_half_mean", "overhead_ms_second_half_mean")}
     timing["overhead_ms"] = {"mean": statistics.median(r["timing"]["overhead_ms"]["mean"] for r in reports)}
-    timing["drift_pct"] = statistics.median(_drift(r) for r in reports)
-    timing["drifts"] = [_drift(r) for r in reports]
+    timing["drifts"] = [halves_drift(r["overheads"]) for r in reports]
     least = report["least_per_turn"] = least_per_turn(reports)
     timing["least_ms"] = statistics.fmean(least)
     timing["work_drift_pct"] = halves_drift(least)
