@@ -58,6 +58,7 @@ from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
+from om_stream.runtime.worker.partition_log import PartitionLog
 from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
 from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.records import header_list, source_record
@@ -137,7 +138,10 @@ class Worker:
         # the topics whose offsets the ledger commits (the memory agent's, and the ingest agent's in resource scope)
         self._ledger_topics = {*self.memory_inputs, *((kafka.topic_messages, kafka.topic_commands)
                                                       if resource_scope else ())}
-        self.offsets = OffsetLedger(self._commit_offsets, TP, committed=self._committed_offset)
+        # the brokers' log, asked before a gap in the inputs is taken for a real one (the app reads uncommitted)
+        self.partition_log = PartitionLog(kafka.bootstrap, client_options=kafka_client_options(kafka))
+        self.offsets = OffsetLedger(self._commit_offsets, TP, committed=self._committed_offset,
+                                    first_offset=self.partition_log.first_offset)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
         self.publisher = _FaustPublisher(self.app)
@@ -239,6 +243,7 @@ class Worker:
         drained = await self.in_flight.drain(self.deps.settings.worker.drain_timeout_s)
         await cast(Any, self.app.producer).flush()  # the results of the calls that finished
         await self.group_lag.close()
+        await self.partition_log.close()
         return drained
 
     async def _commit_offsets(self, offsets: Mapping[Any, int]) -> bool:
@@ -253,7 +258,7 @@ class Worker:
 
     async def _admit(self, records: list[SourceRecord]) -> list[SourceRecord]:
         """The records handed over in sequence; a gap (records Faust dropped) is read again (see offsets.py)."""
-        admitted, seeks = self.offsets.admit(records, lambda r: (r.topic, r.partition, r.offset))
+        admitted, seeks = await self.offsets.admit(records, lambda r: (r.topic, r.partition, r.offset))
         for tp, offset in seeks:
             await self.app.consumer.seek(tp, offset)
         return admitted

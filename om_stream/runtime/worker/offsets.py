@@ -13,8 +13,16 @@ is skipped, and its recovery resumes the stream partitions (and seeks them to th
 before it resumes flow control, so records fetched in that moment vanish (measured: an offset missing between
 two handled ones, right after a rebalance). The ledger therefore checks that every partition's records come in
 sequence (:meth:`admit`): a record after a gap is not handled; the partition is sought back to the first missing
-offset, and the records are read again. (A gap that is real, the offsets of a transaction's markers, shows up
-again at the same place after the seek, and is then accepted.) Dropped records that nothing follows show no gap:
+offset, and the records are read again. A gap that shows up again at the same place after the seek may be real
+(offsets that hold no record: a transaction's markers), or the same records dropped once more: Faust's fetch loop
+sets its read offset after it hands a record over, so a seek made while a record of the partition was being handed
+over is undone, and the records read again from the seek are dropped as already read (seen in CI: a message
+committed and never served, in a run with a worker killed and one restarted; taking a gap for a real one was the
+only way past an offset not handled). So the ledger asks the brokers (``first_offset``: partition_log.py) where the
+log's first record at the missing offset is: only if it is the record that showed the gap is the gap accepted;
+otherwise the partition is sought back again, and nothing is passed over on a guess. The same question gives the
+start of a partition the group never committed (it is read from the log's first record): its first records
+dropped show as a gap too. Dropped records that nothing follows show no gap:
 the agent that sent them waits for their context and sends nothing more. So a partition with records waiting past
 the next offset to handle, on which nothing was handled for ``STRANDED_AFTER_S`` while the agents were idle, is
 sought back too (:meth:`stranded`; measured: a record dropped this way stalled its partition until the liveness
@@ -47,8 +55,10 @@ class OffsetLedger:
     def __init__(self, commit: Callable[[Mapping[Any, int]], Awaitable[bool]],
                  partition_of: Callable[[str, int], Any],
                  committed: Callable[[Any], int | None] = lambda tp: None,
+                 first_offset: Callable[[Any, int], Awaitable[int | None]] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._commit = commit
+        self._first_offset = first_offset or _cannot_tell  # the brokers' first record at or after an offset
         self._clock = clock
         self._moved_at: dict[Any, float] = {}  # partition -> when it was last handled, sought or first watched
         self._partition_of = partition_of
@@ -56,6 +66,7 @@ class OffsetLedger:
         self._handled: dict[Any, int] = {}  # partition -> the next offset to read
         self._committed: dict[Any, int] = {}
         self._rewinding: dict[Any, tuple[int, int]] = {}  # partition -> (sought back to, the offset seen after a gap)
+        self._starts: dict[Any, int] = {}  # partition never committed -> the log's first offset, as the brokers say
         self._batch = asyncio.Lock()
         self.accepting = True
         self._closed = False
@@ -66,33 +77,65 @@ class OffsetLedger:
         async with self._batch:
             yield
 
-    def admit(self, records: Sequence[R], position: Callable[[R], tuple[str, int, int]]) -> tuple[list[R], list[
+    async def admit(self, records: Sequence[R], position: Callable[[R], tuple[str, int, int]]) -> tuple[list[R], list[
             tuple[Any, int]]]:
         """The records to handle now (each partition's in sequence from the last handled offset), and the
         ``(partition, offset)`` seeks to ask for where a gap shows records that were never handed over."""
         admitted: list[R] = []
         seeks: list[tuple[Any, int]] = []
         expected: dict[Any, int | None] = {}
+        sought_again: set[Any] = set()  # partitions whose records all come again after this batch
         for record in records:
             topic, partition, offset = position(record)
             tp = self._partition_of(topic, partition)
             if tp not in expected:
-                expected[tp] = self._handled.get(tp, self._committed_at_start(tp))
+                expected[tp] = self._next_offset(tp)
+                if expected[tp] is None:  # never committed: the group reads it from the log's first record
+                    start = await self._first_offset(tp, 0)
+                    if start is not None:
+                        self._starts[tp] = start
+                    expected[tp] = start
             want = expected[tp]
-            if want is not None and offset < want:
-                continue  # read again after a seek: handled already
+            if tp in sought_again or (want is not None and offset < want):
+                continue  # read again after a seek: handled already, or to be handed over again
             rewinding = self._rewinding.get(tp)
-            if want is None or offset == want or (rewinding is not None and offset == rewinding[1]):
-                self._rewinding.pop(tp, None)
-                expected[tp] = offset + 1
-                admitted.append(record)
-            elif rewinding is None:
+            take = want is None or offset == want
+            if want is not None and rewinding is None and not take:
                 log.warning("records %s[%d]@%d..%d were never handed over; reading them again", topic, partition,
                             want, offset - 1)
                 self._rewinding[tp] = (want, offset)
                 seeks.append((tp, want))
+            elif want is not None and not take and rewinding is not None and offset == rewinding[1]:  # again
+                take = await self._gap_is_real(topic, partition, tp, want, offset)
+                if not take:
+                    seeks.append((tp, want))
+                    sought_again.add(tp)
             # else: queued before the seek took effect; it comes again after the missing records
+            if take:
+                self._rewinding.pop(tp, None)
+                expected[tp] = offset + 1
+                admitted.append(record)
         return admitted, seeks
+
+    def _next_offset(self, tp: Any) -> int | None:
+        """The next offset to handle: after the last handled, else where the partition was sought to when it was
+        assigned, else (never committed) the log's first offset once the brokers told it; None: not known yet."""
+        handled = self._handled.get(tp)
+        if handled is not None:
+            return handled
+        committed = self._committed_at_start(tp)
+        return committed if committed is not None else self._starts.get(tp)
+
+    async def _gap_is_real(self, topic: str, partition: int, tp: Any, want: int, offset: int) -> bool:
+        """The gap ``want..offset-1`` came again after the seek: real only if the brokers hold no record there."""
+        first = await self._first_offset(tp, want)
+        if first is not None and first >= offset:
+            log.info("offsets %s[%d]@%d..%d hold no record (the brokers' log goes on at %d): going on", topic,
+                     partition, want, offset - 1, first)
+            return True
+        log.warning("records %s[%d]@%d..%d were dropped again (the brokers' log has %s there); reading them again",
+                    topic, partition, want, offset - 1, "a record" if first is not None else "no answer")
+        return False
 
     def handled(self, records: Iterable[tuple[str, int, int]]) -> None:
         """``(topic, partition, offset)`` of records whose outputs are queued on the producer."""
@@ -111,7 +154,7 @@ class OffsetLedger:
         seeks = []
         for tp, end in ends.items():
             since = self._moved_at.setdefault(tp, now)
-            want = self._handled.get(tp, self._committed_at_start(tp))
+            want = self._next_offset(tp)
             if want is None or end <= want or now - since < STRANDED_AFTER_S:
                 continue
             log.warning("records %s[%d]@%d..%d were never handed over and nothing came after them; reading them "
@@ -139,6 +182,7 @@ class OffsetLedger:
             self._handled.clear()
             self._committed.clear()
             self._rewinding.clear()
+            self._starts.clear()
             self._moved_at.clear()
 
     def assigned(self) -> None:
@@ -153,3 +197,8 @@ class OffsetLedger:
         await self._batch.acquire()
         self.accepting = False
         await self.commit()
+
+
+async def _cannot_tell(tp: Any, offset: int) -> int | None:
+    """Without a way to ask the brokers, no gap is taken for a real one."""
+    return None
