@@ -141,8 +141,16 @@ class WorkerGroup:
             await consumer.stop()
 
     def logs(self, chars: int = 3000) -> str:
-        return "\n".join(f"--- w{i} ({m.log}) ---\n{m.tail(chars)}" for i, m in enumerate(self.members)
-                         if m.log.exists())
+        """Each member's warnings and errors over its whole run (where a lost record shows why), then its tail."""
+        return "\n".join(f"--- w{i} ({m.log}) ---\n{notable(m.log)}\n... tail:\n{m.tail(chars)}"
+                         for i, m in enumerate(self.members) if m.log.exists())
+
+
+def notable(log: Path, limit: int = 60) -> str:
+    """The warning and error lines of a worker's log (the newest ``limit``), cut to one line each."""
+    lines = [line[:240] for line in log.read_text(errors="replace").splitlines()
+             if "[WARNING]" in line or "[ERROR]" in line or "[CRITICAL]" in line]
+    return "\n".join(lines[-limit:])
 
 
 class Chaos:
