@@ -23,6 +23,7 @@ from typing import Any
 
 from om_stream.core.commands import PersistSegment, PublishContext
 from om_stream.core.config import OMConfig, ResolvedConfig
+from om_stream.core.messages import Message
 from om_stream.ports import ChatModel, ContentStore
 from om_stream.replay.conversation import Turn
 from om_stream.runtime.clock import ManualClock
@@ -188,7 +189,7 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
             model_before = om.stats.observer.model_seconds + om.stats.reflector.model_seconds
             began = time.perf_counter()
             max_tokens = 0
-            newest = 0
+            largest: Message | None = None  # the message after which the context's messages were the largest
             has_user = True
             context: ContextRecord | None = None
             user_id = next((m.message_id for m in turn.messages if m.role == "user"), None)
@@ -201,11 +202,12 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
                 if message.role != "assistant" and context is not None:  # the agent reads it for a model step
                     ids = [m.message_id for m in context.messages]
                     if context.tokens.messages > max_tokens:
-                        max_tokens = context.tokens.messages
-                        newest = om.accountant.message_tokens(message)
+                        max_tokens, largest = context.tokens.messages, message
                     if user_id is not None and user_id not in ids:
                         has_user = False
             elapsed = time.perf_counter() - began
+            # the harness's own counting stays out of the turn's time
+            newest = om.accountant.message_tokens(largest) if largest is not None else 0
             model_seconds = om.stats.observer.model_seconds + om.stats.reflector.model_seconds - model_before
             state = om.state(turn.thread_id, turn.messages[0].resource_id)
             assert state is not None
