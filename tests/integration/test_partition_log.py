@@ -11,12 +11,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from om_stream.runtime.worker.partition_log import PartitionLog
 
 
-async def _topic(bootstrap: str) -> str:
+async def _topic(bootstrap: str, partitions: int = 1) -> str:
     topic = f"plog-{uuid.uuid4().hex[:8]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     finally:
         await admin.close()
     return topic
@@ -60,3 +60,29 @@ async def test_a_log_with_nothing_at_or_after_the_offset_cannot_tell(kafka_boots
         assert await log.first_offset(TopicPartition(topic, 0), 0) is None, "no record: no answer, not a guess"
     finally:
         await log.close()
+
+
+async def test_the_group_starts_where_it_committed_and_a_partition_it_never_committed_at_its_first_record(
+        kafka_bootstrap: str) -> None:
+    topic = await _topic(kafka_bootstrap, partitions=2)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for i in range(6):
+            await producer.send_and_wait(topic, value=f"m{i}".encode(), partition=0)
+    finally:
+        await producer.stop()
+    tp, group = TopicPartition(topic, 0), f"g-{uuid.uuid4().hex[:8]}"
+    member = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
+    await member.start()
+    member.assign([tp, TopicPartition(topic, 1)])  # assigned by hand: it commits without joining
+    log = PartitionLog(kafka_bootstrap, client_options={}, group_id=group, timeout_s=5.0)
+    try:
+        await member.commit({TopicPartition(topic, 1): 0})  # the group exists, with nothing committed on 0
+        assert await log.group_start(tp) == 0, "never committed there: the log's first record"
+        await member.commit({tp: 4})
+        assert await log.group_start(tp) == 4, "committed: where the group reads next"
+    finally:
+        await log.close()
+        await member.stop()
+    assert await PartitionLog(kafka_bootstrap, client_options={}).group_start(tp) is None, "no group: cannot tell"

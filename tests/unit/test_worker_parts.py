@@ -231,9 +231,16 @@ async def test_a_failing_results_store_never_stops_model_work() -> None:
 class _BrokerLog:
     """The brokers' log of each partition: the offsets that hold a record (the others: a transaction's markers)."""
 
-    def __init__(self, held: dict[tuple[str, int], range | list[int]] | None = None) -> None:
+    def __init__(self, held: dict[tuple[str, int], range | list[int]] | None = None,
+                 committed: dict[tuple[str, int], int] | None = None) -> None:
         self.held = held
+        self.committed = committed or {}  # the group's committed offsets, as its coordinator has them
         self.asked: list[tuple[tuple[str, int], int]] = []
+
+    async def group_start(self, tp: tuple[str, int]) -> int | None:
+        if self.held is None:
+            return None
+        return self.committed[tp] if tp in self.committed else await self.first_offset(tp, 0)
 
     async def first_offset(self, tp: tuple[str, int], offset: int) -> int | None:
         self.asked.append((tp, offset))
@@ -246,7 +253,7 @@ async def test_records_that_were_never_handed_over_are_read_again_and_a_real_gap
     committed = {("m", 0): 40}
     brokers = _BrokerLog({("m", 0): [*range(40, 44), *range(46, 60)], ("r", 3): range(7, 20)})
     ledger = OffsetLedger(_Committer(), lambda topic, partition: (topic, partition), committed=committed.get,
-                          first_offset=brokers.first_offset)
+                          first_offset=brokers.first_offset, group_start=brokers.group_start)
     admitted, seeks = await ledger.admit([("m", 0, 40), ("m", 0, 42), ("m", 0, 43), ("r", 3, 7)], lambda r: r)
     assert admitted == [("m", 0, 40), ("r", 3, 7)], "a partition never committed starts at the log's first record"
     assert seeks == [(("m", 0), 41)], "41 was dropped on the way: read from there again"
@@ -266,14 +273,23 @@ async def test_records_that_were_never_handed_over_are_read_again_and_a_real_gap
     assert brokers.asked[1:] == [(("m", 0), 44)]
 
 
-async def test_the_first_records_of_a_partition_never_committed_are_not_passed_over() -> None:
-    brokers = _BrokerLog({("m", 2): range(9)})
-    ledger = OffsetLedger(_Committer(), lambda topic, partition: (topic, partition), first_offset=brokers.first_offset)
-    admitted, seeks = await ledger.admit([("m", 2, 3), ("m", 2, 4)], lambda r: r)
-    assert admitted == [] and seeks == [(("m", 2), 0)], "0 to 2 were dropped before the first record handed over"
-    admitted, seeks = await ledger.admit([("m", 2, 0), ("m", 2, 1), ("m", 2, 2), ("m", 2, 3)], lambda r: r)
-    assert admitted == [("m", 2, 0), ("m", 2, 1), ("m", 2, 2), ("m", 2, 3)] and seeks == []
-    assert brokers.asked == [(("m", 2), 0)], "the log's start is asked once"
+@pytest.mark.parametrize(("committed", "start"), [({}, 0), ({("m", 2): 5}, 5)],
+                         ids=["never committed", "committed, before Faust read it"])
+async def test_the_first_records_of_a_partition_faust_knows_no_start_of_are_not_passed_over(
+        committed: dict[tuple[str, int], int], start: int) -> None:
+    """Faust's recovery resumes the flow before it reads the group's committed offsets: a record handed over then
+    says nothing of where the partition starts; the brokers do."""
+    brokers = _BrokerLog({("m", 2): range(9)}, committed)
+    ledger = OffsetLedger(_Committer(), lambda topic, partition: (topic, partition), first_offset=brokers.first_offset,
+                          group_start=brokers.group_start)
+    admitted, seeks = await ledger.admit([("m", 2, 7), ("m", 2, 8)], lambda r: r)
+    assert admitted == [] and seeks == [(("m", 2), start)], f"{start} to 6 were dropped before 7 was handed over"
+    admitted, seeks = await ledger.admit([("m", 2, o) for o in range(start, 9)], lambda r: r)
+    assert admitted == [("m", 2, o) for o in range(start, 9)] and seeks == []
+    assert len(brokers.asked) == (0 if committed else 1), "the start is asked once"
+    ledger.handled(admitted)
+    admitted, seeks = await ledger.admit([("m", 2, 9)], lambda r: r)
+    assert admitted == [("m", 2, 9)]
 
 
 @pytest.mark.parametrize("brokers", [_BrokerLog({("m", 0): range(100), ("r", 0): range(5, 100)}), _BrokerLog(None)],
@@ -283,7 +299,7 @@ async def test_the_same_gap_after_the_seek_is_never_passed_over_on_a_guess(broke
     the records read again from the seek: the record after the gap comes first again although the missing ones
     are in the log. Taking that for a real gap passed a message over for good."""
     ledger = OffsetLedger(_Committer(), lambda topic, partition: (topic, partition), committed={("m", 0): 10}.get,
-                          first_offset=brokers.first_offset)
+                          first_offset=brokers.first_offset, group_start=brokers.group_start)
     admitted, seeks = await ledger.admit([("m", 0, 10), ("m", 0, 13)], lambda r: r)
     assert admitted == [("m", 0, 10)] and seeks == [(("m", 0), 11)]
     ledger.handled(admitted)

@@ -138,10 +138,13 @@ class Worker:
         # the topics whose offsets the ledger commits (the memory agent's, and the ingest agent's in resource scope)
         self._ledger_topics = {*self.memory_inputs, *((kafka.topic_messages, kafka.topic_commands)
                                                       if resource_scope else ())}
-        # the brokers' log, asked before a gap in the inputs is taken for a real one (the app reads uncommitted)
-        self.partition_log = PartitionLog(kafka.bootstrap, client_options=kafka_client_options(kafka))
+        # the brokers, asked before a gap in the inputs is taken for a real one, and where a partition starts while
+        # Faust does not know (the app reads uncommitted records)
+        self.partition_log = PartitionLog(kafka.bootstrap, client_options=kafka_client_options(kafka),
+                                          group_id=self.plan.group_id)
         self.offsets = OffsetLedger(self._commit_offsets, TP, committed=self._committed_offset,
-                                    first_offset=self.partition_log.first_offset)
+                                    first_offset=self.partition_log.first_offset,
+                                    group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
         self.publisher = _FaustPublisher(self.app)

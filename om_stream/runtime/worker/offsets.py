@@ -20,9 +20,10 @@ over is undone, and the records read again from the seek are dropped as already 
 committed and never served, in a run with a worker killed and one restarted; taking a gap for a real one was the
 only way past an offset not handled). So the ledger asks the brokers (``first_offset``: partition_log.py) where the
 log's first record at the missing offset is: only if it is the record that showed the gap is the gap accepted;
-otherwise the partition is sought back again, and nothing is passed over on a guess. The same question gives the
-start of a partition the group never committed (it is read from the log's first record): its first records
-dropped show as a gap too. Dropped records that nothing follows show no gap:
+otherwise the partition is sought back again, and nothing is passed over on a guess. Records also flow before
+Faust knows where a partition starts (its recovery resumes the flow, then reads the group's committed offsets): the
+ledger then asks the brokers where the group reads it from (``group_start``), so that the first records dropped
+there show as a gap too. Dropped records that nothing follows show no gap:
 the agent that sent them waits for their context and sends nothing more. So a partition with records waiting past
 the next offset to handle, on which nothing was handled for ``STRANDED_AFTER_S`` while the agents were idle, is
 sought back too (:meth:`stranded`; measured: a record dropped this way stalled its partition until the liveness
@@ -56,9 +57,11 @@ class OffsetLedger:
                  partition_of: Callable[[str, int], Any],
                  committed: Callable[[Any], int | None] = lambda tp: None,
                  first_offset: Callable[[Any, int], Awaitable[int | None]] | None = None,
+                 group_start: Callable[[Any], Awaitable[int | None]] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._commit = commit
         self._first_offset = first_offset or _cannot_tell  # the brokers' first record at or after an offset
+        self._group_start = group_start or _unknown_start  # the brokers' view of where the group reads a partition
         self._clock = clock
         self._moved_at: dict[Any, float] = {}  # partition -> when it was last handled, sought or first watched
         self._partition_of = partition_of
@@ -66,7 +69,7 @@ class OffsetLedger:
         self._handled: dict[Any, int] = {}  # partition -> the next offset to read
         self._committed: dict[Any, int] = {}
         self._rewinding: dict[Any, tuple[int, int]] = {}  # partition -> (sought back to, the offset seen after a gap)
-        self._starts: dict[Any, int] = {}  # partition never committed -> the log's first offset, as the brokers say
+        self._starts: dict[Any, int] = {}  # partition -> where the group reads it from, as the brokers said
         self._batch = asyncio.Lock()
         self.accepting = True
         self._closed = False
@@ -90,8 +93,8 @@ class OffsetLedger:
             tp = self._partition_of(topic, partition)
             if tp not in expected:
                 expected[tp] = self._next_offset(tp)
-                if expected[tp] is None:  # never committed: the group reads it from the log's first record
-                    start = await self._first_offset(tp, 0)
+                if expected[tp] is None:  # Faust does not know yet where it starts: the brokers do
+                    start = await self._group_start(tp)
                     if start is not None:
                         self._starts[tp] = start
                     expected[tp] = start
@@ -119,7 +122,7 @@ class OffsetLedger:
 
     def _next_offset(self, tp: Any) -> int | None:
         """The next offset to handle: after the last handled, else where the partition was sought to when it was
-        assigned, else (never committed) the log's first offset once the brokers told it; None: not known yet."""
+        assigned, else where the brokers said the group reads it from; None: not known (any record starts it)."""
         handled = self._handled.get(tp)
         if handled is not None:
             return handled
@@ -201,4 +204,9 @@ class OffsetLedger:
 
 async def _cannot_tell(tp: Any, offset: int) -> int | None:
     """Without a way to ask the brokers, no gap is taken for a real one."""
+    return None
+
+
+async def _unknown_start(tp: Any) -> int | None:
+    """Without a way to ask the brokers, the first record handed over starts a partition Faust knows nothing of."""
     return None
