@@ -28,7 +28,7 @@ install: ## create .venv, install the pinned dependencies and om-stream, fetch t
 	rm -f $(INSTALLED)
 	$(MAKE) $(INSTALLED)
 
-test: $(INSTALLED) ## run every test tier (unit, component, contract, integration on real Kafka and Cassandra)
+test: $(INSTALLED) tools-podman ## run every test tier (unit, component, contract, integration on real Kafka and Cassandra)
 	$(PY) -m pytest
 
 test-unit: ## unit tests only (no services)
@@ -81,10 +81,13 @@ clean: ## remove caches (not the venv, not the jar cache)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info
 
 # -- observability and deployment (grafana/, helm/om-stream/, docker-compose.yml) ---------------------------------
-.PHONY: tools-prometheus tools-helm tools-kube tools-compose chart-dashboards chart-sync docs-operate test-deploy
+.PHONY: tools-prometheus tools-podman tools-helm tools-kube tools-compose chart-dashboards chart-sync docs-operate test-deploy
 
 tools-prometheus: ## unpack Debian's prometheus into ~/.cache/om-stream/tools (cached; for the dashboard proof)
 	bash infra/tools/install-prometheus.sh
+
+tools-podman: ## install podman with runc from Debian when missing (podman-compose needs it even for `config`)
+	bash infra/tools/install-podman.sh
 
 tools-helm: ## build helm and kubeconform from the Go module proxy and lay out the Kubernetes schemas (cached)
 	bash infra/tools/install-helm-tools.sh
@@ -109,7 +112,7 @@ docs-operate: ## regenerate the settings and metrics tables of docs/operate.md
 image: ## build the worker image om-stream:<version> (podman or docker; base image made with debootstrap, cached)
 	bash infra/image/build.sh
 
-test-deploy: $(INSTALLED) tools-prometheus tools-helm tools-kube tools-compose ## the image built and run, the chart on a real API server, compose and dashboards checked by their own tools
+test-deploy: $(INSTALLED) tools-prometheus tools-podman tools-helm tools-kube tools-compose ## the image built and run, the chart on a real API server, compose and dashboards checked by their own tools
 	$(PY) -m pytest tests/contract/test_metrics_contract.py tests/contract/test_helm_chart.py \
 		tests/contract/test_helm_operations.py tests/contract/test_helm_roles.py \
 		tests/contract/test_compose.py \

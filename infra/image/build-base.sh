@@ -5,8 +5,8 @@
 # plus /usr/local/bin/python (where the official image has its python) and the machine's CA bundle (so pip inside
 # a build reaches the package index through whatever CA this machine trusts), then imported into the engine.
 #
-# Engine: podman when present (installed from Debian with runc if neither podman nor a running docker is there:
-# crun fails on these hybrid cgroups), else a docker whose daemon answers. The rootfs tarball is cached under
+# Engine: podman when present (installed by infra/tools/install-podman.sh if neither podman nor a running docker is
+# there), else a docker whose daemon answers. The rootfs tarball is cached under
 # ~/.cache/om-stream/image/, so a second run only imports (or does nothing when the engine already has the image).
 # Prints what it did on stderr; the last stdout lines are "OM_IMAGE_ENGINE=<podman|docker>" and
 # "CONTAINERS_CONF=<file>" (runc and ulimits below the host's, for podman), so callers can `eval` them.
@@ -50,7 +50,7 @@ choose_engine() {
   if [ -n "${OM_IMAGE_ENGINE:-}" ]; then echo "$OM_IMAGE_ENGINE"; return; fi
   if command -v podman >/dev/null; then echo podman; return; fi
   if command -v docker >/dev/null && docker info >/dev/null 2>&1; then echo docker; return; fi
-  apt_install podman buildah runc fuse-overlayfs slirp4netns uidmap >&2
+  bash "$(dirname "$0")/../tools/install-podman.sh" >/dev/null
   echo podman
 }
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -61,6 +62,9 @@ def compose_config(tmp_path: Path, env_file: str = "", **environment: str) -> su
     of a developer's .env next to the file (Compose reads that one by default)."""
     if not PODMAN_COMPOSE.exists():
         pytest.fail(f"{PODMAN_COMPOSE} is missing: `make install` installs podman-compose from requirements.lock",
+                    pytrace=False)
+    if shutil.which("podman") is None:
+        pytest.fail("podman is missing (podman-compose refuses to run without it): `make tools-podman` installs it",
                     pytrace=False)
     dotenv = tmp_path / "compose.env"
     dotenv.write_text(env_file)
