@@ -6,8 +6,7 @@ own (a manual clock set to each message's ``created_at``). With ``drain`` (the d
 background cycles finish before the next message, which makes runs reproducible.
 
 Engine overhead per turn = wall time of the turn − time spent inside the model's ``complete()`` − time spent in the
-watchers below (the harness's own work). The same is measured in the process's CPU time (``overhead_cpu_ms``): a
-machine busy with other processes lengthens the wall time of a turn, not the CPU time the engine spends on it.
+watchers below (the harness's own work).
 
 Every context the host publishes is watched (through its ``on_decided`` hook, chained with the driver's): the
 report gives the largest observation log any published context held and the turns where it exceeded the bound
@@ -84,7 +83,6 @@ class TurnRecord:
     context_has_current_user_message: bool
     newest_tokens: int
     overhead_ms: float
-    overhead_cpu_ms: float = 0.0  # the same in the process's CPU time
     published_observation_tokens: int = 0  # the largest observation log in a context published during the turn
 
 
@@ -101,7 +99,6 @@ class ReplayResult:
         assert self.memory is not None
         memory = self.memory
         overheads = [t.overhead_ms for t in self.turns]
-        cpu = [t.overhead_cpu_ms for t in self.turns]
         half = len(overheads) // 2
 
         def role(stats: RoleStats) -> dict[str, Any]:
@@ -135,9 +132,6 @@ class ReplayResult:
                                 "p50": _round(_percentile(overheads, 50)), "p90": _round(_percentile(overheads, 90))},
                 "overhead_ms_first_half_mean": _round(statistics.fmean(overheads[:half])) if half else 0.0,
                 "overhead_ms_second_half_mean": _round(statistics.fmean(overheads[half:])) if half else 0.0,
-                "overhead_cpu_ms": {"mean": _round(statistics.fmean(cpu)) if cpu else 0.0,
-                                    "first_half_mean": _round(statistics.fmean(cpu[:half])) if half else 0.0,
-                                    "second_half_mean": _round(statistics.fmean(cpu[half:])) if half else 0.0},
                 "wall_seconds": round(self.wall_seconds, 3),
             },
             "invariants": {
@@ -194,9 +188,8 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
         watching = _chain(om, published, watch)
         for turn in turns:
             model_before = om.stats.observer.model_seconds + om.stats.reflector.model_seconds
-            model_cpu_before = om.stats.observer.model_cpu_seconds + om.stats.reflector.model_cpu_seconds
-            watched_before, watched_cpu_before = watching.seconds, watching.cpu_seconds
-            began, began_cpu = time.perf_counter(), time.process_time()
+            watched_before = watching.seconds
+            began = time.perf_counter()
             max_tokens = 0
             largest: Message | None = None  # the message after which the context's messages were the largest
             has_user = True
@@ -214,13 +207,11 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
                         max_tokens, largest = context.tokens.messages, message
                     if user_id is not None and user_id not in ids:
                         has_user = False
-            elapsed, elapsed_cpu = time.perf_counter() - began, time.process_time() - began_cpu
+            elapsed = time.perf_counter() - began
             # the harness's own counting stays out of the turn's time
             newest = om.accountant.message_tokens(largest) if largest is not None else 0
             model_seconds = om.stats.observer.model_seconds + om.stats.reflector.model_seconds - model_before
-            model_cpu = om.stats.observer.model_cpu_seconds + om.stats.reflector.model_cpu_seconds - model_cpu_before
             harness = watching.seconds - watched_before
-            harness_cpu = watching.cpu_seconds - watched_cpu_before
             state = om.state(turn.thread_id, turn.messages[0].resource_id)
             assert state is not None
             result.turns.append(TurnRecord(
@@ -229,7 +220,6 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
                 generation_count=state.generation, context_message_tokens=max_tokens,
                 context_has_current_user_message=has_user, newest_tokens=newest,
                 overhead_ms=max(0.0, (elapsed - model_seconds - harness) * 1000),
-                overhead_cpu_ms=max(0.0, (elapsed_cpu - model_cpu - harness_cpu) * 1000),
                 published_observation_tokens=published.mark()))
             if on_turn is not None:
                 on_turn(turn, context, om)
@@ -252,10 +242,9 @@ async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel |
 
 @dataclass
 class Watching:
-    """The time the watchers took (wall and CPU): the harness's work, kept out of the engine's overhead."""
+    """The time the watchers took: the harness's work, kept out of the engine's overhead."""
 
     seconds: float = 0.0
-    cpu_seconds: float = 0.0
 
 
 def _chain(memory: Memory, *watchers: Callable[[Decided], None] | None) -> Watching:
@@ -268,11 +257,10 @@ def _chain(memory: Memory, *watchers: Callable[[Decided], None] | None) -> Watch
     def on_decided(decided: Decided) -> None:
         if own is not None:
             own(decided)
-        began, began_cpu = time.perf_counter(), time.process_time()
+        began = time.perf_counter()
         for watcher in chained:
             watcher(decided)
         watching.seconds += time.perf_counter() - began
-        watching.cpu_seconds += time.process_time() - began_cpu
 
     memory.host.on_decided = on_decided
     return watching

@@ -104,12 +104,8 @@ class RoleStats:
     failures: int = 0
     offline_calls: int = 0
     model_seconds: float = 0.0
-    # the process's CPU time while the calls were awaited: the offline model's own work (it never yields); with a
-    # remote model, whatever else the process did meanwhile
-    model_cpu_seconds: float = 0.0
 
-    def record(self, response: ChatResponse, kind: str, seconds: float, *, extraction: bool = False,
-               cpu_seconds: float = 0.0) -> None:
+    def record(self, response: ChatResponse, kind: str, seconds: float, *, extraction: bool = False) -> None:
         if extraction:
             self.extraction_calls += 1
         else:
@@ -125,7 +121,6 @@ class RoleStats:
         else:
             self.cost_usd += response.cost_usd
         self.model_seconds += seconds
-        self.model_cpu_seconds += cpu_seconds
 
 
 @dataclass
@@ -260,10 +255,9 @@ class CycleRunner:
         assert_never(step)
 
     async def _call(self, request: ChatRequest, cycle: _Cycle, *, extraction: bool = False) -> ChatResponse:
-        began, began_cpu = time.monotonic(), time.process_time()
+        began = time.monotonic()
         response = await (self.offline if cycle.offline else self.model).complete(request)
-        cycle.stats.record(response, cycle.request.kind, time.monotonic() - began, extraction=extraction,
-                           cpu_seconds=time.process_time() - began_cpu)
+        cycle.stats.record(response, cycle.request.kind, time.monotonic() - began, extraction=extraction)
         cycle.tally.add(response)
         if cycle.offline:
             cycle.stats.offline_calls += 1
