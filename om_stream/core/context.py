@@ -118,6 +118,15 @@ def _gap(days: int) -> str:
 
 
 @lru_cache(maxsize=8192)
+def _without_group_tags(stored: str) -> str:
+    """A stored segment's text without its ``<observation-group>`` tags. Memoised, like
+    :func:`annotate_relative_times` after it: a segment's text never changes, and a string the content cache hands
+    out again is the same object, whose hash is kept, so rendering an unchanged segment costs the same whatever its
+    length (an unmemoised pass over a 4,000-token log took ~60 us, on every context)."""
+    return _GROUP_TAG.sub("", stored).strip()
+
+
+@lru_cache(maxsize=8192)
 def annotate_relative_times(text: str, today: date, previous_header: date | None = None) -> tuple[str, date | None]:
     """Annotate date headers and ``(meaning <date>)`` marks relative to ``today`` (the conversation's date); a
     header repeating the day of the header before it (in this text or, through ``previous_header``, in the segments
@@ -188,7 +197,7 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
     segment_blocks: list[str] = []
     previous: date | None = None
     for segment_id in spec.segment_ids:
-        text = _GROUP_TAG.sub("", segments.get(segment_id, "")).strip()
+        text = _without_group_tags(segments.get(segment_id, ""))
         if not text:
             continue
         annotated, previous = annotate_relative_times(text, today, previous)
