@@ -11,7 +11,7 @@ shapes (offline model).
 2. **Every conversation shape** (``om_stream.replay.shapes``: chatty, tool-heavy, documents, multi-day, mixed,
    project), same thresholds, ``--shape-runs`` runs each (3 by default; timings are the medians, the rest is the same
    in every run): engine overhead per turn and its drift from the first half to the second (target <= 5 %; measured
-   on each turn's least overhead over the runs, since every run does the same work turn by turn), tokens
+   in lockstep, see ``Lockstep``, on each turn's least overhead over the runs), tokens
    sent to the Observer and Reflector and their ratio to what the same calls would cost re-sending the whole
    observation log, the agent's contexts plus those tokens against an agent without memory re-sending the whole
    conversation every turn (target <= 0.5), Reflector calls and generations, the largest observation log of any
@@ -33,6 +33,7 @@ import multiprocessing
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,8 @@ class WholeLogCost:
                 self.extra_tokens += max(0, full - self.budget)
 
 
-async def one_run(turns: list[Turn], store: str = "memory") -> dict[str, Any]:
+async def one_run(turns: list[Turn], store: str = "memory",
+                  pace: Callable[..., None] | None = None) -> dict[str, Any]:
     # each run starts from a collected heap, and what earlier runs and imports left alive is frozen out of the
     # collector's reach: a run then pays for the garbage collection of its own objects only, not for a heap that
     # grew with the runs before it (without this, a run's second half measured up to 50 % slower than its first
@@ -110,11 +112,10 @@ async def one_run(turns: list[Turn], store: str = "memory") -> dict[str, Any]:
     options = OMConfig.parse(OPTIONS)
     whole_log = WholeLogCost(options.resolve().previous_observer_tokens)
     with DecideTimer() as timer:
-        result = await replay(turns, options, store=content, watch=whole_log)
+        result = await replay(turns, options, store=content, watch=whole_log, on_turn=pace)
     await content.close()
     report = result.report()
     report["overheads"] = [t.overhead_ms for t in result.turns]
-    report["cpu_overheads"] = [t.overhead_cpu_ms for t in result.turns]
     report["messages"] = sum(len(t.messages) for t in turns)
     report["decide"] = {"inputs": timer.calls, "seconds": timer.seconds}
     sent = report["totals"]["tokens_sent_to_models"]
@@ -125,6 +126,78 @@ async def one_run(turns: list[Turn], store: str = "memory") -> dict[str, Any]:
                                           for t in report["per_turn"])
     report["final_text"] = "\n".join(
         "\n".join([c.observations, *(m.text for m in c.messages)]) for c in result.final_contexts.values())
+    return report
+
+
+LOCKSTEP_TIMEOUT_S = 600.0  # a process waiting longer for its turn: the other one failed
+
+
+class Lockstep:
+    """Drift is timed in lockstep: one process replays the conversation's first half and another the whole of it,
+    and from the second half on they take turns: the first process's turn ``k``, then the second's turn ``half + k``,
+    and so on (after each turn a process wakes the other and waits for its own next turn; the waiting is outside the
+    turns' time). Each turn of the second half is then timed within milliseconds of the first-half turn it is
+    compared with, on the same machine in the same state.
+
+    Why: timed one after the other, the two halves run seconds apart, and on these virtual machines the same work
+    runs up to 25 % slower for seconds at a time. Measured: one shape's three runs drifted +40.7, -3.1 and -23.8 %,
+    while the work, counted call by call under a profiler, was the same in both halves, and a fixed piece of work
+    timed after every turn drifted +19.5, -1.7 and -25.7 % over the same runs."""
+
+    def __init__(self, mine: Any, theirs: Any, *, half: int, first_half: bool) -> None:
+        self._mine, self._theirs = mine, theirs  # semaphores: this process's turn, the other's
+        self._half, self._first_half = half, first_half
+        self._done = 0
+
+    def _wait(self) -> None:
+        if not self._mine.acquire(timeout=LOCKSTEP_TIMEOUT_S):
+            raise RuntimeError(f"the other half's process did not hand the turn back within {LOCKSTEP_TIMEOUT_S} s")
+
+    def start(self) -> None:
+        """Before the first half's first turn: wait until the other process has replayed its own first half."""
+        if self._first_half:
+            self._wait()
+
+    def __call__(self, *_: object) -> None:
+        """After each turn (``replay``'s ``on_turn``)."""
+        self._done += 1
+        if self._first_half:  # after turn k: the other's turn half + k, then this one's k + 1, if any
+            self._theirs.release()
+            if self._done < self._half:
+                self._wait()
+        elif self._half <= self._done < 2 * self._half:  # the first half's process still has turns to take
+            self._theirs.release()
+            self._wait()
+
+
+def _first_half(turns: list[Turn], mine: Any, theirs: Any, results: Any) -> None:
+    """The other process of a lockstep run: the first half of ``turns``, its overheads put on ``results``."""
+    pace = Lockstep(mine, theirs, half=len(turns) // 2, first_half=True)
+    pace.start()
+    try:
+        results.put(asyncio.run(one_run(turns[:len(turns) // 2], pace=pace))["overheads"])
+    except BaseException as exc:
+        results.put(repr(exc))
+        raise
+
+
+def lockstep_run(turns: list[Turn]) -> dict[str, Any]:
+    """One run of ``turns`` (``one_run``'s report), whose second half is timed in lockstep with the first half
+    replayed in another process: ``report["overheads"]`` holds that process's timings for the first half, then this
+    run's for the second."""
+    context = multiprocessing.get_context("spawn")
+    mine, theirs, results = context.Semaphore(0), context.Semaphore(0), context.Queue()
+    half = len(turns) // 2
+    other = context.Process(target=_first_half, args=(turns, theirs, mine, results), daemon=True)
+    other.start()
+    try:
+        report = asyncio.run(one_run(turns, pace=Lockstep(mine, theirs, half=half, first_half=False)))
+        first = results.get(timeout=LOCKSTEP_TIMEOUT_S)
+    finally:
+        other.join(timeout=60)
+    if not isinstance(first, list):
+        raise RuntimeError(f"the first half's process failed: {first}")
+    report["overheads"] = first + report["overheads"][half:]
     return report
 
 
@@ -151,12 +224,12 @@ def input_drift(turns: list[Turn]) -> float:
     return (second - first) / first * 100 if first else 0.0
 
 
-def least_per_turn(reports: list[dict[str, Any]], key: str = "overheads") -> list[float]:
-    """Each turn's smallest overhead over the runs (``key``: wall time, or ``cpu_overheads``). Every run does the same
-    work turn by turn (same conversation, manual clock, deterministic offline model), so what one run spends beyond
-    another on a turn is the machine's noise (preemption, a collection, a cold cache), not the engine's work; the
-    least of several runs estimates the work itself."""
-    return [min(values) for values in zip(*(r[key] for r in reports), strict=True)]
+def least_per_turn(reports: list[dict[str, Any]]) -> list[float]:
+    """Each turn's smallest overhead over the runs. Every run does the same work turn by turn (same conversation,
+    manual clock, deterministic offline model), so what one run spends beyond another on a turn is the machine's
+    noise (preemption, a collection, a cold cache), not the engine's work; the least of several runs estimates the
+    work itself."""
+    return [min(values) for values in zip(*(r["overheads"] for r in reports), strict=True)]
 
 
 def beyond_input_drift(turns: list[Turn], overheads: list[float]) -> float:
@@ -181,8 +254,9 @@ def halves_drift(overheads: list[float]) -> float:
     return (second - first) / first * 100 if first else 0.0
 
 
-def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
-    """The project's conversation, ``runs`` times: medians, and the figures the reference is compared on."""
+def reference_comparison(runs: int, drift_runs: int, turns: int) -> dict[str, Any]:
+    """The project's conversation, ``runs`` times (medians, and the figures the reference is compared on), then
+    ``drift_runs`` times in lockstep for the drift."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "conversation.jsonl"
         lines = write_jsonl(path, turns, seed=42)
@@ -197,23 +271,20 @@ def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
               f"({len(PLANTED_FACTS)} facts planted early)")
         reports = [asyncio.run(one_run(loaded)) for _ in range(runs)]
         on_sqlite_runs = [asyncio.run(one_run(loaded, "sqlite"))["timing"]["overhead_ms"] for _ in range(runs)]
+        drift = measure_drift(loaded, drift_runs)
     mean = [r["timing"]["overhead_ms"]["mean"] for r in reports]
     p50 = [r["timing"]["overhead_ms"]["p50"] for r in reports]
     p90 = [r["timing"]["overhead_ms"]["p90"] for r in reports]
-    first = [r["timing"]["overhead_ms_first_half_mean"] for r in reports]
-    second = [r["timing"]["overhead_ms_second_half_mean"] for r in reports]
     last = reports[-1]
     totals = last["totals"]
     median_mean = statistics.median(mean)
     print(f"runs: {runs} (medians below)")
     print(f"engine overhead per turn: mean {median_mean:.3f} ms, p50 {statistics.median(p50):.3f} ms, "
           f"p90 {statistics.median(p90):.3f} ms (runs: {', '.join(f'{m:.3f}' for m in mean)})")
-    print(f"  first half {statistics.median(first):.3f} ms, second half {statistics.median(second):.3f} ms "
-          f"(drift {statistics.median(second) - statistics.median(first):+.3f} ms)")
-    least, least_cpu = least_per_turn(reports), least_per_turn(reports, "cpu_overheads")
-    print(f"  each turn's least overhead over the runs: mean {statistics.fmean(least):.3f} ms, drift "
-          f"{halves_drift(least):+.1f} %; in CPU time {statistics.fmean(least_cpu):.3f} ms, drift "
-          f"{halves_drift(least_cpu):+.1f} % (target <= 5 %)")
+    print(f"  drift, second half against first: {drift['work_drift_pct']:+.1f} % timed in lockstep over {drift_runs} "
+          f"runs (each run: {', '.join(f'{d:+.1f}' for d in drift['drifts'])}; target <= 5 %), "
+          f"{drift['beyond_input_pct']:+.1f} % beyond the input's; "
+          f"{halves_drift(least_per_turn(reports)):+.1f} % timed one half after the other over the {runs} runs above")
     print(f"  vs reference {REFERENCE_MS_PER_TURN} ms/turn: {median_mean / REFERENCE_MS_PER_TURN:.3f}x "
           f"(target <= 1.2 ms)")
     sqlite_mean = statistics.median(r["mean"] for r in on_sqlite_runs)
@@ -233,35 +304,27 @@ def reference_comparison(runs: int, turns: int) -> dict[str, Any]:
     print(f"invariants: turns over blockAfter {last['invariants']['turns_over_block_after']}, "
           f"turns without the current user message {last['invariants']['turns_without_current_user_message']}, "
           f"turns over the observation bound {last['invariants']['turns_over_observation_limit']}")
-    project = median_timing(reports)
-    project["timing"]["beyond_input_pct"] = beyond_input_drift(loaded, project["least_per_turn"])
-    return project
+    return {**last, "timing": {"overhead_ms": {"mean": median_mean}, **drift}}
 
 
 def measure_shape(name: str, turns: int, seed: int, runs: int) -> dict[str, Any]:
-    """``runs`` runs of one shape, in the process that calls it (``main`` gives each shape a fresh one)."""
+    """One run of one shape alone (its overhead per turn and every other figure), then ``runs`` in lockstep for the
+    drift, in the process that calls it (``main`` gives each shape a fresh one)."""
     conversation = generate(name, turns, seed=seed).turns()
-    report = median_timing([asyncio.run(one_run(conversation)) for _ in range(runs)])
-    report["timing"]["beyond_input_pct"] = beyond_input_drift(conversation, report["least_per_turn"])
-    return report
+    report = asyncio.run(one_run(conversation))
+    return {**report, "timing": {"overhead_ms": report["timing"]["overhead_ms"],
+                                 **measure_drift(conversation, runs)}}
 
 
-def median_timing(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last report, its timings replaced by the medians of every report's, with each run's drift and the drift
-    of each turn's least overhead over the runs."""
-    report = dict(reports[-1])
-    timing = {key: statistics.median(r["timing"][key] for r in reports)
-              for key in ("overhead_ms_first_half_mean", "overhead_ms_second_half_mean")}
-    timing["overhead_ms"] = {"mean": statistics.median(r["timing"]["overhead_ms"]["mean"] for r in reports)}
-    timing["drifts"] = [halves_drift(r["overheads"]) for r in reports]
-    least = report["least_per_turn"] = least_per_turn(reports)
-    timing["least_ms"] = statistics.fmean(least)
-    timing["work_drift_pct"] = halves_drift(least)
-    least_cpu = least_per_turn(reports, "cpu_overheads")
-    timing["least_cpu_ms"] = statistics.fmean(least_cpu)
-    timing["cpu_drift_pct"] = halves_drift(least_cpu)
-    report["timing"] = timing
-    return report
+def measure_drift(turns: list[Turn], runs: int) -> dict[str, Any]:
+    """``runs`` runs in lockstep: each run's drift, and the drift of each turn's least overhead over the runs (the
+    work), in all and beyond what the turns' own text explains. The lockstep's turns cost more than a run alone
+    (after each turn a process sleeps until the other hands its turn back), alike in both halves: they give the
+    drift, not the overhead."""
+    reports = [lockstep_run(turns) for _ in range(runs)]
+    least = least_per_turn(reports)
+    return {"drifts": [halves_drift(r["overheads"]) for r in reports], "work_drift_pct": halves_drift(least),
+            "beyond_input_pct": beyond_input_drift(turns, least)}
 
 
 def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
@@ -270,16 +333,13 @@ def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
     facts = conversation.current_facts()
     kept = sum(1 for f in facts if f.found_in(report["final_text"]))
     return (f"{conversation.shape:<11}{len(conversation.turns()):>6}{timing['overhead_ms']['mean']:>9.3f}"
-            f"{timing['overhead_ms_first_half_mean']:>8.3f}{timing['overhead_ms_second_half_mean']:>8.3f}"
-            f"{timing['work_drift_pct']:>+8.1f}%{timing['cpu_drift_pct']:>+8.1f}%"
-            f"{input_drift(conversation.turns()):>+8.1f}%"
+            f"{timing['work_drift_pct']:>+8.1f}%{input_drift(conversation.turns()):>+8.1f}%"
             f"{timing['beyond_input_pct']:>+8.1f}%"
             f"{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
             f"{report['with_om_tokens'] / report['full_history_tokens']:>7.3f}"
             f"{totals['reflector']['calls']:>7}{totals['generations']:>6}{invariants['largest_observation_log']:>8}"
             f"{invariants['turns_over_observation_limit']:>7}{kept:>5}/{len(facts):<3}"
-            + f"  least {timing['least_ms']:.3f} ms/turn ({timing['least_cpu_ms']:.3f} CPU); drift of each run "
-            + ", ".join(f"{d:+.1f}" for d in timing["drifts"]))
+            + "  drift of each run " + ", ".join(f"{d:+.1f}" for d in timing["drifts"]))
 
 
 def main() -> None:
@@ -289,30 +349,30 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help=f"comma-separated shapes to measure (default: all of {', '.join(SHAPES)}; none: '')")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--shape-runs", type=int, default=3, help="runs of every shape (timings are medians)")
+    parser.add_argument("--shape-runs", type=int, default=3,
+                        help="lockstep runs of every shape, and of the reference conversation, for the drift")
     parser.add_argument("--skip-reference", action="store_true", help="only the shapes")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
-    project = None if args.skip_reference else reference_comparison(args.runs, args.turns)
+    project = None if args.skip_reference else reference_comparison(args.runs, args.shape_runs, args.turns)
     if not shapes:
         return
     limit = OMConfig.parse(OPTIONS).resolve().reflection_block_after
-    print(f"\nshapes: {args.turns} turns each, seed {args.seed}, {args.shape_runs} runs each (median timings); "
+    print(f"\nshapes: {args.turns} turns each, seed {args.seed}, one run alone and {args.shape_runs} in lockstep each; "
           f"bound on the observation log {limit} tokens; targets: drift <= 5 %, tokens <= 0.5x (/full), 0 turns "
           "over the bound")
     print("  /whole: OM's model tokens against the same calls re-sending the whole observation log; /full: the "
           "agent's contexts plus OM's model tokens against re-sending the whole conversation every turn")
-    print("  drift: the second half against the first, on each turn's least overhead over the runs (the work, without "
-          "the machine's noise; each run's own drift is listed after the row); input: the second half's message "
-          "tokens against the first half's")
+    print("  ms/turn: engine overhead per turn in the run alone; drift: the second half against the first, on each "
+          "turn's least overhead over the lockstep runs (turn k of the first half in one process, then turn half + k "
+          "in another: the work, without the machine's noise; each run's own drift is listed after the row); input: "
+          "the second half's message tokens against the first half's")
     print("  beyond: the drift that the turns' own text does not explain (each turn's least overhead fitted as a fixed "
           "cost plus a cost per message token; the second half's excess over the fit, against the first half's)")
-    print("  cpu: the same drift on the process's CPU time per turn (what other processes do to the machine leaves it "
-          "out)")
-    print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'1st':>8}{'2nd':>8}{'drift':>9}{'cpu':>9}{'input':>9}{'beyond':>9}"
+    print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'drift':>9}{'input':>9}{'beyond':>9}"
           f"{'M tok':>9}{'/whole':>7}{'/full':>7}{'refl':>7}{'gens':>6}{'max log':>8}{'over':>7}{'facts':>9}")
     for name in shapes:
         conversation = generate(name, args.turns, seed=args.seed)
