@@ -30,6 +30,7 @@ import asyncio
 import gc
 import itertools
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -170,35 +171,58 @@ class Lockstep:
             self._wait()
 
 
-def _first_half(turns: list[Turn], mine: Any, theirs: Any, results: Any) -> None:
-    """The other process of a lockstep run: the first half of ``turns``, its overheads put on ``results``."""
-    pace = Lockstep(mine, theirs, half=len(turns) // 2, first_half=True)
+def _replay_in_lockstep(turns: list[Turn], first_half: bool, mine: Any, theirs: Any, results: Any, cpu: int) -> None:
+    """One process of a lockstep run, on core ``cpu``: the first half of ``turns``, or all of them; its report (or
+    what failed) put on ``results``."""
+    os.sched_setaffinity(0, {cpu})
+    pace = Lockstep(mine, theirs, half=len(turns) // 2, first_half=first_half)
     pace.start()
     try:
-        results.put(asyncio.run(one_run(turns[:len(turns) // 2], pace=pace))["overheads"])
+        results.put(asyncio.run(one_run(turns[:len(turns) // 2] if first_half else turns, pace=pace)))
     except BaseException as exc:
         results.put(repr(exc))
         raise
 
 
-def lockstep_run(turns: list[Turn]) -> dict[str, Any]:
-    """One run of ``turns`` (``one_run``'s report), whose second half is timed in lockstep with the first half
-    replayed in another process: ``report["overheads"]`` holds that process's timings for the first half, then this
-    run's for the second."""
+def lockstep_run(turns: list[Turn], seed: int) -> dict[str, Any]:
+    """One run of ``turns`` (``one_run``'s report), in a process of its own, whose second half is timed in lockstep
+    with the first half replayed in another: ``report["overheads"]`` holds the other's timings for the first half,
+    then this run's for the second.
+
+    Both processes are new, with the same hash seed (``seed``): a process keeps some speed of its own (its memory's
+    layout), so a long-lived one compared with new ones drifted the same way in every run of an invocation and
+    differently from one invocation to the next (project: +5.8, +6.5, +4.7 %, then -0.2, +2.4, +3.6 %). Both run on
+    one core (they never run at once): left to the scheduler, each tends to stay on the core it last ran on, and the
+    cores of a virtual machine need not run at the same speed."""
     context = multiprocessing.get_context("spawn")
-    mine, theirs, results = context.Semaphore(0), context.Semaphore(0), context.Queue()
-    half = len(turns) // 2
-    other = context.Process(target=_first_half, args=(turns, theirs, mine, results), daemon=True)
-    other.start()
+    first_go, whole_go = context.Semaphore(0), context.Semaphore(0)
+    first_results, whole_results = context.Queue(), context.Queue()
+    cpu = min(os.sched_getaffinity(0))
+    hash_seed = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = str(seed)  # what a spawned interpreter starts with
     try:
-        report = asyncio.run(one_run(turns, pace=Lockstep(mine, theirs, half=half, first_half=False)))
-        first = results.get(timeout=LOCKSTEP_TIMEOUT_S)
+        processes = [context.Process(target=_replay_in_lockstep, daemon=True,
+                                     args=(turns, True, first_go, whole_go, first_results, cpu)),
+                     context.Process(target=_replay_in_lockstep, daemon=True,
+                                     args=(turns, False, whole_go, first_go, whole_results, cpu))]
+        for process in processes:
+            process.start()
     finally:
-        other.join(timeout=60)
-    if not isinstance(first, list):
-        raise RuntimeError(f"the first half's process failed: {first}")
-    report["overheads"] = first + report["overheads"][half:]
-    return report
+        if hash_seed is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = hash_seed
+    try:
+        whole = whole_results.get(timeout=LOCKSTEP_TIMEOUT_S * 2)
+        first = first_results.get(timeout=LOCKSTEP_TIMEOUT_S)
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+    for report in (first, whole):
+        if not isinstance(report, dict):
+            raise RuntimeError(f"a process of the lockstep run failed: {report}")
+    whole["overheads"] = first["overheads"] + whole["overheads"][len(turns) // 2:]
+    return whole
 
 
 def turn_tokens(turns: list[Turn]) -> list[int]:
@@ -321,7 +345,7 @@ def measure_drift(turns: list[Turn], runs: int) -> dict[str, Any]:
     work), in all and beyond what the turns' own text explains. The lockstep's turns cost more than a run alone
     (after each turn a process sleeps until the other hands its turn back), alike in both halves: they give the
     drift, not the overhead."""
-    reports = [lockstep_run(turns) for _ in range(runs)]
+    reports = [lockstep_run(turns, seed=run) for run in range(runs)]
     least = least_per_turn(reports)
     return {"drifts": [halves_drift(r["overheads"]) for r in reports], "work_drift_pct": halves_drift(least),
             "beyond_input_pct": beyond_input_drift(turns, least)}
