@@ -80,32 +80,45 @@ async def preload(bootstrap: str, topic: str, threads: int, per_thread: int) -> 
     return last
 
 
+@dataclass
+class Outputs:
+    """What a pipeline wrote to its output topic, as a reader saw it: (first output, the output that covered the last
+    thread's last message) in seconds, as the producing process stamped them (the records' create time: neither when
+    the reader joined nor how far behind it reads counts), and how many records and value bytes until then."""
+
+    first: float = float("inf")
+    done: float = 0.0
+    records: int = 0
+    value_bytes: int = 0
+
+
 async def wait_outputs(bootstrap: str, topic: str, last: dict[str, str], timeout: float,
-                       through: bool) -> tuple[float, float]:
-    """(first output, the output that covered the last thread's last message) in seconds, as the producing process
-    stamped them (the records' create time): neither when this reader joined nor how far behind it reads counts."""
+                       through: bool) -> Outputs:
+    """Read ``topic`` until every thread's last message is covered (``through``: a context's
+    ``through_message_id``; else the record's ``message_id``)."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                 group_id=f"bench-read-{uuid.uuid4().hex[:6]}", metadata_max_age_ms=1000)
     await consumer.start()
     pending = dict(last)
-    first = float("inf")
-    done = 0.0
+    seen_out = Outputs()
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=500, max_records=5000)
             for records in batch.values():
                 for record in records:
-                    first = min(first, record.timestamp / 1000)
+                    seen_out.first = min(seen_out.first, record.timestamp / 1000)
+                    seen_out.records += 1
+                    seen_out.value_bytes += len(record.value)
                     value = json.loads(record.value)
                     thread = record.key.decode()
                     seen = value.get("through_message_id") if through else value.get("message_id")
                     if pending.get(thread) == seen:
                         del pending[thread]
-                        done = max(done, record.timestamp / 1000)
+                        seen_out.done = max(seen_out.done, record.timestamp / 1000)
         if pending:
             raise RuntimeError(f"{len(pending)} threads not done before the timeout")
-        return first, done
+        return seen_out
     finally:
         await consumer.stop()
 
@@ -144,7 +157,7 @@ def _worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder
             "OM_MEMORY_STORE": store, "OM_MEMORY_SQLITE_PATH": str(folder / f"{prefix}.db"),
             "OM_WORKER_DATA_DIR": str(folder),
             "OM_MEMORY_MODEL": "offline", "OM_LOG_LEVEL": "warning",
-            "OM_WORKER_BATCH_WITHIN_S": os.environ.get("BENCH_WITHIN", "0.005"),
+            **({"OM_WORKER_BATCH_WITHIN_S": os.environ["BENCH_WITHIN"]} if "BENCH_WITHIN" in os.environ else {}),
             **{f"OM_KAFKA_TOPIC_{n.upper()}": f"{prefix}.{n}" for n in names}}
 
 
@@ -198,10 +211,10 @@ async def _healthy(port: int) -> bool:
 
 
 async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, per_thread: int, partitions: int,
-                     store: str, cassandra: str | None, deployment: Deployment = Deployment()) -> float:
-    """Messages per second from the first output to the last thread's last one. om-stream's processes are started
-    and settled first, then the messages are published (with several workers a late join would rebalance the group
-    mid-run); a baseline starts on the preloaded topic."""
+                     store: str, cassandra: str | None, deployment: Deployment = Deployment()) -> tuple[float, Outputs]:
+    """Messages per second from the first output to the last thread's last one, and what was written meanwhile.
+    om-stream's processes are started and settled first, then the messages are published (with several workers a
+    late join would rebalance the group mid-run); a baseline starts on the preloaded topic."""
     prefix = f"b{uuid.uuid4().hex[:8]}"
     total = threads * per_thread
     processes: list[subprocess.Popen[bytes]] = []
@@ -226,11 +239,11 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
             last = await preload(bootstrap, source, threads, per_thread)
             processes.append(spawn([sys.executable, str(ROOT / "bench" / "pipelines.py"), kind], env,
                                    folder / f"{prefix}-{kind}.log"))
-        first, done = await wait_outputs(bootstrap, sink, last, timeout=600, through=through)
+        outputs = await wait_outputs(bootstrap, sink, last, timeout=600, through=through)
     finally:
         for process in processes:
             stop(process)
-    return total / max(1e-6, done - first)
+    return total / max(1e-6, outputs.done - outputs.first), outputs
 
 
 async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, threads: int, partitions: int,
@@ -340,12 +353,15 @@ def main() -> None:
             folder = Path(tmp)
             for trial in range(args.trials):
                 for kind, name, deployment in pipelines:
-                    rate = asyncio.run(throughput(kind, bootstrap, folder, threads=args.threads,
+                    rate, outputs = asyncio.run(throughput(kind, bootstrap, folder, threads=args.threads,
                                                   per_thread=args.per_thread, partitions=args.partitions,
                                                   store=args.store, deployment=deployment,
                                                   cassandra=cassandra if args.store == "cassandra" else None))
                     results[name].append(rate)
-                    print(f"trial {trial + 1}: {name:28s} {rate:8.0f} msgs/s", flush=True)
+                    total = args.threads * args.per_thread
+                    print(f"trial {trial + 1}: {name:28s} {rate:8.0f} msgs/s  ({outputs.records / total:.2f} "
+                          f"outputs per message, {outputs.value_bytes / max(1, outputs.records) / 1000:.1f} KB "
+                          f"each, {outputs.value_bytes / total / 1000:.1f} KB written per message)", flush=True)
             for trial in range(0 if args.no_latency else args.trials):
                 p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
                                                threads=args.threads, partitions=args.partitions, store=args.store,
