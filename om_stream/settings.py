@@ -90,9 +90,8 @@ class WorkerSettings(_Group):
     batch_max: int = Field(1024, ge=1, description="Most inputs processed per batch by the memory agent: under load a "
                                                    "thread's messages in one batch share one context and one state "
                                                    "write")
-    batch_within_s: float = Field(0.05, gt=0, description="Longest a batch keeps gathering while a backlog lasts "
-                                                          "(larger batches share contexts and writes); inputs that "
-                                                          "trickle in go at once, after a 5 ms chunk")
+    batch_within_s: float = Field(0.02, gt=0, description="Longest wait to fill a batch (larger batches amortise "
+                                                          "Faust's per-batch cost; adds at most this much latency)")
     table_store: str = Field("memory://", description="Faust table store (memory:// or rocksdb://)")
     data_dir: str = Field(".", description="Where the worker keeps its local state (Faust's data dir, "
                                            "<data_dir>/<app_id>-data: table stores, recovery offsets); a volume "

@@ -50,7 +50,6 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.batching import gathered
 from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.group_lag import GroupLagProbe
@@ -73,11 +72,6 @@ __all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
 AgentBody = Callable[[faust.StreamT[bytes]], AsyncIterator[None]]
-# Faust's records come in chunks gathered this long; a chunk of at least _BUSY_CHUNK records shows a backlog, and
-# the memory agent then merges chunks into one batch (batching.py). At Faust's pace on a backlog a 5 ms chunk holds
-# about a hundred records; a topic fed at 200 msgs/s gives one.
-_CHUNK_S = 0.005
-_BUSY_CHUNK = 16
 _RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 GROUP_LAG_INTERVAL_S = 15.0
 
@@ -310,8 +304,7 @@ class Worker:
         @app.agent(memory_topic, name="memory", concurrency=1)
         @watched("memory")
         async def memory(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            chunks = cast(Any, stream).noack_take(worker.batch_max, within=_CHUNK_S)
-            batches = gathered(chunks, most=worker.batch_max, busy=_BUSY_CHUNK, within_s=worker.batch_within_s)
+            batches = cast(Any, stream).noack_take(worker.batch_max, within=worker.batch_within_s)
             async for events in batches:
                 self._handling += 1
                 try:
