@@ -8,8 +8,10 @@ Throughput: N messages published, timed from the pipeline's first output record 
 the last message of every thread (for om-stream: a context whose ``through_message_id`` is that message), both by
 the create time the pipeline's producer stamped on them; the time a process takes to join its group is thus
 excluded. ``--workers`` and ``--split`` run several memory workers in one group, and the model calls in a
-``--role models`` process of their own. Latency: messages published
-at a steady rate (default 200/s), each timed from its send to the first context that includes it.
+``--role models`` process of their own; ``--compare DIR`` runs the same deployments from another checkout too (a
+change measured against its parent in the same trials). Each trial prints what a pipeline wrote per message.
+Latency (for each one-worker deployment): messages published at a steady rate (default 200/s), each timed from its
+send to the first context that includes it.
 Every figure is the median of several trials, run round-robin. Targets (runtime issue): om-stream ≥ 0.6× the
 bare Faust passthrough and ≥ 1,500 msgs/s; p99 ≤ 100 ms at 200 msgs/s.
 """
@@ -27,7 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -123,9 +125,10 @@ async def wait_outputs(bootstrap: str, topic: str, last: dict[str, str], timeout
         await consumer.stop()
 
 
-def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], env: dict[str, str], log: Path, code: Path = ROOT) -> subprocess.Popen[bytes]:
+    """Start ``args`` with ``code`` (a checkout of om-stream) first on the import path."""
     with log.open("ab") as out:
-        return subprocess.Popen(args, env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, stdout=out,
+        return subprocess.Popen(args, env={**os.environ, **env, "PYTHONPATH": str(code)}, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -164,14 +167,17 @@ def _worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder
 @dataclass(frozen=True)
 class Deployment:
     """The om-stream processes of a run: ``workers`` memory workers in one group (each with every agent, or with
-    ``split``: the memory role only, beside one ``--role models`` process for the Observer and Reflector calls)."""
+    ``split``: the memory role only, beside one ``--role models`` process for the Observer and Reflector calls),
+    running the om-stream of ``code`` (this checkout, or another one given with ``--compare``)."""
 
     workers: int = 1
     split: bool = False
+    code: Path = ROOT
 
     @property
     def label(self) -> str:
-        return f"{self.workers} worker{'s' if self.workers > 1 else ''}{' + models' if self.split else ''}"
+        label = f"{self.workers} worker{'s' if self.workers > 1 else ''}{' + models' if self.split else ''}"
+        return label if self.code == ROOT else f"{label} [{checkout_name(self.code)}]"
 
     def processes(self, env: dict[str, str], folder: Path, prefix: str) -> list[tuple[str, dict[str, str]]]:
         """(name, environment) of every process to start."""
@@ -227,7 +233,7 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
             for name, process_env in started:
                 Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
                 processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
-                                       folder / f"{prefix}-{name}.log"))
+                                       folder / f"{prefix}-{name}.log", deployment.code))
             await wait_ready(processes, [int(process_env["OM_WORKER_METRICS_PORT"]) for _, process_env in started])
             last = await preload(bootstrap, source, threads, per_thread)
         else:
@@ -247,12 +253,16 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
 
 
 async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, threads: int, partitions: int,
-                  store: str, cassandra: str | None) -> tuple[float, float]:
+                  store: str, cassandra: str | None, deployment: Deployment = Deployment()) -> tuple[float, float]:
     prefix = f"l{uuid.uuid4().hex[:8]}"
     env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
     await create_topics(bootstrap, [source, sink], partitions)
-    process = spawn([sys.executable, "-m", "om_stream.runtime.worker"], env, folder / f"{prefix}.log")
+    processes = []
+    for name, process_env in deployment.processes(env, folder, prefix):
+        Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
+        processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
+                               folder / f"{prefix}-{name}.log", deployment.code))
     consumer = AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, auto_offset_reset="latest",
                                 group_id=f"lat-{prefix}", metadata_max_age_ms=1000)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
@@ -303,16 +313,25 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     finally:
         await producer.stop()
         await consumer.stop()
-        stop(process)
+        for process in processes:
+            stop(process)
     latencies.sort()
     if len(latencies) < rate * seconds * 0.95:
         raise RuntimeError(f"only {len(latencies)} of {rate * seconds} messages got their context")
     return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
 
 
-def deployments(workers: str, split: bool) -> list[Deployment]:
+def deployments(workers: str, split: bool, compare: Path | None) -> list[Deployment]:
     counts = [int(n) for n in workers.split(",") if n.strip()]
-    return [Deployment(n) for n in counts] + ([Deployment(n, split=True) for n in counts] if split else [])
+    ours = [Deployment(n) for n in counts] + ([Deployment(n, split=True) for n in counts] if split else [])
+    return ours + ([replace(d, code=compare) for d in ours] if compare else [])
+
+
+def checkout_name(code: Path) -> str:
+    """A checkout's short commit (its folder's name if it is not a git checkout)."""
+    found = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], check=False,
+                           capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else code.name
 
 
 def main() -> None:
@@ -327,6 +346,8 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--no-latency", action="store_true", help="throughput only")
+    parser.add_argument("--compare", type=Path, help="another checkout of om-stream (e.g. a worktree of the parent "
+                                                     "commit): its workers are measured too, in the same trials")
     args = parser.parse_args()
     services = None
     bootstrap = os.environ.get("OM_KAFKA_BOOTSTRAP")
@@ -341,13 +362,14 @@ def main() -> None:
         bootstrap = bootstrap or (services.kafka.bootstrap if services.kafka else None)
         cassandra = cassandra or (services.cassandra.contact_point if services.cassandra else None)
     assert bootstrap is not None
-    ours = deployments(args.workers, args.split)
+    ours = deployments(args.workers, args.split, args.compare)
     pipelines: list[tuple[str, str, Deployment]] = [("aiokafka", "aiokafka", Deployment()),
                                                     ("faust", "faust", Deployment())]
     pipelines += [("om-stream", f"om-stream, {d.label}", d) for d in ours]
     results: dict[str, list[float]] = {name: [] for _, name, _ in pipelines}
-    p50s: list[float] = []
-    p99s: list[float] = []
+    timed = [d for d in ours if d.workers == 1]
+    p50s: dict[str, list[float]] = {d.label: [] for d in timed}
+    p99s: dict[str, list[float]] = {d.label: [] for d in timed}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -363,13 +385,15 @@ def main() -> None:
                           f"outputs per message, {outputs.value_bytes / max(1, outputs.records) / 1000:.1f} KB "
                           f"each, {outputs.value_bytes / total / 1000:.1f} KB written per message)", flush=True)
             for trial in range(0 if args.no_latency else args.trials):
-                p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
-                                               threads=args.threads, partitions=args.partitions, store=args.store,
-                                               cassandra=cassandra if args.store == "cassandra" else None))
-                p50s.append(p50)
-                p99s.append(p99)
-                print(f"trial {trial + 1}: publish->context at {args.rate} msgs/s p50 {p50:.1f} ms p99 {p99:.1f} ms",
-                      flush=True)
+                for deployment in timed:
+                    p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
+                                                   threads=args.threads, partitions=args.partitions,
+                                                   store=args.store, deployment=deployment,
+                                                   cassandra=cassandra if args.store == "cassandra" else None))
+                    p50s[deployment.label].append(p50)
+                    p99s[deployment.label].append(p99)
+                    print(f"trial {trial + 1}: publish->context at {args.rate} msgs/s, {deployment.label}: "
+                          f"p50 {p50:.1f} ms p99 {p99:.1f} ms", flush=True)
     finally:
         if services is not None:
             services.stop()
@@ -383,9 +407,10 @@ def main() -> None:
         rate = median[name]
         print(f"  {name:28s}  {rate:8.0f} msgs/s  = {rate / median['faust']:.2f}x Faust passthrough, "
               f"{rate / median['aiokafka']:.2f}x aiokafka (targets: >= 0.6x, >= 1500 msgs/s)")
-    if p50s:
-        print(f"  publish->context at {args.rate} msgs/s (1 worker): p50 {statistics.median(p50s):.1f} ms, "
-              f"p99 {statistics.median(p99s):.1f} ms (target p99 <= 100 ms)")
+    for label, values in p50s.items():
+        if values:
+            print(f"  publish->context at {args.rate} msgs/s ({label}): p50 {statistics.median(values):.1f} ms, "
+                  f"p99 {statistics.median(p99s[label]):.1f} ms (target p99 <= 100 ms)")
 
 
 if __name__ == "__main__":
