@@ -258,11 +258,12 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
     await create_topics(bootstrap, [source, sink], partitions)
-    processes = []
+    processes, ports = [], []
     for name, process_env in deployment.processes(env, folder, prefix):
         Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
         processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
                                folder / f"{prefix}-{name}.log", deployment.code))
+        ports.append(int(process_env["OM_WORKER_METRICS_PORT"]))
     consumer = AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, auto_offset_reset="latest",
                                 group_id=f"lat-{prefix}", metadata_max_age_ms=1000)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
@@ -291,6 +292,8 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
                         covered[thread] = max(covered.get(thread, 0), position + 1)
 
     try:
+        # settled first: a process that joins late would rebalance the group during the measurement
+        await wait_ready(processes, ports)
         # warm-up: let the worker join its group and create its internal topics
         warm = payload("warmup", 0, rng)
         await producer.send_and_wait(source, json.dumps(warm).encode(), key=b"warmup")
