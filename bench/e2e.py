@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -102,25 +103,25 @@ async def wait_outputs(bootstrap: str, topic: str, last: dict[str, str], timeout
                                 group_id=f"bench-read-{uuid.uuid4().hex[:6]}", metadata_max_age_ms=1000)
     await consumer.start()
     pending = dict(last)
-    seen_out = Outputs()
+    outputs = Outputs()
     deadline = time.monotonic() + timeout
     try:
         while pending and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=500, max_records=5000)
             for records in batch.values():
                 for record in records:
-                    seen_out.first = min(seen_out.first, record.timestamp / 1000)
-                    seen_out.records += 1
-                    seen_out.value_bytes += len(record.value)
+                    outputs.first = min(outputs.first, record.timestamp / 1000)
+                    outputs.records += 1
+                    outputs.value_bytes += len(record.value)
                     value = json.loads(record.value)
                     thread = record.key.decode()
                     seen = value.get("through_message_id") if through else value.get("message_id")
                     if pending.get(thread) == seen:
                         del pending[thread]
-                        seen_out.done = max(seen_out.done, record.timestamp / 1000)
+                        outputs.done = max(outputs.done, record.timestamp / 1000)
         if pending:
             raise RuntimeError(f"{len(pending)} threads not done before the timeout")
-        return seen_out
+        return outputs
     finally:
         await consumer.stop()
 
@@ -189,6 +190,18 @@ class Deployment:
                         "OM_WORKER_DATA_DIR": str(folder / f"{prefix}-{name}")}) for role, name in roles]
 
 
+def start_workers(deployment: Deployment, env: dict[str, str], folder: Path,
+                  prefix: str) -> tuple[list[subprocess.Popen[bytes]], list[int]]:
+    """Start every process of ``deployment``; returns them and their metrics ports (for ``wait_ready``)."""
+    processes, ports = [], []
+    for name, process_env in deployment.processes(env, folder, prefix):
+        Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
+        processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
+                               folder / f"{prefix}-{name}.log", deployment.code))
+        ports.append(int(process_env["OM_WORKER_METRICS_PORT"]))
+    return processes, ports
+
+
 async def wait_ready(processes: list[subprocess.Popen[bytes]], ports: list[int], timeout: float = 180.0,
                      quiet_s: float = 5.0) -> None:
     """Until every process has answered ``/healthz`` 200 for ``quiet_s`` in a row (the group has settled: a member
@@ -229,12 +242,8 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
             env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
             source, sink, through = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"], True
             await create_topics(bootstrap, [source, sink], partitions)
-            started = deployment.processes(env, folder, prefix)
-            for name, process_env in started:
-                Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
-                processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
-                                       folder / f"{prefix}-{name}.log", deployment.code))
-            await wait_ready(processes, [int(process_env["OM_WORKER_METRICS_PORT"]) for _, process_env in started])
+            processes, ports = start_workers(deployment, env, folder, prefix)
+            await wait_ready(processes, ports)
             last = await preload(bootstrap, source, threads, per_thread)
         else:
             source, sink, through = f"{prefix}.in", f"{prefix}.out", False
@@ -258,12 +267,7 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
     await create_topics(bootstrap, [source, sink], partitions)
-    processes, ports = [], []
-    for name, process_env in deployment.processes(env, folder, prefix):
-        Path(process_env["OM_WORKER_DATA_DIR"]).mkdir(parents=True, exist_ok=True)
-        processes.append(spawn([sys.executable, "-m", "om_stream.runtime.worker"], process_env,
-                               folder / f"{prefix}-{name}.log", deployment.code))
-        ports.append(int(process_env["OM_WORKER_METRICS_PORT"]))
+    processes, ports = start_workers(deployment, env, folder, prefix)
     consumer = AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, auto_offset_reset="latest",
                                 group_id=f"lat-{prefix}", metadata_max_age_ms=1000)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
@@ -330,6 +334,7 @@ def deployments(workers: str, split: bool, compare: Path | None) -> list[Deploym
     return ours + ([replace(d, code=compare) for d in ours] if compare else [])
 
 
+@functools.cache
 def checkout_name(code: Path) -> str:
     """A checkout's short commit (its folder's name if it is not a git checkout)."""
     found = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], check=False,
@@ -370,6 +375,7 @@ def main() -> None:
                                                     ("faust", "faust", Deployment())]
     pipelines += [("om-stream", f"om-stream, {d.label}", d) for d in ours]
     results: dict[str, list[float]] = {name: [] for _, name, _ in pipelines}
+    total = args.threads * args.per_thread
     timed = [d for d in ours if d.workers == 1]
     p50s: dict[str, list[float]] = {d.label: [] for d in timed}
     p99s: dict[str, list[float]] = {d.label: [] for d in timed}
@@ -378,12 +384,11 @@ def main() -> None:
             folder = Path(tmp)
             for trial in range(args.trials):
                 for kind, name, deployment in pipelines:
-                    rate, outputs = asyncio.run(throughput(kind, bootstrap, folder, threads=args.threads,
-                                                  per_thread=args.per_thread, partitions=args.partitions,
-                                                  store=args.store, deployment=deployment,
-                                                  cassandra=cassandra if args.store == "cassandra" else None))
+                    rate, outputs = asyncio.run(throughput(
+                        kind, bootstrap, folder, threads=args.threads, per_thread=args.per_thread,
+                        partitions=args.partitions, store=args.store, deployment=deployment,
+                        cassandra=cassandra if args.store == "cassandra" else None))
                     results[name].append(rate)
-                    total = args.threads * args.per_thread
                     print(f"trial {trial + 1}: {name:28s} {rate:8.0f} msgs/s  ({outputs.records / total:.2f} "
                           f"outputs per message, {outputs.value_bytes / max(1, outputs.records) / 1000:.1f} KB "
                           f"each, {outputs.value_bytes / total / 1000:.1f} KB written per message)", flush=True)
@@ -401,7 +406,6 @@ def main() -> None:
         if services is not None:
             services.stop()
     median = {name: statistics.median(values) for name, values in results.items()}
-    total = args.threads * args.per_thread
     print(f"\n{total} messages of ~1 KB over {args.threads} threads, {args.partitions} partitions, store "
           f"{args.store}, offline model; medians of {args.trials} trials")
     print(f"  bare aiokafka loop            {median['aiokafka']:8.0f} msgs/s")
