@@ -7,6 +7,7 @@ timeouts, fallbacks) implement the same protocols around another implementation.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -29,6 +30,7 @@ from om_stream.core.recall.records import (
 __all__ = [
     "Attachment",
     "AttachmentAwareModel",
+    "BatchedWrites",
     "ChatMessage",
     "ChatModel",
     "ChatRequest",
@@ -173,6 +175,19 @@ class ContentStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class BatchedWrites(Protocol):
+    """A content store whose writes can be committed together: the SQLite store, where each commit has a cost of
+    its own (a transaction, a WAL append) that one commit per input batch pays once."""
+
+    def batched_writes(self) -> AbstractAsyncContextManager[None]:
+        """Within the block, this task's writes are held and committed together, in the order made, as one
+        transaction when the block ends (a failure: none of them is committed, the error leaves the block). A read
+        in the block commits the writes held before it, so every read sees every write made before it. A write
+        method returns once its write is held; what it caches of the write is cached after the commit."""
+        ...
 
 
 @runtime_checkable

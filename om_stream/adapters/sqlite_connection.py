@@ -90,7 +90,10 @@ class SqliteConnection:
             finally:
                 self._queued -= 1
         except sqlite3.Error as exc:
-            raise StorageError(f"SQLite ({self.path}): {type(exc).__name__}: {exc}") from exc
+            # an OperationalError may pass (a lock, a full disk, an I/O error); a constraint or a malformed value
+            # fails the same way every time: a refusal, not an outage
+            raise StorageError(f"SQLite ({self.path}): {type(exc).__name__}: {exc}",
+                               transient=isinstance(exc, sqlite3.OperationalError)) from exc
 
     def _now(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], write: bool) -> tuple[bool, T]:
         """``fn`` on the caller's thread, unless it would wait for a lock: then ``(False, _)`` and nothing done."""

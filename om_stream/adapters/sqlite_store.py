@@ -2,8 +2,9 @@
 
 Used by ``om-stream demo``, ``replay`` and the library. One connection (``sqlite_connection``): writes are
 serialised, each store operation is one transaction, run on the caller's thread when it need not wait for a lock,
-else on the connection's own thread (the event loop never waits on SQLite's locks). File databases use WAL, so
-readers in other processes see committed data while the store writes.
+else on the connection's own thread (the event loop never waits on SQLite's locks). Inside ``batched_writes`` (the
+host's phase 1 for a batch of inputs) a task's writes are held and committed together, one transaction per batch.
+File databases use WAL, so readers in other processes see committed data while the store writes.
 
 The schema is created and upgraded by :meth:`SqliteContentStore.start` or on first use (``PRAGMA user_version``
 counts the applied migrations): an embedded database belongs to the process that opens it, so there is no separate
@@ -26,11 +27,15 @@ never leave.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
@@ -55,6 +60,18 @@ __all__ = ["SqliteContentStore"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+@dataclass
+class _Holding:
+    """The writes a ``batched_writes`` block holds, each with what it caches once committed. Only the block's own
+    task holds writes: a task started inside the block inherits this (context variables are copied into new tasks)
+    but writes at once, since it may outlive the block."""
+
+    task: asyncio.Task[Any] | None
+    writes: list[tuple[Callable[[sqlite3.Connection], Any], Callable[[Any], None] | None]] = field(
+        default_factory=list)
+
 
 # Each entry is one schema version; a database at user_version N gets entries N.. applied, in one transaction each.
 _MIGRATIONS: tuple[str, ...] = (
@@ -124,12 +141,50 @@ class SqliteContentStore:
         self._messages: ReadCache[tuple[str, str], Message] = ReadCache(_CACHED_MESSAGES)
         self._texts: ReadCache[str, str] = ReadCache(_CACHED_TEXTS)
         self._threads: ReadCache[str, tuple[Any, ...]] = ReadCache(_CACHED_THREADS)
+        # the writes held by ``batched_writes`` in the current task (each with what it caches once committed)
+        self._held: ContextVar[_Holding | None] = ContextVar(f"om-sqlite-held-{id(self)}", default=None)
 
     def __repr__(self) -> str:
         return f"SqliteContentStore({self._path!r})"
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
+        await self._commit_held()  # what this task wrote before sees it
         return await self._db.run(fn, write=write)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> None:
+        """A content write, ``then`` told its result once it is committed: now, or held by ``batched_writes``."""
+        holding = self._held.get()
+        if holding is not None and holding.task is asyncio.current_task():
+            holding.writes.append((fn, then))
+            return
+        result = await self._db.run(fn, write=True)
+        if then is not None:
+            then(result)
+
+    async def _commit_held(self) -> None:
+        holding = self._held.get()
+        if holding is None or not holding.writes or holding.task is not asyncio.current_task():
+            return
+        writes = list(holding.writes)
+        holding.writes.clear()  # committed or failed, they are not tried again here (the caller retries the block)
+        results = await self._db.run(lambda conn: [fn(conn) for fn, _ in writes], write=True)
+        for (_, then), result in zip(writes, results, strict=True):
+            if then is not None:
+                then(result)
+
+    @asynccontextmanager
+    async def batched_writes(self) -> AsyncIterator[None]:
+        """``ports.BatchedWrites``: this task's content writes in the block, one transaction when it ends. If the
+        block raises, the writes it holds are dropped. Nested, the outermost block commits."""
+        if self._held.get() is not None:
+            yield
+            return
+        token = self._held.set(_Holding(asyncio.current_task()))
+        try:
+            yield
+            await self._commit_held()
+        finally:
+            self._held.reset(token)
 
     async def start(self) -> None:
         """Open the database and create or upgrade its schema now (otherwise the first operation does)."""
@@ -164,11 +219,11 @@ class SqliteContentStore:
 
         key = (message.resource_id, message.message_id)
         self._messages.discard(key)
-        await self._run(write, write=True)
-        self._messages.put(key, message)
+        await self._write(write, lambda _: self._messages.put(key, message))
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
         """The messages in the order asked; ids not found are left out. ``resource_id`` restricts to a tenant."""
+        await self._commit_held()  # as every read: the cache holds committed rows only
         cached: dict[str, Message] = {}
         if resource_id is not None:  # without a tenant, the stored row of the first resource answers
             for message_id in message_ids:
@@ -233,8 +288,11 @@ class SqliteContentStore:
                  ranges_to_json(segment.ranges), "[]"))
             return True
 
-        if await self._run(write, write=True):
-            self._texts.put(segment.segment_id, segment.text)
+        def written(inserted: bool) -> None:
+            if inserted:
+                self._texts.put(segment.segment_id, segment.text)
+
+        await self._write(write, written)
 
     @staticmethod
     def _resource_of(conn: sqlite3.Connection, record_key: str, message_id: str) -> str:
@@ -246,6 +304,7 @@ class SqliteContentStore:
         return str(row[0]) if row else ""
 
     async def get_segment_texts(self, segment_ids: Sequence[str]) -> dict[str, str]:
+        await self._commit_held()
         cached = {i: text for i in segment_ids if (text := self._texts.get(i)) is not None}
         ids = [i for i in dict.fromkeys(segment_ids) if i not in cached]
         if not ids:
@@ -278,7 +337,7 @@ class SqliteContentStore:
             for chunk_id in command.chunk_ids:
                 self._activate(conn, chunk_id, command.generation)
 
-        await self._run(write, write=True)
+        await self._write(write)
 
     async def commit_generation(self, command: CommitGeneration) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -304,7 +363,7 @@ class SqliteContentStore:
             for segment_id in command.segment_ids:
                 self._activate(conn, segment_id, command.generation)
 
-        await self._run(write, write=True)
+        await self._write(write)
 
     async def put_thread_metadata(self, command: PersistThreadMetadata) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -325,8 +384,7 @@ class SqliteContentStore:
                  command.last_observed_message_id or None,
                  None if command.working_memory is None else json.dumps(command.working_memory, default=str)))
 
-        await self._run(write, write=True)
-        self._threads.discard(command.thread_id)
+        await self._write(write, lambda _: self._threads.discard(command.thread_id))
 
     async def get_thread_metadata(self, thread_id: str) -> ThreadMetadata:
         def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
@@ -336,6 +394,7 @@ class SqliteContentStore:
             return row
 
         # the row is cached, not the metadata: each caller gets its own (mutable) values, parsed from the row
+        await self._commit_held()
         row = self._threads.get(thread_id)
         if row is None:
             row = await self._run(read)
@@ -357,8 +416,7 @@ class SqliteContentStore:
             conn.execute("INSERT INTO records (record_key, resource_id, epoch) VALUES (?, '', ?)"
                          " ON CONFLICT (record_key) DO UPDATE SET epoch = excluded.epoch", (record_key, epoch))
 
-        await self._run(write, write=True)
-        self._texts.clear()  # the record's segments are gone (their ids are not known here)
+        await self._write(write, lambda _: self._texts.clear())  # the record's segments are gone (ids unknown)
 
     # -- MessageQueries ------------------------------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from om_stream.core.recall.groups import group_heading
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import RecordState
-from om_stream.ports import ContentStore, GroupQueries
+from om_stream.ports import BatchedWrites, ContentStore, GroupQueries
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 
 V = TypeVar("V", Message, str)
@@ -82,7 +82,22 @@ class Effects:
         self.recall_instructions = recall_instructions(config.retrieval, search_available=search_available) or None
         self._recall_waits_for_observations = config.retrieval is not None and config.retrieval.scope == "thread"
         self._groups = store if isinstance(store, GroupQueries) else None  # stores that keep observation groups
+        self._batches = store if isinstance(store, BatchedWrites) else None  # stores that commit writes together
         self.cache = ContentCache(cache_bytes)
+
+    @property
+    def batches_writes(self) -> bool:
+        """The store commits writes together (``write_together``), so a batch's writes are best given at once."""
+        return self._batches is not None
+
+    async def write_together(self, commands: Iterable[Command]) -> None:
+        """``write``, committed as one unit (all or none) by a store that batches writes; any other store writes
+        them one by one."""
+        if self._batches is None:
+            await self.write(commands)
+            return
+        async with self._batches.batched_writes():
+            await self.write(commands)
 
     async def write(self, commands: Iterable[Command]) -> None:
         """Phase 1 of the commit order: every content-store write, in the order the engine gave them."""

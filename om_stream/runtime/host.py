@@ -5,7 +5,9 @@ gives it a state table, an outlet for what leaves (events, contexts, model reque
 failures) and the timers to keep. Commit order for a batch (one input at a time in the embedded runner):
 
   1. **content-store writes**, awaited: each input's writes in the engine's order as it is decided; the batch's
-     message rows together at the end (they depend on nothing). Writes are idempotent (deterministic ids). Then
+     message rows together at the end (they depend on nothing). Writes are idempotent (deterministic ids). A store
+     that commits writes together (``ports.BatchedWrites``: SQLite) is given the whole batch's writes, in that
+     order, once every input is decided: one transaction per batch. Then
      the publications are prepared, in order, through the outlet (the Kafka outlet renders them, reading the
      store): refusals and failures, events (a thread's status once per batch, its newest), model requests and
      recall-index work, contexts (once per thread per batch, the newest). Nothing leaves the process yet.
@@ -23,7 +25,9 @@ command for a thread no message reached) makes no record.
 
 A crash anywhere replays the inputs from the last committed offsets, and every effect tolerates being applied
 twice. One input never stops the others: if its handling fails, ``outlet.failed`` is told why (the Kafka worker
-dead-letters it) and the batch goes on. A store outage is not such a failure (``StoreRetry``): the Kafka worker
+dead-letters it) and the batch goes on. When a batch's writes committed together are refused (not an outage), the
+batch is decided again input by input, each input's writes on their own, so that only the inputs whose writes the
+store refuses fail. A store outage is not such a failure (``StoreRetry``): the Kafka worker
 retries until the store is back; in the embedded runner the error reaches the caller.
 """
 
@@ -155,6 +159,8 @@ class StoreRetry:
 class _Batch:
     states: dict[str, tuple[RecordState, Arrival]] = field(default_factory=dict)
     messages: list[tuple[PersistMessage, Arrival]] = field(default_factory=list)
+    writes: list[Command] = field(default_factory=list)  # held for one commit (a store that batches writes)
+    decided: list[Decided] = field(default_factory=list)  # told ``on_decided`` once phase 1's writes are done
     out: list[tuple[Command, Arrival]] = field(default_factory=list)  # phase 3, in order
     statuses: dict[str, tuple[EmitEvent, Arrival]] = field(default_factory=dict)
     contexts: dict[str, tuple[PublishContext, Arrival]] = field(default_factory=dict)
@@ -182,26 +188,13 @@ class Host:
                     may_commit: Callable[[], Awaitable[bool]] | None = None) -> bool:
         """Decide every arrival and commit the batch in order. False: ``may_commit`` said no before the state table
         was written (nothing was written to it, nothing was published)."""
-        batch = _Batch()
-        for arrival in arrivals:
-            try:
-                await self._decide(arrival, batch)
-            except StorageError as exc:
-                if exc.transient:
-                    raise  # only without retry_outages: the store is down, the caller hears of it
-                batch.failures.append((arrival, "store_refused", str(exc), exc))
-            except Exception as exc:  # one input must never stop the others: the driver is told, and why
-                log.exception("input %s for %s could not be handled", type(arrival.input).__name__, arrival.key)
-                batch.failures.append((arrival, "processing_error", f"{type(exc).__name__}: {exc}", exc))
-        # 1 (end). message rows depend on nothing: written together (one alone needs no task of its own)
-        writes = [self.store_retry("write", partial(self.effects.write, [m])) for m, _ in batch.messages]
-        outcomes: list[object] = ([await _outcome(writes[0])] if len(writes) == 1 else
-                                  list(await asyncio.gather(*writes, return_exceptions=True)))
-        for (_, arrival), outcome in zip(batch.messages, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                if isinstance(outcome, StorageError) and outcome.transient:
-                    raise outcome
-                batch.failures.append((arrival, "store_refused", str(outcome), outcome))
+        batch = await self._written_together(arrivals) if self.effects.batches_writes else None
+        if batch is None:
+            batch = await self._decide_all(arrivals, hold_writes=False)
+            await self._write_messages(batch)
+        if self.on_decided is not None:
+            for decided in batch.decided:
+                self.on_decided(decided)
         outlet = self.outlets()
         try:
             await self._publish(batch, outlet)
@@ -219,7 +212,54 @@ class Host:
             raise
         return True
 
-    async def _decide(self, arrival: Arrival, batch: _Batch) -> None:
+    async def _decide_all(self, arrivals: Sequence[Arrival], *, hold_writes: bool) -> _Batch:
+        batch = _Batch()
+        for arrival in arrivals:
+            try:
+                await self._decide(arrival, batch, hold_writes=hold_writes)
+            except StorageError as exc:
+                if exc.transient:
+                    raise  # only without retry_outages: the store is down, the caller hears of it
+                batch.failures.append((arrival, "store_refused", str(exc), exc))
+            except Exception as exc:  # one input must never stop the others: the driver is told, and why
+                log.exception("input %s for %s could not be handled", type(arrival.input).__name__, arrival.key)
+                batch.failures.append((arrival, "processing_error", f"{type(exc).__name__}: {exc}", exc))
+        return batch
+
+    async def _written_together(self, arrivals: Sequence[Arrival]) -> _Batch | None:
+        """Phase 1 for a store that commits writes together: every input decided, then the batch's writes in one
+        commit. None: the store refused them (not an outage), and nothing of the batch was written."""
+        batch = await self._decide_all(arrivals, hold_writes=True)
+        writes = [*batch.writes, *(m for m, _ in batch.messages)]
+        if not writes:
+            return batch
+        try:
+            await self.store_retry("write", partial(self.effects.write_together, writes))
+        except StorageError as exc:
+            if exc.transient:
+                raise  # only without retry_outages: the store is down, the caller hears of it
+            refusal: Exception = exc
+        except Exception as exc:  # noqa: BLE001 - failed outside the store's errors: as input by input
+            refusal = exc
+        else:
+            return batch
+        log.warning("the content store refused a batch of %d inputs' writes (%s: %s); writing them input by input",
+                    len(arrivals), type(refusal).__name__, refusal)
+        return None
+
+    async def _write_messages(self, batch: _Batch) -> None:
+        """Phase 1, end: the message rows, which depend on nothing, written together (one alone needs no task of
+        its own); a row the store refuses fails its input."""
+        writes = [self.store_retry("write", partial(self.effects.write, [m])) for m, _ in batch.messages]
+        outcomes: list[object] = ([await _outcome(writes[0])] if len(writes) == 1 else
+                                  list(await asyncio.gather(*writes, return_exceptions=True)))
+        for (_, arrival), outcome in zip(batch.messages, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if isinstance(outcome, StorageError) and outcome.transient:
+                    raise outcome
+                batch.failures.append((arrival, "store_refused", str(outcome), outcome))
+
+    async def _decide(self, arrival: Arrival, batch: _Batch, *, hold_writes: bool) -> None:
         held = batch.states.get(arrival.key)
         state = held[0] if held is not None else self.table.get(arrival)
         created = state is None
@@ -232,12 +272,14 @@ class Host:
             event = await self._with_conversation(event, state, batch)
         began, now_ms = time.perf_counter(), self.clock.now_ms()
         decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
-        if self.on_decided is not None:
-            self.on_decided(Decided(arrival, state, decision.state, decision.commands, now_ms,
-                                    time.perf_counter() - began))
+        decided = Decided(arrival, state, decision.state, decision.commands, now_ms, time.perf_counter() - began)
         # 1. this input's store writes, in the engine's order (message rows wait for the end of the batch)
+        batch.decided.append(decided)
         ordered = [c for c in decision.commands if not isinstance(c, PersistMessage)]
-        await self.store_retry("write", lambda: self.effects.write(ordered))
+        if hold_writes:
+            batch.writes.extend(ordered)
+        else:
+            await self.store_retry("write", lambda: self.effects.write(ordered))
         if not created or decision.state != state:  # an input that changed nothing (a refusal) makes no record
             batch.states[arrival.key] = (decision.state, arrival)
         for command in decision.commands:
