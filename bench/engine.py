@@ -9,9 +9,9 @@ shapes (offline model).
    to the models (the reference sends 14.7 M, re-sending the whole log on every Observer call, and spends 18.5 ms
    per turn), and zero invariant violations.
 2. **Every conversation shape** (``om_stream.replay.shapes``: chatty, tool-heavy, documents, multi-day, mixed,
-   project), same thresholds, ``--shape-runs`` runs each (3 by default; timings are the medians, the rest is the same
-   in every run): engine overhead per turn and its drift from the first half to the second (target <= 5 %; measured
-   in lockstep, see ``Lockstep``, on each turn's least overhead over the runs), tokens
+   project), same thresholds: engine overhead per turn in one run alone, and its drift from the first half to the
+   second (target <= 5 %), timed in lockstep (see ``Lockstep``) on one conversation per ``--drift-seeds`` seed
+   (five by default) and pooled over them, since one conversation's halves differ by chance; tokens
    sent to the Observer and Reflector and their ratio to what the same calls would cost re-sending the whole
    observation log, the agent's contexts plus those tokens against an agent without memory re-sending the whole
    conversation every turn (target <= 0.5), Reflector calls and generations, the largest observation log of any
@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -239,13 +240,11 @@ def full_history_tokens(turns: list[Turn]) -> int:
     return sum(itertools.accumulate(turn_tokens(turns)))
 
 
-def input_drift(turns: list[Turn]) -> float:
-    """How much more (or less) message text the second half of ``turns`` brings than the first, in tokens: engine
-    work that grows with it (counting each new message, the Observer's transcripts) is the input's, not the log's."""
-    tokens = turn_tokens(turns)
-    half = len(tokens) // 2
-    first, second = sum(tokens[:half]), sum(tokens[half:])
-    return (second - first) / first * 100 if first else 0.0
+def input_drift(samples: list[DriftSample]) -> float:
+    """How much more (or less) message text the second halves of the conversations bring than their first halves, in
+    tokens: engine work that grows with it (counting each new message, the Observer's transcripts) is the input's,
+    not the log's."""
+    return pooled_halves_drift([sample.tokens for sample in samples])
 
 
 def least_per_turn(reports: list[dict[str, Any]]) -> list[float]:
@@ -256,31 +255,57 @@ def least_per_turn(reports: list[dict[str, Any]]) -> list[float]:
     return [min(values) for values in zip(*(r["overheads"] for r in reports), strict=True)]
 
 
-def beyond_input_drift(turns: list[Turn], overheads: list[float]) -> float:
-    """The drift that the turns' own text does not explain, in percent of the first half's mean: each turn's
-    overhead is fitted by least squares as a fixed cost plus a cost per message token of the turn (counting each new
-    message, the Observer's transcripts); what the second half spends beyond that fit, against what the first half
-    does, is work that grows with something else, such as the observation log."""
-    tokens = [float(count) for count in turn_tokens(turns)]
+def beyond_input_drift(samples: list[DriftSample]) -> float:
+    """The drift that the turns' own text does not explain, in percent of the first halves' mean: each turn's
+    overhead is fitted by least squares, over every conversation's turns at once, as a fixed cost plus a cost per
+    message token of the turn (counting each new message, the Observer's transcripts); what the second halves spend
+    beyond that fit, against what the first halves do, is work that grows with something else, such as the
+    observation log."""
+    tokens = [float(count) for sample in samples for count in sample.tokens]
+    overheads = [value for sample in samples for value in sample.overheads]
     mean_x, mean_y = statistics.fmean(tokens), statistics.fmean(overheads)
     spread = sum((x - mean_x) ** 2 for x in tokens)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(tokens, overheads, strict=True)) / spread if spread else 0.0
-    residuals = [y - (mean_y + slope * (x - mean_x)) for x, y in zip(tokens, overheads, strict=True)]
-    half = len(overheads) // 2
-    first = statistics.fmean(overheads[:half])
-    return (statistics.fmean(residuals[half:]) - statistics.fmean(residuals[:half])) / first * 100 if first else 0.0
+    first_residuals: list[float] = []
+    second_residuals: list[float] = []
+    first_overheads: list[float] = []
+    for sample in samples:
+        half = len(sample.overheads) // 2
+        residuals = [y - (mean_y + slope * (x - mean_x)) for x, y in zip(sample.tokens, sample.overheads, strict=True)]
+        first_residuals += residuals[:half]
+        second_residuals += residuals[half:]
+        first_overheads += sample.overheads[:half]
+    first = statistics.fmean(first_overheads)
+    return (statistics.fmean(second_residuals) - statistics.fmean(first_residuals)) / first * 100 if first else 0.0
 
 
 def halves_drift(overheads: list[float]) -> float:
     """The second half's mean overhead per turn against the first half's, in percent."""
-    half = len(overheads) // 2
-    first, second = statistics.fmean(overheads[:half]), statistics.fmean(overheads[half:])
+    return pooled_halves_drift([overheads])
+
+
+def pooled_halves_drift(series: list[list[float]] | list[list[int]]) -> float:
+    """The second halves' total against the first halves' over several conversations of the same length, in
+    percent: the drift of the shape, where one conversation's halves differ by chance."""
+    first = sum(sum(values[:len(values) // 2]) for values in series)
+    second = sum(sum(values[len(values) // 2:]) for values in series)
     return (second - first) / first * 100 if first else 0.0
 
 
-def reference_comparison(runs: int, drift_runs: int, turns: int) -> dict[str, Any]:
-    """The project's conversation, ``runs`` times (medians, and the figures the reference is compared on), then
-    ``drift_runs`` times in lockstep for the drift."""
+@dataclass(frozen=True)
+class DriftSample:
+    """One conversation of a shape, timed in lockstep: each turn's message tokens and its least overhead over the
+    runs."""
+
+    seed: int
+    tokens: list[int]
+    overheads: list[float]
+    drifts: list[float]  # each lockstep run's own drift
+
+
+def reference_comparison(runs: int, drift_seeds: list[int], drift_runs: int, turns: int) -> dict[str, Any]:
+    """The project's conversation, ``runs`` times (medians, and the figures the reference is compared on), then the
+    project's generator with each of ``drift_seeds``, ``drift_runs`` times each in lockstep, for the drift."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "conversation.jsonl"
         lines = write_jsonl(path, turns, seed=42)
@@ -295,7 +320,7 @@ def reference_comparison(runs: int, drift_runs: int, turns: int) -> dict[str, An
               f"({len(PLANTED_FACTS)} facts planted early)")
         reports = [asyncio.run(one_run(loaded)) for _ in range(runs)]
         on_sqlite_runs = [asyncio.run(one_run(loaded, "sqlite"))["timing"]["overhead_ms"] for _ in range(runs)]
-        drift = measure_drift(loaded, drift_runs)
+        drift = measure_drift("project", turns, drift_seeds, drift_runs)
     mean = [r["timing"]["overhead_ms"]["mean"] for r in reports]
     p50 = [r["timing"]["overhead_ms"]["p50"] for r in reports]
     p90 = [r["timing"]["overhead_ms"]["p90"] for r in reports]
@@ -305,9 +330,9 @@ def reference_comparison(runs: int, drift_runs: int, turns: int) -> dict[str, An
     print(f"runs: {runs} (medians below)")
     print(f"engine overhead per turn: mean {median_mean:.3f} ms, p50 {statistics.median(p50):.3f} ms, "
           f"p90 {statistics.median(p90):.3f} ms (runs: {', '.join(f'{m:.3f}' for m in mean)})")
-    print(f"  drift, second half against first: {drift['work_drift_pct']:+.1f} % timed in lockstep over {drift_runs} "
-          f"runs (each run: {', '.join(f'{d:+.1f}' for d in drift['drifts'])}; target <= 5 %), "
-          f"{drift['beyond_input_pct']:+.1f} % beyond the input's; "
+    print(f"  drift, second half against first: {drift['work_drift_pct']:+.1f} % timed in lockstep over seeds "
+          f"{', '.join(str(s) for s in drift_seeds)} (target <= 5 %; {seed_drifts(drift['samples'])}), "
+          f"{drift['beyond_input_pct']:+.1f} % beyond the input's ({drift['input_drift_pct']:+.1f} %); "
           f"{halves_drift(least_per_turn(reports)):+.1f} % timed one half after the other over the {runs} runs above")
     print(f"  vs reference {REFERENCE_MS_PER_TURN} ms/turn: {median_mean / REFERENCE_MS_PER_TURN:.3f}x "
           f"(target <= 1.2 ms)")
@@ -331,24 +356,37 @@ def reference_comparison(runs: int, drift_runs: int, turns: int) -> dict[str, An
     return {**last, "timing": {"overhead_ms": {"mean": median_mean}, **drift}}
 
 
-def measure_shape(name: str, turns: int, seed: int, runs: int) -> dict[str, Any]:
-    """One run of one shape alone (its overhead per turn and every other figure), then ``runs`` in lockstep for the
-    drift, in the process that calls it (``main`` gives each shape a fresh one)."""
+def measure_shape(name: str, turns: int, seed: int, drift_seeds: list[int], runs: int) -> dict[str, Any]:
+    """One run of one shape alone (its overhead per turn and every other figure), then its drift over
+    ``drift_seeds``, in the process that calls it (``main`` gives each shape a fresh one)."""
     conversation = generate(name, turns, seed=seed).turns()
     report = asyncio.run(one_run(conversation))
     return {**report, "timing": {"overhead_ms": report["timing"]["overhead_ms"],
-                                 **measure_drift(conversation, runs)}}
+                                 **measure_drift(name, turns, drift_seeds, runs)}}
 
 
-def measure_drift(turns: list[Turn], runs: int) -> dict[str, Any]:
-    """``runs`` runs in lockstep: each run's drift, and the drift of each turn's least overhead over the runs (the
-    work), in all and beyond what the turns' own text explains. The lockstep's turns cost more than a run alone
-    (after each turn a process sleeps until the other hands its turn back), alike in both halves: they give the
-    drift, not the overhead."""
-    reports = [lockstep_run(turns, seed=run) for run in range(runs)]
-    least = least_per_turn(reports)
-    return {"drifts": [halves_drift(r["overheads"]) for r in reports], "work_drift_pct": halves_drift(least),
-            "beyond_input_pct": beyond_input_drift(turns, least)}
+def measure_drift(shape: str, turns: int, seeds: list[int], runs: int) -> dict[str, Any]:
+    """The shape's drift: one conversation per seed, each replayed ``runs`` times in lockstep and taken on each
+    turn's least overhead over its runs (the work), then pooled: the second halves' overhead against the first
+    halves', in all and beyond what the turns' own text explains. A shape's generator is stationary, but one
+    conversation's halves differ by chance (documents, seed 42: its second half brings 31 % more message tokens than
+    its first, seed 43's 11 % fewer), and that difference is the input's, not the log's. The lockstep's turns cost
+    more than a run alone (after each turn a process sleeps until the other hands its turn back), alike in both
+    halves: they give the drift, not the overhead."""
+    samples = []
+    for seed in seeds:
+        conversation = generate(shape, turns, seed=seed).turns()
+        reports = [lockstep_run(conversation, seed=run) for run in range(runs)]
+        samples.append(DriftSample(seed, turn_tokens(conversation), least_per_turn(reports),
+                                   [halves_drift(r["overheads"]) for r in reports]))
+    return {"samples": samples, "work_drift_pct": pooled_halves_drift([s.overheads for s in samples]),
+            "input_drift_pct": input_drift(samples), "beyond_input_pct": beyond_input_drift(samples)}
+
+
+def seed_drifts(samples: list[DriftSample]) -> str:
+    """Each seed's drift (its input's in parentheses)."""
+    return "seed " + ", ".join(f"{s.seed}: {halves_drift(s.overheads):+.1f} ({input_drift([s]):+.1f})"
+                               for s in samples)
 
 
 def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
@@ -357,13 +395,13 @@ def shape_row(conversation: Conversation, report: dict[str, Any]) -> str:
     facts = conversation.current_facts()
     kept = sum(1 for f in facts if f.found_in(report["final_text"]))
     return (f"{conversation.shape:<11}{len(conversation.turns()):>6}{timing['overhead_ms']['mean']:>9.3f}"
-            f"{timing['work_drift_pct']:>+8.1f}%{input_drift(conversation.turns()):>+8.1f}%"
+            f"{timing['work_drift_pct']:>+8.1f}%{timing['input_drift_pct']:>+8.1f}%"
             f"{timing['beyond_input_pct']:>+8.1f}%"
             f"{sent / 1e6:>9.2f}{sent / whole if whole else 0.0:>7.2f}"
             f"{report['with_om_tokens'] / report['full_history_tokens']:>7.3f}"
             f"{totals['reflector']['calls']:>7}{totals['generations']:>6}{invariants['largest_observation_log']:>8}"
             f"{invariants['turns_over_observation_limit']:>7}{kept:>5}/{len(facts):<3}"
-            + "  drift of each run " + ", ".join(f"{d:+.1f}" for d in timing["drifts"]))
+            + "  " + seed_drifts(timing["samples"]))
 
 
 def main() -> None:
@@ -373,27 +411,34 @@ def main() -> None:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help=f"comma-separated shapes to measure (default: all of {', '.join(SHAPES)}; none: '')")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--shape-runs", type=int, default=3,
-                        help="lockstep runs of every shape, and of the reference conversation, for the drift")
+    parser.add_argument("--drift-seeds", default="42,43,44,45,46",
+                        help="comma-separated seeds: the conversations of every shape whose drift is pooled")
+    parser.add_argument("--shape-runs", type=int, default=1,
+                        help="lockstep runs of each drift seed's conversation (each turn's least over them is taken)")
     parser.add_argument("--skip-reference", action="store_true", help="only the shapes")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
         parser.error(f"unknown shapes {unknown}; known: {', '.join(SHAPES)}")
-    project = None if args.skip_reference else reference_comparison(args.runs, args.shape_runs, args.turns)
+    drift_seeds = [int(s) for s in args.drift_seeds.split(",") if s]
+    if not drift_seeds:
+        parser.error("--drift-seeds needs at least one seed")
+    project = None if args.skip_reference else reference_comparison(args.runs, drift_seeds, args.shape_runs,
+                                                                      args.turns)
     if not shapes:
         return
     limit = OMConfig.parse(OPTIONS).resolve().reflection_block_after
-    print(f"\nshapes: {args.turns} turns each, seed {args.seed}, one run alone and {args.shape_runs} in lockstep each; "
-          f"bound on the observation log {limit} tokens; targets: drift <= 5 %, tokens <= 0.5x (/full), 0 turns "
-          "over the bound")
+    print(f"\nshapes: {args.turns} turns each; seed {args.seed} run alone for every figure but the drift; the drift "
+          f"over seeds {', '.join(map(str, drift_seeds))}, {args.shape_runs} lockstep run(s) each; bound on the "
+          f"observation log {limit} tokens; targets: drift <= 5 %, tokens <= 0.5x (/full), 0 turns over the bound")
     print("  /whole: OM's model tokens against the same calls re-sending the whole observation log; /full: the "
           "agent's contexts plus OM's model tokens against re-sending the whole conversation every turn")
-    print("  ms/turn: engine overhead per turn in the run alone; drift: the second half against the first, on each "
-          "turn's least overhead over the lockstep runs (turn k of the first half in one process, then turn half + k "
-          "in another: the work, without the machine's noise; each run's own drift is listed after the row); input: "
-          "the second half's message tokens against the first half's")
+    print("  ms/turn: engine overhead per turn in the run alone; drift: the second halves against the first halves, "
+          "pooled over the drift seeds' conversations, each turn timed in lockstep (turn k of the first half in one "
+          "process, then turn half + k in another: the work, without the machine's noise; each seed's own drift, "
+          "and its input's, is listed after the row); input: the second halves' message tokens against the first "
+          "halves'")
     print("  beyond: the drift that the turns' own text does not explain (each turn's least overhead fitted as a fixed "
           "cost plus a cost per message token; the second half's excess over the fit, against the first half's)")
     print(f"{'shape':<11}{'turns':>6}{'ms/turn':>9}{'drift':>9}{'input':>9}{'beyond':>9}"
@@ -406,7 +451,7 @@ def main() -> None:
             # a fresh process per shape: in one that ran other shapes before, the second half of a run measured up
             # to 10 points more drift than in a fresh one (mixed: +16.5 % against +5.0 and +6.9 %)
             with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-                report = pool.submit(measure_shape, name, args.turns, args.seed, args.shape_runs).result()
+                report = pool.submit(measure_shape, name, args.turns, args.seed, drift_seeds, args.shape_runs).result()
         print(shape_row(conversation, report), flush=True)
 
 
