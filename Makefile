@@ -47,8 +47,9 @@ type: ## mypy --strict on the package
 
 bench: bench-engine bench-e2e bench-store bench-faults bench-chaos ## run every benchmark and print the figures
 
-bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka (medians of 3)
-	$(PY) bench/e2e.py --trials 3
+bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka, in memory and on Cassandra (medians of 3)
+	$(PY) bench/e2e.py --trials 3 --workers 1,2 --split
+	$(PY) bench/e2e.py --trials 3 --store cassandra --workers 1,2
 
 .PHONY: bench-chaos
 bench-chaos: ## join/leave/SIGKILL rounds across 3 workers (lost, duplicated, regressions, p99, time to serve again), then table recovery time memory vs RocksDB
