@@ -37,11 +37,17 @@ from om_stream.ports import BatchedWrites, ContentStore
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Host, StoreRetry
 from om_stream.runtime.timers import TimerWheel
+from tests.support.sim import word_count
 from tests.support.store_contract import CHECKS, T0, message
 
 
-def word_count(text: str) -> int:
-    return len(text.split())
+def refuse_message(path: Path, message_id: str) -> None:
+    """From now on the database at ``path`` refuses to store the message ``message_id`` (a constraint error: not
+    transient)."""
+    refuser = sqlite3.connect(path, isolation_level=None)
+    refuser.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.message_id = '{message_id}'"
+                    " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+    refuser.close()
 
 
 def transactions(store: SqliteContentStore) -> list[str]:
@@ -98,10 +104,7 @@ async def test_a_refused_block_commits_none_of_its_writes(tmp_path: Path) -> Non
     path = tmp_path / "om.db"
     store = SqliteContentStore(path)
     await store.start()
-    refuser = sqlite3.connect(path, isolation_level=None)
-    refuser.execute("CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.message_id = 'bad'"
-                    " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
-    refuser.close()
+    refuse_message(path, "bad")
     try:
         async def two_writes() -> None:
             async with store.batched_writes():
@@ -302,10 +305,7 @@ async def test_a_refused_batch_is_written_input_by_input_and_only_the_refused_in
     path = tmp_path / "om.db"
     store = SqliteContentStore(path)
     await store.start()
-    refuser = sqlite3.connect(path, isolation_level=None)
-    refuser.execute("CREATE TRIGGER refuse BEFORE INSERT ON messages WHEN NEW.message_id = 'm3'"
-                    " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
-    refuser.close()
+    refuse_message(path, "m3")
     driver = Driver(store)
     try:
         rng = random.Random(7)

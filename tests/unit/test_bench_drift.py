@@ -4,31 +4,32 @@ the input's, not the log's. These check the arithmetic on series whose answer is
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench import load_bench
 
 
 def bench_engine() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_engine_drift", ROOT / "bench" / "engine.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("engine")
 
 
 ENGINE = bench_engine()
 
 
-def sample(seed: int, tokens: list[int], overheads: list[float]) -> object:
-    return ENGINE.DriftSample(seed, tokens, overheads, [])
+def conversations(seed: int, overhead: Callable[[int, int], float]) -> list[Any]:
+    """Three conversations of 200 turns of random lengths, each turn costing ``overhead(turn, tokens)``."""
+    rng = random.Random(seed)
+    samples = []
+    for conversation in range(3):
+        tokens = [rng.choice((20, 80, 400, 3000)) for _ in range(200)]
+        samples.append(ENGINE.DriftSample(conversation, tokens, [overhead(turn, t) for turn, t in enumerate(tokens)],
+                                          []))
+    return samples
 
 
 def test_halves_are_pooled_by_their_totals_not_by_averaging_each_seeds_drift() -> None:
@@ -40,12 +41,7 @@ def test_halves_are_pooled_by_their_totals_not_by_averaging_each_seeds_drift() -
 
 @pytest.mark.parametrize("seed", range(8))
 def test_work_that_only_follows_the_text_drifts_with_the_input_and_not_beyond_it(seed: int) -> None:
-    rng = random.Random(seed)
-    samples = []
-    for conversation in range(3):
-        tokens = [rng.choice((20, 80, 400, 3000)) for _ in range(200)]
-        overheads = [0.5 + 0.001 * t for t in tokens]  # a fixed cost plus a cost per token, nothing else
-        samples.append(sample(conversation, tokens, overheads))
+    samples = conversations(seed, lambda turn, tokens: 0.5 + 0.001 * tokens)  # a fixed cost and a cost per token
     assert ENGINE.beyond_input_drift(samples) == pytest.approx(0.0, abs=1e-9)
     drift, text = ENGINE.pooled_halves_drift([s.overheads for s in samples]), ENGINE.input_drift(samples)
     assert (drift > 0) == (text > 0) or drift == pytest.approx(0.0, abs=1e-9)
@@ -53,12 +49,7 @@ def test_work_that_only_follows_the_text_drifts_with_the_input_and_not_beyond_it
 
 @pytest.mark.parametrize("seed", range(8))
 def test_work_that_grows_with_the_turns_shows_beyond_the_input(seed: int) -> None:
-    rng = random.Random(seed)
-    samples = []
-    for conversation in range(3):
-        tokens = [rng.choice((20, 80, 400, 3000)) for _ in range(200)]
-        overheads = [0.5 + 0.001 * t + 0.002 * turn for turn, t in enumerate(tokens)]  # and something growing
-        samples.append(sample(conversation, tokens, overheads))
+    samples = conversations(seed, lambda turn, tokens: 0.5 + 0.001 * tokens + 0.002 * turn)  # and a growing cost
     first = sum(sum(s.overheads[:100]) for s in samples) / 300
     expected = 0.002 * 100 / first * 100  # the growth's share: 100 turns later, 0.2 ms more per turn
     assert ENGINE.beyond_input_drift(samples) == pytest.approx(expected, rel=0.25)

@@ -4,22 +4,16 @@ processes (the semaphores have the same interface), and the order in which their
 
 from __future__ import annotations
 
-import importlib.util
 import threading
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench import load_bench
 
 
 def bench_engine() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_engine", ROOT / "bench" / "engine.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("engine")
 
 
 @pytest.mark.parametrize("turns", [2, 3, 10, 11])
