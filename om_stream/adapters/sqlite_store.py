@@ -3,7 +3,8 @@
 Used by ``om-stream demo``, ``replay`` and the library. One connection (``sqlite_connection``): writes are
 serialised, each store operation is one transaction, run on the caller's thread when it need not wait for a lock,
 else on the connection's own thread (the event loop never waits on SQLite's locks). Inside ``batched_writes`` (the
-host's phase 1 for a batch of inputs) a task's writes are held and committed together, one transaction per batch.
+host's phase 1 for a batch of inputs) a task's writes are held and committed together, one transaction per batch
+(``sqlite_batch``).
 File databases use WAL, so readers in other processes see committed data while the store writes.
 
 The schema is created and upgraded by :meth:`SqliteContentStore.start` or on first use (``PRAGMA user_version``
@@ -27,19 +28,17 @@ never leave.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
 from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
+from om_stream.adapters.sqlite_batch import HeldWrites
 from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
@@ -60,17 +59,6 @@ __all__ = ["SqliteContentStore"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass
-class _Holding:
-    """The writes a ``batched_writes`` block holds, each with what it caches once committed. Only the block's own
-    task holds writes: a task started inside the block inherits this (context variables are copied into new tasks)
-    but writes at once, since it may outlive the block."""
-
-    task: asyncio.Task[Any] | None
-    writes: list[tuple[Callable[[sqlite3.Connection], Any], Callable[[Any], None] | None]] = field(
-        default_factory=list)
 
 
 # Each entry is one schema version; a database at user_version N gets entries N.. applied, in one transaction each.
@@ -141,50 +129,24 @@ class SqliteContentStore:
         self._messages: ReadCache[tuple[str, str], Message] = ReadCache(_CACHED_MESSAGES)
         self._texts: ReadCache[str, str] = ReadCache(_CACHED_TEXTS)
         self._threads: ReadCache[str, tuple[Any, ...]] = ReadCache(_CACHED_THREADS)
-        # the writes held by ``batched_writes`` in the current task (each with what it caches once committed)
-        self._held: ContextVar[_Holding | None] = ContextVar(f"om-sqlite-held-{id(self)}", default=None)
+        # the writes held by ``batched_writes`` in the current task (``sqlite_batch``)
+        self._held = HeldWrites(self._db, str(id(self)))
 
     def __repr__(self) -> str:
         return f"SqliteContentStore({self._path!r})"
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
-        await self._commit_held()  # what this task wrote before sees it
+        await self._held.commit()  # what this task wrote before sees it
         return await self._db.run(fn, write=write)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> None:
         """A content write, ``then`` told its result once it is committed: now, or held by ``batched_writes``."""
-        holding = self._held.get()
-        if holding is not None and holding.task is asyncio.current_task():
-            holding.writes.append((fn, then))
-            return
-        result = await self._db.run(fn, write=True)
-        if then is not None:
-            then(result)
+        await self._held.write(fn, then)
 
-    async def _commit_held(self) -> None:
-        holding = self._held.get()
-        if holding is None or not holding.writes or holding.task is not asyncio.current_task():
-            return
-        writes = list(holding.writes)
-        holding.writes.clear()  # committed or failed, they are not tried again here (the caller retries the block)
-        results = await self._db.run(lambda conn: [fn(conn) for fn, _ in writes], write=True)
-        for (_, then), result in zip(writes, results, strict=True):
-            if then is not None:
-                then(result)
-
-    @asynccontextmanager
-    async def batched_writes(self) -> AsyncIterator[None]:
+    def batched_writes(self) -> AbstractAsyncContextManager[None]:
         """``ports.BatchedWrites``: this task's content writes in the block, one transaction when it ends. If the
         block raises, the writes it holds are dropped. Nested, the outermost block commits."""
-        if self._held.get() is not None:
-            yield
-            return
-        token = self._held.set(_Holding(asyncio.current_task()))
-        try:
-            yield
-            await self._commit_held()
-        finally:
-            self._held.reset(token)
+        return self._held.block()
 
     async def start(self) -> None:
         """Open the database and create or upgrade its schema now (otherwise the first operation does)."""
@@ -223,7 +185,7 @@ class SqliteContentStore:
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
         """The messages in the order asked; ids not found are left out. ``resource_id`` restricts to a tenant."""
-        await self._commit_held()  # as every read: the cache holds committed rows only
+        await self._held.commit()  # as every read: the cache holds committed rows only
         cached: dict[str, Message] = {}
         if resource_id is not None:  # without a tenant, the stored row of the first resource answers
             for message_id in message_ids:
@@ -304,7 +266,7 @@ class SqliteContentStore:
         return str(row[0]) if row else ""
 
     async def get_segment_texts(self, segment_ids: Sequence[str]) -> dict[str, str]:
-        await self._commit_held()
+        await self._held.commit()
         cached = {i: text for i in segment_ids if (text := self._texts.get(i)) is not None}
         ids = [i for i in dict.fromkeys(segment_ids) if i not in cached]
         if not ids:
@@ -394,7 +356,7 @@ class SqliteContentStore:
             return row
 
         # the row is cached, not the metadata: each caller gets its own (mutable) values, parsed from the row
-        await self._commit_held()
+        await self._held.commit()
         row = self._threads.get(thread_id)
         if row is None:
             row = await self._run(read)
