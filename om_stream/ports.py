@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.config import ResolvedConfig
+from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import Attachment, ChatMessage, ChatRequest, ChatResponse, Usage
 from om_stream.core.recall.records import (
@@ -40,6 +41,7 @@ __all__ = [
     "ContentStore",
     "CycleResults",
     "Embedder",
+    "ErasableStore",
     "GenerationRecord",
     "GroupQueries",
     "MessagePage",
@@ -131,7 +133,58 @@ class ThreadMetadata:
 
 
 @runtime_checkable
-class ContentStore(Protocol):
+class ErasableStore(Protocol):
+    """Erasure, which every content store must offer: removing a subject's rows for good, reading back that none is
+    left, and the erasure ledger (``core.erasure``). Every removal is scoped by the tenant: a row is only removed
+    when it belongs to ``resource_id`` (thread and record keys are the agents' ids; another tenant's rows under
+    the same key are never touched). Each removal returns what it removed, counted before it was removed, and
+    drops what the store caches of it. Removals are idempotent: a second one removes (and counts) nothing."""
+
+    async def erase_thread(self, resource_id: str, thread_id: str) -> ErasureCounts:
+        """The thread's conversation: its messages, and its thread records (title, hints, extracted values,
+        working memory, the resource's listing of it)."""
+        ...
+
+    async def erase_record(self, record_key: str, resource_id: str) -> ErasureCounts:
+        """What OM made of a record of ``resource_id``: its observation segments and groups, its generations, the
+        model results cached for its requests, and its record row. Nothing when the record is another tenant's."""
+        ...
+
+    async def erase_resource(self, resource_id: str) -> ErasureCounts:
+        """Everything of a resource: every thread's conversation and records, and every record of it (a record is
+        the resource's when its row names it)."""
+        ...
+
+    async def resource_of(self, record_key: str) -> str | None:
+        """The resource a record (or a thread: in thread scope a thread is its record) belongs to, if the store
+        knows it: what an erase of a thread no worker holds a record of reads to scope its sweep."""
+        ...
+
+    async def holds(self, resource_id: str, thread_id: str | None = None) -> bool:
+        """Whether anything of the subject is left (a message, a thread record, a record of it): read after a
+        sweep, before an erase's receipt says it is done."""
+        ...
+
+    async def erasure_part(self, erase_id: str, part: int) -> PartRecord | None:
+        """The ledger's row of one part of an erase, if it was written."""
+        ...
+
+    async def put_erasure_part(self, record: PartRecord, ttl_s: int) -> None:
+        """Write (or replace) a part's row; it expires after ``ttl_s`` seconds."""
+        ...
+
+    async def mark_erased(self, record_digest: str, epoch_through: int, ttl_s: int) -> None:
+        """Note that the record (``core.erasure.record_digest``) was erased up to ``epoch_through``: work asked
+        for by that incarnation (a model call, indexing) must not write anything afterwards. Keeps the highest."""
+        ...
+
+    async def erased_through(self, record_digest: str) -> int | None:
+        """The epoch up to which a record was erased (None: not erased, or the note expired)."""
+        ...
+
+
+@runtime_checkable
+class ContentStore(ErasableStore, Protocol):
     """Message bodies and observation texts, by id. Every write is idempotent (ids are deterministic).
 
     Structure (which segments form a generation's log, which chunks are buffered) is mirrored here for audit and
@@ -203,7 +256,7 @@ class CycleResults(Protocol):
         payload = await results.get_result(key)
         if payload is None and await results.claim(key, me, lease_s) is None:
             payload = await results.get_result(key) or await call_the_model()
-            await results.put_result(key, payload)
+            await results.put_result(key, payload, record_key=record)
 
     The content stores implement it on their own connection: started and closed as the content store.
     """
@@ -212,9 +265,14 @@ class CycleResults(Protocol):
         """The payload stored under ``key``; None when there is none (never stored, or expired)."""
         ...
 
-    async def put_result(self, key: str, payload: bytes) -> None:
+    async def put_result(self, key: str, payload: bytes, *, record_key: str) -> None:
         """Store ``payload`` under ``key`` (replacing an earlier one), then end any lease on ``key``: once this
-        returns, every reader sees the result and a claim on ``key`` is granted to anyone."""
+        returns, every reader sees the result and a claim on ``key`` is granted to anyone. ``record_key``: the
+        record that asked (an erase of the record removes its results: they hold its text)."""
+        ...
+
+    async def drop_result(self, key: str) -> None:
+        """Remove the result stored under ``key`` (a result written after its record was erased)."""
         ...
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
@@ -306,5 +364,18 @@ class RecallIndex(Protocol):
         ...
 
     async def delete_record(self, resource_id: str, record_key: str) -> None: ...
+
+    async def delete_points(self, points: Sequence[RecallPoint]) -> None:
+        """Delete exactly these points (by their identity): what one indexing wrote, undone."""
+        ...
+
+    async def erase(self, resource_id: str, thread_id: str | None = None) -> int:
+        """Delete every point of a resource, or of one of its threads; returns how many there were. Local storage
+        keeps no copy of them afterwards (its file is compacted)."""
+        ...
+
+    async def count(self, resource_id: str | None = None, thread_id: str | None = None) -> int:
+        """Points stored: all, a tenant's, or one thread's of a tenant."""
+        ...
 
     async def close(self) -> None: ...

@@ -262,6 +262,19 @@ class GatewaySettings(_Group):
                                           "cached_input_per_million})")
 
 
+class LifecycleSettings(_Group):
+    """Erasure, retention and export (``OM_LIFECYCLE_*``; the README's "Data lifecycle")."""
+
+    fence_days: float = Field(8.0, gt=0, le=3650,
+                              description="How long an erase keeps its fence and its ledger rows: inputs of the "
+                                          "erased subject published before the erase are dropped for this long. It "
+                                          "must outlive the input topics' retention (om.messages, om.records)")
+
+    @property
+    def fence_s(self) -> int:
+        return int(self.fence_days * 86_400)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OM_", env_nested_delimiter="_", env_nested_max_split=1,
                                       frozen=True, extra="ignore")
@@ -273,6 +286,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = WorkerSettings()
     memory: MemorySettings = MemorySettings()
     gateway: GatewaySettings = GatewaySettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
     log_level: str = Field("info", description="Log level of the om-stream process")
 
     @classmethod

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.records import StoredMessage
 from om_stream.ports import ThreadMetadata
@@ -30,6 +31,7 @@ class StoredSegment:
 
 @dataclass
 class _Record:
+    resource_id: str = ""  # the tenant of the record's first message
     messages: dict[str, tuple[Message, int, int]] = field(default_factory=dict)  # id -> (message, seq, tokens)
     generations: dict[int, tuple[str, ...]] = field(default_factory=dict)
     replaced: dict[str, tuple[str, ...]] = field(default_factory=dict)  # reflection id -> segments it condensed
@@ -59,6 +61,7 @@ class InMemoryCycleResults:
         self._clock = clock
         self._results: OrderedDict[str, tuple[bytes, float]] = OrderedDict()  # key -> (payload, expires at)
         self._leases: OrderedDict[str, tuple[str, float]] = OrderedDict()  # key -> (owner, expires at)
+        self._by_record: dict[str, set[str]] = {}  # record key -> its result keys (an erase removes them)
 
     async def get_result(self, key: str) -> bytes | None:
         check_request(key)
@@ -67,14 +70,27 @@ class InMemoryCycleResults:
             return None
         return found[0]
 
-    async def put_result(self, key: str, payload: bytes) -> None:
+    async def put_result(self, key: str, payload: bytes, *, record_key: str) -> None:
         check_request(key)
         now = self._clock()
         self._results.pop(key, None)
         self._results[key] = (bytes(payload), now + self._ttl)
+        self._by_record.setdefault(record_key, set()).add(key)
         while self._results and (len(self._results) > self._max or next(iter(self._results.values()))[1] <= now):
             self._results.popitem(last=False)
         self._leases.pop(key, None)
+        if len(self._by_record) > self._max:  # keys of results that expired meanwhile
+            self._by_record = {r: live for r, keys in self._by_record.items()
+                               if (live := {k for k in keys if k in self._results})}
+
+    async def drop_result(self, key: str) -> None:
+        check_request(key)
+        self._results.pop(key, None)
+
+    def erase_record(self, record_key: str) -> int:
+        """Remove the record's results; how many were held."""
+        keys = self._by_record.pop(record_key, set())
+        return sum(1 for key in keys if self._results.pop(key, None) is not None)
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         check_request(key, lease_s)
@@ -103,12 +119,17 @@ class InMemoryContentStore:
         self.segments: dict[str, StoredSegment] = {}
         self._threads: dict[str, ThreadMetadata] = {}
         self.cycle_results = InMemoryCycleResults(result_ttl_s=result_ttl_s, max_entries=max_results)
+        # the erasure ledger (``ports.ErasableStore``): rows with their expiry (epoch seconds)
+        self._parts: dict[tuple[str, int], tuple[PartRecord, float]] = {}
+        self._erased: dict[str, tuple[int, float]] = {}
 
     def _record(self, key: str) -> _Record:
         return self._records.setdefault(key, _Record())
 
     async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None:
-        self._record(record_key).messages[message.message_id] = (message, seq, tokens)
+        record = self._record(record_key)
+        record.resource_id = record.resource_id or message.resource_id
+        record.messages[message.message_id] = (message, seq, tokens)
         self._messages.setdefault(message.message_id, {})[message.resource_id] = message
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
@@ -189,8 +210,100 @@ class InMemoryContentStore:
     async def get_result(self, key: str) -> bytes | None:
         return await self.cycle_results.get_result(key)
 
-    async def put_result(self, key: str, payload: bytes) -> None:
-        await self.cycle_results.put_result(key, payload)
+    async def put_result(self, key: str, payload: bytes, *, record_key: str) -> None:
+        await self.cycle_results.put_result(key, payload, record_key=record_key)
+
+    async def drop_result(self, key: str) -> None:
+        await self.cycle_results.drop_result(key)
+
+    # -- ErasableStore -------------------------------------------------------------------------------------------
+
+    async def erase_thread(self, resource_id: str, thread_id: str) -> ErasureCounts:
+        messages = 0
+        for record in self._records.values():
+            gone = [i for i, (m, _, _) in record.messages.items()
+                    if m.resource_id == resource_id and m.thread_id == thread_id]
+            for message_id in gone:
+                del record.messages[message_id]
+            messages += len(gone)
+        for message_id in [i for i, tenants in self._messages.items()
+                           if (m := tenants.get(resource_id)) is not None and m.thread_id == thread_id]:
+            del self._messages[message_id][resource_id]
+            if not self._messages[message_id]:
+                del self._messages[message_id]
+        metadata = self._threads.get(thread_id)
+        threads = 0
+        if metadata is not None and metadata.resource_id in (resource_id, None):
+            del self._threads[thread_id]
+            threads = 1
+        return ErasureCounts(messages=messages, threads=threads)
+
+    async def erase_record(self, record_key: str, resource_id: str) -> ErasureCounts:
+        record = self._records.get(record_key)
+        if record is not None and record.resource_id and record.resource_id != resource_id:
+            return ErasureCounts()  # another tenant's record under the same key
+        segments = [i for i, s in self.segments.items() if s.segment.record_key == record_key]
+        for segment_id in segments:
+            del self.segments[segment_id]
+        generations = 0
+        if record is not None:
+            generations = len(record.generations)
+            record.generations.clear()
+            record.replaced.clear()
+            record.epoch = 0
+            if not record.messages:
+                del self._records[record_key]
+        results = self.cycle_results.erase_record(record_key)
+        return ErasureCounts(observations=len(segments), generations=generations, cycle_results=results)
+
+    async def erase_resource(self, resource_id: str) -> ErasureCounts:
+        counts = ErasureCounts()
+        threads = {m.thread_id for tenants in self._messages.values() if (m := tenants.get(resource_id))}
+        threads |= {t for t, meta in self._threads.items() if meta.resource_id == resource_id}
+        records = [key for key, record in self._records.items() if record.resource_id == resource_id]
+        for thread_id in sorted(threads):
+            counts += await self.erase_thread(resource_id, thread_id)
+        for key in records:
+            counts += await self.erase_record(key, resource_id)
+        return counts
+
+    async def resource_of(self, record_key: str) -> str | None:
+        record = self._records.get(record_key)
+        if record is not None and record.resource_id:
+            return record.resource_id
+        metadata = self._threads.get(record_key)
+        return metadata.resource_id if metadata is not None else None
+
+    async def holds(self, resource_id: str, thread_id: str | None = None) -> bool:
+        def ours(message: Message) -> bool:
+            return thread_id is None or message.thread_id == thread_id
+
+        if any((m := tenants.get(resource_id)) is not None and ours(m) for tenants in self._messages.values()):
+            return True
+        if any(meta.resource_id == resource_id and (thread_id is None or t == thread_id)
+               for t, meta in self._threads.items()):
+            return True
+        return thread_id is None and any(r.resource_id == resource_id and (r.messages or r.generations)
+                                         for r in self._records.values())
+
+    async def erasure_part(self, erase_id: str, part: int) -> PartRecord | None:
+        found = self._parts.get((erase_id, part))
+        return found[0] if found is not None and found[1] > time.time() else None
+
+    async def put_erasure_part(self, record: PartRecord, ttl_s: int) -> None:
+        now = time.time()
+        self._parts = {k: v for k, v in self._parts.items() if v[1] > now}
+        self._parts[(record.erase_id, record.part)] = (record, now + ttl_s)
+
+    async def mark_erased(self, record_digest: str, epoch_through: int, ttl_s: int) -> None:
+        now = time.time()
+        self._erased = {k: v for k, v in self._erased.items() if v[1] > now}
+        known = self._erased.get(record_digest)
+        self._erased[record_digest] = (max(epoch_through, known[0] if known else epoch_through), now + ttl_s)
+
+    async def erased_through(self, record_digest: str) -> int | None:
+        found = self._erased.get(record_digest)
+        return found[0] if found is not None and found[1] > time.time() else None
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         return await self.cycle_results.claim(key, owner, lease_s)

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
+from om_stream.adapters.qdrant_scrub import scrub_local_collection
 from om_stream.errors import StorageError
 from om_stream.ports import RecallHit, RecallPoint
 
@@ -159,25 +160,49 @@ class QdrantRecallIndex:
                 score=float(scored.score), range=payload.get("range"), cursor=payload.get("cursor")))
         return hits
 
-    async def delete_record(self, resource_id: str, record_key: str) -> None:
+    async def _delete(self, selector: Any, what: str) -> None:
         client = await self._ensure()
-        from qdrant_client import models
-
-        selector = models.FilterSelector(filter=models.Filter(must=[
-            models.FieldCondition(key="resource_id", match=models.MatchValue(value=resource_id)),
-            models.FieldCondition(key="record_key", match=models.MatchValue(value=record_key))]))
         try:
             await client.delete(self.collection, points_selector=selector, wait=True)
         except Exception as exc:
-            raise StorageError(f"recall index {self.collection}: delete failed: {type(exc).__name__}: {exc}") from exc
+            raise StorageError(f"recall index {self.collection}: {what} failed: {type(exc).__name__}: {exc}") from exc
 
-    async def count(self, resource_id: str | None = None) -> int:
-        """Points stored (of one tenant, when given)."""
+    async def delete_record(self, resource_id: str, record_key: str) -> None:
+        from qdrant_client import models
+
+        await self._delete(models.FilterSelector(filter=models.Filter(must=[
+            _tenant(models, resource_id),
+            models.FieldCondition(key="record_key", match=models.MatchValue(value=record_key))])), "delete")
+
+    async def delete_points(self, points: Sequence[RecallPoint]) -> None:
+        if not points:
+            return
+        from qdrant_client import models
+
+        await self._delete(models.PointIdsList(points=[point_id(p) for p in points]), "delete")
+        await self._scrub()
+
+    async def erase(self, resource_id: str, thread_id: str | None = None) -> int:
+        from qdrant_client import models
+
+        found = await self.count(resource_id, thread_id)
+        if found:
+            await self._delete(models.FilterSelector(filter=_subject(models, resource_id, thread_id)), "erase")
+            await self._scrub()
+        return found
+
+    async def _scrub(self) -> None:
+        """Local mode keeps points in a SQLite file that leaves deleted rows' bytes in its free pages: compact it
+        (``qdrant_scrub``). A server compacts its own segments (its optimizer)."""
+        if self.local and "path" in self._options:
+            scrub_local_collection(self._client, self.collection)
+
+    async def count(self, resource_id: str | None = None, thread_id: str | None = None) -> int:
+        """Points stored: all, a tenant's, or one thread's of a tenant."""
         client = await self._ensure()
         from qdrant_client import models
 
-        tenant = models.FieldCondition(key="resource_id", match=models.MatchValue(value=resource_id))
-        flt = models.Filter(must=[tenant]) if resource_id is not None else None
+        flt = _subject(models, resource_id, thread_id) if resource_id is not None else None
         try:
             result = await client.count(self.collection, count_filter=flt, exact=True)
         except Exception as exc:
@@ -192,3 +217,14 @@ class QdrantRecallIndex:
                 log.debug("closing the Qdrant client failed: %s", exc)
             self._client = None
             self._ready = False
+
+
+def _tenant(models: Any, resource_id: str) -> Any:
+    return models.FieldCondition(key="resource_id", match=models.MatchValue(value=resource_id))
+
+
+def _subject(models: Any, resource_id: str, thread_id: str | None) -> Any:
+    must = [_tenant(models, resource_id)]
+    if thread_id is not None:
+        must.append(models.FieldCondition(key="thread_id", match=models.MatchValue(value=thread_id)))
+    return models.Filter(must=must)

@@ -19,6 +19,7 @@ from typing import Any
 
 from om_stream.core.commands import IndexForRecall
 from om_stream.core.config import RetrievalConfig
+from om_stream.core.erasure import record_digest
 from om_stream.core.recall.indexing import embedding_chunks, message_search_text
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.core.recall.listing import SEARCH_UNAVAILABLE, SearchItem, render_search, render_threads
@@ -427,7 +428,7 @@ class RecallService:
 
         Idempotent: point ids derive from (tenant, record, kind, source, thread, chunk), so indexing again
         overwrites the same points."""
-        if self.index is None or self.embedder is None:
+        if self.index is None or self.embedder is None or await self._erased(command):
             return 0
         group = (await self.store.get_groups(command.resource_id, [command.segment_id])).get(command.segment_id)
         if group is None:
@@ -458,7 +459,26 @@ class RecallService:
             raise
         points = [_with_vector(point, vector) for (point, _), vector in zip(pending, vectors, strict=True)]
         await self.index.upsert(points)
+        if await self._erased(command):
+            # the record was erased while its texts were read and embedded: the erase's sweep may have run before
+            # this upsert, so what was just written is removed again (the erase wrote its ledger note first)
+            await self.index.delete_points(points)
+            log.info("segment %s of an erased record was indexed during its erase; its points are removed",
+                     command.segment_id)
+            return 0
         return len(points)
+
+    async def _erased(self, command: IndexForRecall) -> bool:
+        """The record's incarnation that asked for this indexing was erased (``core.erasure``)."""
+        through = await self.store.erased_through(record_digest(command.record_key))
+        return through is not None and command.epoch <= through
+
+    async def erase(self, resource_id: str, thread_id: str | None = None) -> tuple[int, int]:
+        """Delete every point of a resource, or of one of its threads: (points removed, points found after)."""
+        if self.index is None:
+            return 0, 0
+        removed = await self.index.erase(resource_id, thread_id)
+        return removed, await self.index.count(resource_id, thread_id)
 
     async def _messages_in(self, resource_id: str, item: MessageRange, cap: int = 2_000) -> list[StoredMessage]:
         first = await self.store.get_message(resource_id, item.first_message_id)

@@ -162,6 +162,33 @@ class SqliteConnection:
         except sqlite3.Error as exc:  # the next checkpoint copies what this one did not; nothing is lost
             log.warning("SQLite (%s): WAL checkpoint failed: %s: %s", self.path, type(exc).__name__, exc)
 
+    async def scrub(self) -> None:
+        """After an erase: copy the WAL into the database and truncate it, so that no earlier version of an erased
+        page (the WAL keeps every version written since the last checkpoint) stays in a file. The deleted rows
+        themselves were overwritten (``secure_delete``). A reader of another process may hold the WAL: then the
+        truncation waits for the busy timeout, and a WAL that could not be truncated is reported."""
+        if self.path == ":memory:":
+            return
+
+        def truncate(conn: sqlite3.Connection) -> tuple[int, int, int]:
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            return int(busy), int(frames), int(copied)
+
+        self._queued += 1  # on the connection's thread, with the full busy timeout: a reader may be finishing
+        try:
+            busy, frames, copied = await asyncio.get_running_loop().run_in_executor(
+                self._executor, self._waiting, truncate, False)
+        except sqlite3.Error as exc:
+            raise StorageError(f"SQLite ({self.path}): scrubbing the WAL after an erase: {type(exc).__name__}: "
+                               f"{exc}") from exc
+        finally:
+            self._queued -= 1
+        self._commits = 0
+        if busy:
+            log.warning("SQLite (%s): the WAL could not be truncated after an erase (%d of %d frames copied): "
+                        "another connection reads it; it is truncated at the next erase or checkpoint",
+                        self.path, copied, frames)
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -192,6 +219,7 @@ class SqliteConnection:
             conn = sqlite3.connect(self.path, timeout=self._timeout_ms / 1000, isolation_level=None,
                                    check_same_thread=False)  # used under ``_lock``, from either thread
             conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("PRAGMA secure_delete = ON")  # a deleted row's bytes are overwritten, not left in the page
             if self.path == ":memory:":
                 self._migrate(conn)
                 return conn

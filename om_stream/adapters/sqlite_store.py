@@ -18,9 +18,10 @@ Semantics shared with the other stores (``adapters/memory_store.py`` is the refe
 * ``clear`` forgets a record's observations (segments, groups, generations) and keeps its messages;
 * a reflection's group keeps the ranges of every group it replaced (``core.recall.groups``);
 * every recall read is keyed by the tenant (``resource_id``);
-* model-call results and their leases (``ports.CycleResults``) share one table, each expiring on its own; a claim
-  is one ``BEGIN IMMEDIATE`` transaction, so claims race safely across processes, and every result or lease write
-  also deletes a few rows that hold nothing live any more.
+* model-call results and their leases (``ports.CycleResults``, ``sqlite_results``) share one table, each expiring
+  on its own;
+* an erase (``ports.ErasableStore``, ``sqlite_erasure``) leaves no copy of what it removed in the file: the
+  connection runs with ``secure_delete`` on, and the WAL is checkpointed and truncated after each erase.
 
 ``sqlite3`` exceptions are translated into :class:`~om_stream.errors.StorageError` (``sqlite_connection``) and
 never leave.
@@ -31,17 +32,18 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
+from om_stream.adapters import sqlite_erasure, sqlite_results
 from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
 from om_stream.adapters.sqlite_batch import HeldWrites
 from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
 from om_stream.ports import (
@@ -104,8 +106,8 @@ _MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE threads ADD COLUMN working_memory TEXT;
     """,
+    sqlite_erasure.MIGRATION,
 )
-_PRUNE_BATCH = 64  # expired result rows deleted per write: an indexed range, so a write never pays for a backlog
 _MAX_VARIABLES = 500  # stay well under SQLite's bound parameter limit in IN (...) lists
 _CACHED_MESSAGES = 4096
 _CACHED_TEXTS = 4096
@@ -510,58 +512,61 @@ class SqliteContentStore:
 
         return await self._run(read)
 
-    # -- CycleResults --------------------------------------------------------------------------------------------
-    #
-    # Wall-clock expiry (not monotonic): a file database is shared by every process that opens it.
+    # -- CycleResults (``sqlite_results``) -------------------------------------------------------------------------
 
     async def get_result(self, key: str) -> bytes | None:
         check_request(key)
+        return await self._run(lambda conn: sqlite_results.get_result(conn, key))
 
-        def read(conn: sqlite3.Connection) -> bytes | None:
-            row = conn.execute("SELECT payload FROM cycle_results WHERE request_key = ? AND payload IS NOT NULL"
-                               " AND result_expires_at > ?", (key, time.time())).fetchone()
-            return bytes(row[0]) if row else None
-
-        return await self._run(read)
-
-    async def put_result(self, key: str, payload: bytes) -> None:
+    async def put_result(self, key: str, payload: bytes, *, record_key: str) -> None:
         check_request(key)
         data = bytes(payload)
+        await self._run(lambda conn: sqlite_results.put_result(conn, key, data, record_key, self._result_ttl),
+                        write=True)
 
-        def write(conn: sqlite3.Connection) -> None:
-            now = time.time()
-            until = now + self._result_ttl
-            conn.execute(
-                "INSERT INTO cycle_results (request_key, payload, result_expires_at, owner, lease_expires_at,"
-                " expires_at) VALUES (?, ?, ?, NULL, 0, ?) ON CONFLICT (request_key) DO UPDATE SET"
-                " payload = excluded.payload, result_expires_at = excluded.result_expires_at, owner = NULL,"
-                " lease_expires_at = 0, expires_at = excluded.expires_at", (key, data, until, until))
-            self._prune_results(conn, now)
-
-        await self._run(write, write=True)
+    async def drop_result(self, key: str) -> None:
+        check_request(key)
+        await self._run(lambda conn: sqlite_results.drop_result(conn, key), write=True)
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         check_request(key, lease_s)
+        return await self._run(lambda conn: sqlite_results.claim(conn, key, owner, lease_s), write=True)
 
-        def write(conn: sqlite3.Connection) -> str | None:  # one IMMEDIATE transaction: racing claims queue
-            now = time.time()
-            row = conn.execute("SELECT owner, lease_expires_at FROM cycle_results WHERE request_key = ?",
-                               (key,)).fetchone()
-            if row is not None and row[0] is not None and row[0] != owner and row[1] > now:
-                return str(row[0])
-            until = now + lease_s
-            conn.execute(
-                "INSERT INTO cycle_results (request_key, owner, lease_expires_at, expires_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (request_key) DO UPDATE SET owner = excluded.owner,"
-                " lease_expires_at = excluded.lease_expires_at,"
-                " expires_at = max(cycle_results.result_expires_at, excluded.lease_expires_at)",
-                (key, owner, until, until))
-            self._prune_results(conn, now)
-            return None
+    # -- ErasableStore (``sqlite_erasure``) ------------------------------------------------------------------------
 
-        return await self._run(write, write=True)
+    async def _erase(self, fn: Callable[[sqlite3.Connection], ErasureCounts]) -> ErasureCounts:
+        counts = await self._run(fn, write=True)
+        # what the caches hold of it: the caches are small, and an erase is rare
+        self._messages.clear()
+        self._texts.clear()
+        self._threads.clear()
+        await self._db.scrub()
+        return counts
 
-    @staticmethod
-    def _prune_results(conn: sqlite3.Connection, now: float) -> None:
-        conn.execute("DELETE FROM cycle_results WHERE request_key IN (SELECT request_key FROM cycle_results"
-                     " WHERE expires_at <= ? LIMIT ?)", (now, _PRUNE_BATCH))
+    async def erase_thread(self, resource_id: str, thread_id: str) -> ErasureCounts:
+        return await self._erase(lambda conn: sqlite_erasure.erase_thread(conn, resource_id, thread_id))
+
+    async def erase_record(self, record_key: str, resource_id: str) -> ErasureCounts:
+        return await self._erase(lambda conn: sqlite_erasure.erase_record(conn, record_key, resource_id))
+
+    async def erase_resource(self, resource_id: str) -> ErasureCounts:
+        return await self._erase(lambda conn: sqlite_erasure.erase_resource(conn, resource_id))
+
+    async def resource_of(self, record_key: str) -> str | None:
+        return await self._run(lambda conn: sqlite_erasure.resource_of(conn, record_key))
+
+    async def holds(self, resource_id: str, thread_id: str | None = None) -> bool:
+        return await self._run(lambda conn: sqlite_erasure.holds(conn, resource_id, thread_id))
+
+    async def erasure_part(self, erase_id: str, part: int) -> PartRecord | None:
+        return await self._run(lambda conn: sqlite_erasure.erasure_part(conn, erase_id, part))
+
+    async def put_erasure_part(self, record: PartRecord, ttl_s: int) -> None:
+        await self._run(lambda conn: sqlite_erasure.put_erasure_part(conn, record, ttl_s), write=True)
+
+    async def mark_erased(self, record_digest: str, epoch_through: int, ttl_s: int) -> None:
+        await self._run(lambda conn: sqlite_erasure.mark_erased(conn, record_digest, epoch_through, ttl_s),
+                        write=True)
+
+    async def erased_through(self, record_digest: str) -> int | None:
+        return await self._run(lambda conn: sqlite_erasure.erased_through(conn, record_digest))

@@ -196,6 +196,7 @@ class RequestObservation:
     use_offline_model: bool
     deadline_at: int
     thread_priors: tuple[ThreadPrior, ...] = ()
+    epoch: int = 0  # the record's incarnation: work of an erased one must write nothing (``core.erasure``)
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,7 @@ class RequestReflection:
     guidance: str | None
     use_offline_model: bool
     deadline_at: int
+    epoch: int = 0  # the record's incarnation: work of an erased one must write nothing (``core.erasure``)
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ class IndexForRecall:
     resource_id: str
     thread_ids: tuple[str, ...]
     segment_id: str
+    epoch: int = 0  # the record's incarnation: an erased one's points must not stay (``core.erasure``)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ __all__ = [
     "BufferingFailedEvent",
     "BufferingStartEvent",
     "CondensationEvent",
+    "ErasedCounts",
+    "ErasedEvent",
     "ExtractionFailure",
     "MarkerConfig",
     "OMEvent",
@@ -264,7 +266,43 @@ class CondensationEvent(OMEvent):
                                                               "(null for context_over_bound: counted as rendered)")
 
 
+class ErasedCounts(_Payload):
+    """What an erase removed, per store (counts only, never content)."""
+
+    messages: int = Field(ge=0, description="stored messages")
+    observations: int = Field(ge=0, description="observation chunks, observations and reflections")
+    generations: int = Field(ge=0, description="reflection generations")
+    threads: int = Field(ge=0, description="thread records: title, hints, extracted values, working memory, the "
+                                          "resource's thread listing")
+    cycle_results: int = Field(ge=0, description="cached model outputs")
+    recall_points: int = Field(ge=0, description="points of the recall index")
+    state_records: int = Field(ge=0, description="records of the state table (a tombstone in its changelog)")
+    contexts: int = Field(ge=0, description="tombstones published on the context topic")
+
+
+class ErasedEvent(OMEvent):
+    """om-stream addition: the receipt of an erase (``om.commands`` ``erase``, ``DELETE /v1/threads/{id}`` or
+    ``/v1/resources/{id}``, ``Memory.erase``). Published once every part is done, the recall index is swept and
+    the stores were read back; keyed by the erased subject (the thread id, or the resource id). Never content."""
+
+    event_type: ClassVar[str] = "data-om-erased"
+    thread_id: str | None = Field(  # type: ignore[assignment]
+        None, description="the thread erased (scope thread); null when a whole resource was erased")
+    erase_id: str = Field(description="the erase command's id")
+    scope: Literal["thread", "resource"]
+    resource_id: str | None = Field(None, description="the resource erased, or the erased thread's resource when "
+                                                      "it was known")
+    found: bool = Field(description="false: nothing of the subject was held (erasing it again, or an unknown id, "
+                                    "succeeds and says so)")
+    removed: ErasedCounts
+    requested_at: str = Field(description="when the erase was requested (ISO 8601, UTC)")
+    completed_at: str = Field(description="when the receipt was made: everything was removed and read back")
+    verified: bool = Field(description="the stores and the recall index were read back after the sweep and held "
+                                       "nothing of the subject")
+    parts: int = Field(ge=1, description="partitions the erase ran on (a resource in thread scope: all of them)")
+
+
 EVENT_TYPES: dict[str, type[OMEvent]] = {cls.event_type: cls for cls in (
     StatusEvent, ObservationStartEvent, ObservationEndEvent, ObservationFailedEvent, BufferingStartEvent,
     BufferingEndEvent, BufferingFailedEvent, ActivationEvent, ThreadUpdateEvent, TemporalMarkerEvent,
-    CondensationEvent)}
+    CondensationEvent, ErasedEvent)}

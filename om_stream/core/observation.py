@@ -235,7 +235,8 @@ def request_observation(step: Step, cycle: Cycle) -> None:
         prior_current_task=thread.current_task, prior_suggested_response=thread.suggested_response,
         prior_thread_title=thread.title, want_hints=step.config.observation_hints,
         use_offline_model=cycle.fallback, deadline_at=cycle.deadline_at,
-        thread_priors=_thread_priors(step, cycle.thread_ids) if state.scope == "resource" else ()))
+        thread_priors=_thread_priors(step, cycle.thread_ids) if state.scope == "resource" else (),
+        epoch=state.epoch))
 
 
 def _thread_priors(step: Step, thread_ids: tuple[str, ...]) -> tuple[ThreadPrior, ...]:
@@ -292,7 +293,7 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
         state.log_tokens += chunk.tokens
     step.add(ActivateChunks(state.key, state.generation, tuple(c.id for c in chunks), position))
     for chunk in chunks:
-        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id))
+        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id, state.epoch))
     for thread_id in dict.fromkeys(t for c in chunks for t in c.thread_ids):
         hinted = [c for c in chunks if thread_id in c.thread_ids]
         _apply_hints(step, thread_id, hinted[-1].current_task, hinted[-1].suggested_response,
@@ -502,7 +503,7 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         _apply_hints(step, main, result.current_task if single else None,
                      result.suggested_response if single else None, result.thread_title if single else None,
                      cycle.id, result.extracted_values, result.working_memory)
-    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id))
+    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id, state.epoch))
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="observation", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,

@@ -173,7 +173,7 @@ def request_reflection(step: Step, cycle: Cycle) -> None:
         generation=cycle.generation, segment_ids=tuple(s.id for s in state.log[:cycle.covers]),
         input_tokens=cycle.tokens, target_tokens=_target(step, cycle),
         compression_start_level=level, guidance=cycle.guidance, use_offline_model=cycle.fallback,
-        deadline_at=cycle.deadline_at))
+        deadline_at=cycle.deadline_at, epoch=state.epoch))
 
 
 def start_manual_reflection(step: Step, guidance: str | None) -> bool:

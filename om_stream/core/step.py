@@ -25,7 +25,12 @@ from om_stream.core.state import Cycle, RecordState, ThreadState
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, pending_tokens, status_event
 
-__all__ = ["EngineLimits", "Step"]
+__all__ = ["EngineLimits", "Step", "record_hash"]
+
+
+def record_hash(record_id: str) -> str:
+    """The short hash every id a record makes carries (``Step.new_id``): ``scope:key``."""
+    return hashlib.sha1(record_id.encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class Step:
     _key_hash: str = ""
 
     def __post_init__(self) -> None:
-        self._key_hash = hashlib.sha1(self.state.record_id.encode()).hexdigest()[:8]
+        self._key_hash = record_hash(self.state.record_id)
 
     # -- ids -----------------------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ _DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12,
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _RECORD_TOKEN_BUCKETS = (100, 500, 1000, 2500, 5000, 10000, 20000, 30000, 40000, 50000, 75000, 100000, 200000)
+_ERASURE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
 _GENAI = ["gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "om_role"]
 
 
@@ -75,6 +76,11 @@ class Metrics:
     recall_seconds: Histogram
     recall_indexed_points: Counter
     recall_index_failures: Counter
+    # -- data lifecycle --------------------------------------------------------------------------------------------
+    erasures: Counter
+    erasure_seconds: Histogram
+    erasure_fenced_inputs: Counter
+    erasure_writes_undone: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -193,6 +199,18 @@ class Metrics:
             recall_index_failures=Counter("om_recall_index_failures_total",
                                           "Observation groups left out of the recall index after every retry "
                                           "failed", registry=reg),
+            erasures=Counter("om_erasures_total", "Erasures completed (their receipt published), by scope (thread, "
+                             "resource) and whether anything of the subject was held (found: true, false)",
+                             ["scope", "found"], registry=reg),
+            erasure_seconds=Histogram("om_erasure_seconds", "Time from an erase's request to its receipt",
+                                      ["scope"], buckets=_ERASURE_BUCKETS, registry=reg),
+            erasure_fenced_inputs=Counter("om_erasure_fenced_inputs_total",
+                                          "Messages of an erased subject published before its erase, dropped when "
+                                          "they arrived afterwards (lagging or replayed)", registry=reg),
+            erasure_writes_undone=Counter("om_erasure_writes_undone_total",
+                                          "Work of an erased record that finished after its erase and was dropped "
+                                          "or removed again (model_call_skipped, cycle_result, recall_points)",
+                                          ["what"], registry=reg),
         )
 
 

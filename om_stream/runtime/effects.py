@@ -38,12 +38,13 @@ from om_stream.core.recall.groups import group_heading
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import RecordState
+from om_stream.core.step import record_hash
 from om_stream.ports import BatchedWrites, ContentStore, GroupQueries
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 
 V = TypeVar("V", Message, str)
 
-__all__ = ["ContentCache", "Effects"]
+__all__ = ["ContentCache", "Effects", "message_prefix"]
 
 
 class ContentCache:
@@ -70,6 +71,13 @@ class ContentCache:
             return None
         self._items.move_to_end(key)
         return item[0]
+
+    def evict(self, doomed: Callable[[str, Message | str], bool]) -> int:
+        """Drop every entry ``doomed(key, value)`` says; how many. A scan: for erasures, which are rare."""
+        keys = [key for key, (value, _) in self._items.items() if doomed(key, value)]
+        for key in keys:
+            self._bytes -= self._items.pop(key)[1]
+        return len(keys)
 
 
 class Effects:
@@ -118,6 +126,23 @@ class Effects:
                 await self.store.put_thread_metadata(command)
             elif isinstance(command, ClearStored):
                 await self.store.clear(command.record_key, command.epoch)
+
+    def forget(self, resource_id: str, thread_ids: Iterable[str], record_ids: Iterable[str]) -> None:
+        """An erase: drop what the cache holds of the subject. Messages of its threads; segment texts and group
+        headings of its records (``scope:key``; their ids carry its hash, ``core.step.Step.new_id``); every
+        condensed log (keyed by a digest, they are cheap to make again)."""
+        threads = set(thread_ids)
+        hashes = tuple(f"-{record_hash(record_id)}-" for record_id in record_ids)
+        prefix = message_prefix(resource_id)
+
+        def doomed(key: str, value: Message | str) -> bool:
+            if key.startswith("m:"):
+                return key.startswith(prefix) and isinstance(value, Message) and value.thread_id in threads
+            if key.startswith("c:"):
+                return True
+            return any(h in key for h in hashes)
+
+        self.cache.evict(doomed)
 
     async def _cached(self, ids: Sequence[str], key: Callable[[str], str], kind: type[V],
                       load: Callable[[list[str]], Awaitable[dict[str, V]]], size: Callable[[V], int]) -> dict[str, V]:
@@ -223,3 +248,8 @@ class Effects:
 
 def _message_key(resource_id: str, message_id: str) -> str:
     return f"m:{resource_id}\x1f{message_id}"
+
+
+def message_prefix(resource_id: str) -> str:
+    """The cache keys of a resource's messages start with this."""
+    return _message_key(resource_id, "")

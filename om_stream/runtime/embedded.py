@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
@@ -43,7 +45,8 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
 from om_stream.core.engine import record_key
-from om_stream.core.events import OMEvent
+from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
+from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -65,7 +68,8 @@ from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallInde
 from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.erasure import Sweeper, receipt
+from om_stream.runtime.host import Arrival, Decided, Host, Outlet, StoreRetry
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
@@ -126,6 +130,8 @@ class Memory:
         self._threads: dict[str, _Thread] = {}
         self._seqs: dict[tuple[str, str], int] = {}  # (thread id, message id) -> seq
         self._tasks: set[asyncio.Task[None]] = set()
+        self._record_tasks: dict[str, set[asyncio.Task[None]]] = {}  # a record's model calls and indexing
+        self._receipts: dict[str, ErasedEvent] = {}  # erase id -> its receipt, until ``erase`` returns it
         self.timers = TimerWheel()
         self._timer_wakeup = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
@@ -133,9 +139,10 @@ class Memory:
         self._cycle_retries = 0
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
+        self.erasures = _Erasures(self)
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
-                         on_decided=self._decided)
+                         on_decided=self._decided, erasures=self.erasures)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -208,6 +215,42 @@ class Memory:
         observation, or ``observe()``, rebuilds the log from them (after changing ``observation.instruction``, for
         example)."""
         await self._command(thread_id, resource_id, ClearRecord(thread_id))
+
+    async def erase(self, *, thread_id: str | None = None, resource_id: str | None = None,
+                    erase_id: str | None = None) -> ErasedEvent:
+        """Forget for good: a thread (``thread_id``; ``resource_id`` names its resource if the thread is unknown
+        here) or a whole resource, every thread of it (``resource_id`` alone). Its messages, observations,
+        reflections, buffered work, cached results, recall points, thread records and context go from the store,
+        the recall index and this process; a model call or indexing still running for it is cancelled first, so
+        nothing it does lands afterwards. Messages added after ``erase`` returns start a fresh memory. Erasing
+        something unknown succeeds: the receipt says ``found: false``. Returns the receipt (``data-om-erased``,
+        also given to the event listeners)."""
+        if thread_id is None and resource_id is None:
+            raise InputRejected("invalid_fields", "erase needs thread_id, or resource_id for a whole resource")
+        for name, value in (("thread_id", thread_id), ("resource_id", resource_id)):
+            if value is not None:
+                _check_id(name, value)
+        scope: Literal["thread", "resource"] = "thread" if thread_id is not None else "resource"
+        if scope == "thread" and resource_id is None:
+            resource_id = next((s.resource_id for s in self._states.values() if thread_id in s.threads), None)
+        erase = EraseRequested(erase_id or uuid.uuid4().hex, scope, resource_id, thread_id, self.clock.now_ms())
+        keys = self._erased_keys(erase)
+        locks = [self._locks.setdefault(key, asyncio.Lock()) for key in keys]
+        for lock in locks:
+            await lock.acquire()
+        try:
+            await self.host.apply([Arrival(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
+                                           erase)])
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+        return self._receipts.pop(erase.erase_id)
+
+    def _erased_keys(self, erase: EraseRequested) -> list[str]:
+        """The records an erase removes (or changes: a thread of a resource-scope record), in a fixed order."""
+        if erase.scope == "thread" and erase.thread_id is not None:
+            return [record_key(self.config.scope, erase.thread_id, erase.resource_id or erase.thread_id)]
+        return sorted(key for key, state in self._states.items() if state.resource_id == erase.resource_id)
 
     async def override(self, thread_id: str, *, message_tokens: int | None = None,
                        observation_tokens: int | None = None, resource_id: str | None = None,
@@ -337,18 +380,45 @@ class Memory:
             if not waiter.future.done() and record is not None:
                 waiter.future.set_result(record)
 
+    def _forget_thread(self, thread_id: str) -> None:
+        """An erased thread: its context, and the callers still waiting for one (they are told it was erased)."""
+        thread = self._threads.pop(thread_id, None)
+        if thread is not None:
+            for waiter in thread.waiters:
+                if not waiter.future.done():
+                    waiter.future.set_exception(InputRejected("erased", f"thread {thread_id!r} was erased "
+                                                                        "before its context was published"))
+        for seq_key in [k for k in self._seqs if k[0] == thread_id]:
+            del self._seqs[seq_key]
+
     # -- background work -----------------------------------------------------------------------------------------
 
     def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
-        self._background(self._run_cycle(key, resource_id, request), f"om-{request.request_id}")
+        self._background(self._run_cycle(key, resource_id, request), f"om-{request.request_id}", key)
 
-    def _background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+    def _background(self, work: Coroutine[Any, Any, None], name: str, key: str) -> None:
         if self._closed:
             work.close()
             return
         task = asyncio.create_task(work, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        of_record = self._record_tasks.setdefault(key, set())
+        of_record.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._tasks.discard(finished)
+            of_record.discard(finished)
+            if not of_record and self._record_tasks.get(key) is of_record:
+                del self._record_tasks[key]
+
+        task.add_done_callback(done)
+
+    async def _cancel_work(self, keys: list[str]) -> None:
+        """Stop the model calls and indexing running for these records (an erase), and wait until they have."""
+        tasks = [task for key in keys for task in self._record_tasks.get(key, ())]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _index(self, command: IndexForRecall) -> None:
         assert self.recall_service is not None
@@ -409,6 +479,90 @@ class _Table:
         self.states[arrival.key] = state
 
 
+class _Erasures:
+    """The host's ``Erasures`` in process: an erase runs whole, under its records' locks (``Memory.erase``), so
+    nothing arrives behind it and nothing needs fencing; what runs in the background for those records (model
+    calls, indexing) is cancelled before anything is removed. A record made again for an erased key starts after
+    the erased epoch (kept by digest for the fence window)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.sweeper = Sweeper(memory.store, memory.effects, StoreRetry(), ledger_ttl_s=8 * 86_400)
+        self._epochs: dict[str, int] = {}  # record key digest -> the erased epoch
+
+    def fenced(self, arrival: Arrival) -> bool:
+        return False
+
+    def epoch_floor(self, arrival: Arrival) -> int:
+        erased = self._epochs.get(record_digest(arrival.key))
+        return erased + 1 if erased is not None else 0
+
+    async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
+        memory = self.memory
+        erase = arrival.input
+        assert isinstance(erase, EraseRequested)
+        keys = memory._erased_keys(erase)
+        await memory._cancel_work(keys)
+        states = [state for key in keys if (state := memory._states.get(key)) is not None]
+        resource = erase.resource_id or (states[0].resource_id if states else None)
+        if resource is None and erase.thread_id is not None:
+            resource = await memory.store.resource_of(erase.thread_id)
+        writes: list[Callable[[], None]] = []
+        counts, found, verified = ErasureCounts(), bool(states), True
+        whole = [s for s in states if not self._one_thread_of(erase, s)]
+        if whole:
+            swept = await self.sweeper.records(whole)
+            counts, verified = swept.counts, swept.verified
+            for state in whole:
+                writes.append(functools.partial(self._drop, state))
+                for thread_id in state.threads:
+                    await outlet.forget_context(thread_id, arrival)
+                counts += ErasureCounts(contexts=len(state.threads))
+        for state in states:
+            if self._one_thread_of(erase, state):
+                counts += await self._thread_of_resource(state, erase.thread_id or "", arrival, outlet, writes)
+        if resource is not None:
+            rest = (await self.sweeper.resource(resource) if erase.scope == "resource" else
+                    await self.sweeper.thread(resource, erase.thread_id or "", epoch=0, record_key=(
+                        erase.thread_id if memory.config.scope == "thread" else None))
+                    if not states else None)
+            if rest is not None:
+                counts, verified, found = counts + rest.counts, verified and rest.verified, found or rest.found
+            if memory.recall_service is not None:
+                removed, remaining = await memory.recall_service.erase(
+                    resource, erase.thread_id if erase.scope == "thread" else None)
+                counts += ErasureCounts(recall_points=removed)
+                verified = verified and remaining == 0
+        saga = ErasureSaga(erase.erase_id, erase.scope, resource, erase.thread_id, erase.requested_at, parts=1,
+                           counts=counts, found=found or counts.total > 0, verified=verified)
+        await outlet.erased(receipt(saga, completed_at=memory.clock.now_ms(), verified=verified), arrival)
+        return writes
+
+    @staticmethod
+    def _one_thread_of(erase: EraseRequested, state: RecordState) -> bool:
+        """A thread erased out of a resource's record (resource scope) that holds other threads too."""
+        return (erase.scope == "thread" and state.scope == "resource" and erase.thread_id in state.threads
+                and len(state.threads) > 1)
+
+    async def _thread_of_resource(self, state: RecordState, thread_id: str, arrival: Arrival, outlet: Outlet,
+                                  writes: list[Callable[[], None]]) -> ErasureCounts:
+        """One thread of a resource's record: its conversation goes, the record's log is rebuilt from the rest."""
+        memory = self.memory
+        swept = await self.sweeper.thread(state.resource_id, thread_id, record_key=None, epoch=state.epoch)
+        observations = await memory.store.erase_record(state.key, state.resource_id)
+        remaining = dataclasses.replace(state, threads={t: s for t, s in state.threads.items() if t != thread_id},
+                                        unobserved=[m for m in state.unobserved if m.thread_id != thread_id])
+        cleared = await memory.host.decide_on(remaining, Arrival(state.key, state.resource_id, ClearRecord(None)),
+                                              outlet)
+        writes.append(functools.partial(memory._states.__setitem__, state.key, cleared))
+        await outlet.forget_context(thread_id, arrival)
+        return swept.counts + observations + ErasureCounts(contexts=1)
+
+    def _drop(self, state: RecordState) -> None:
+        self.memory._states.pop(state.key, None)
+        self._epochs[record_digest(state.key)] = state.epoch
+
+
 class _Timers:
     """The records' timers in a wheel; a new one wakes the timer loop (it may be due before the one it sleeps to)."""
 
@@ -445,12 +599,22 @@ class _Outlet:
     async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
         if self.memory._indexing:
             self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
-                                                                    f"om-index-{command.segment_id}"))
+                                                                    f"om-index-{command.segment_id}", arrival.key))
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
         if self.memory._indexing:
             self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
-                                                                    f"om-forget-{key}"))
+                                                                    f"om-forget-{key}", key))
+
+    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
+        self._deliveries.append(functools.partial(self.memory._forget_thread, thread_id))
+
+    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
+        self._deliveries.append(functools.partial(self._receipt, event))
+
+    async def _receipt(self, event: ErasedEvent) -> None:
+        self.memory._receipts[event.erase_id] = event
+        await self.memory._emit(event, EmitEvent(event.record_id, event, f"erased-{event.erase_id}"))
 
     async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
         self._deliveries.append(functools.partial(self._refused, command))

@@ -23,6 +23,13 @@ Before deciding, a clear is handed the record's conversation (its stored message
 which comes back to the record as unobserved. An input that leaves a record it had to make unchanged (a refused
 command for a thread no message reached) makes no record.
 
+An erase (``core.erasure``) is an input of its own: the batch is cut at it, so that everything before it is
+committed first and everything after it is decided once it is (its fence is in place, its records are gone). The
+driver's ``Erasures`` does its store work (phase 1) and prepares its publications on the outlet; the host then
+writes what it returns to the state table (phase 2: records deleted, fences) and lets the publications go (phase
+3). An input of an erased subject that was published before its erase (the driver's fence says so) is dropped
+before it is decided; a record made again for an erased subject starts after the erased incarnation's epoch.
+
 A crash anywhere replays the inputs from the last committed offsets, and every effect tolerates being applied
 twice. One input never stops the others: if its handling fails, ``outlet.failed`` is told why (the Kafka worker
 dead-letters it) and the batch goes on. When a batch's writes committed together are refused (not an outage), the
@@ -54,7 +61,8 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import decide, new_record
-from om_stream.core.events import OMEvent, StatusEvent
+from om_stream.core.erasure import ErasureInput
+from om_stream.core.events import ErasedEvent, OMEvent, StatusEvent
 from om_stream.core.inputs import ClearRecord, Input
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import RecordState
@@ -64,7 +72,7 @@ from om_stream.errors import StorageError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 
-__all__ = ["Arrival", "Decided", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
+__all__ = ["Arrival", "Decided", "Erasures", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -77,7 +85,7 @@ class Arrival:
 
     key: str
     resource_id: str
-    input: Input
+    input: Input | ErasureInput
     source: Any = None
 
 
@@ -122,6 +130,14 @@ class Outlet(Protocol):
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
 
+    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
+        """An erased thread's context is gone (the Kafka outlet publishes a tombstone for it)."""
+        ...
+
+    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
+        """An erase's receipt."""
+        ...
+
     async def refuse(self, command: RejectInput, arrival: Arrival) -> None: ...
 
     async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None: ...
@@ -129,6 +145,23 @@ class Outlet(Protocol):
     async def commit(self) -> None: ...
 
     def discard(self) -> None: ...
+
+
+class Erasures(Protocol):
+    """How a driver erases (``runtime/erasure.py`` holds what the drivers share)."""
+
+    def fenced(self, arrival: Arrival) -> bool:
+        """The input belongs to an erased subject and was published before its erase: it is dropped."""
+        ...
+
+    def epoch_floor(self, arrival: Arrival) -> int:
+        """The epoch a record made for ``arrival`` starts at: after an erased incarnation of the same key."""
+        ...
+
+    async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
+        """Phase 1 of an erasure input (its store work) and its publications prepared on ``outlet``; returns its
+        state-table writes, which the host makes in phase 2."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -171,7 +204,7 @@ class Host:
     def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable,
                  outlets: Callable[[], Outlet], timers: Timers, clock: Clock, limits: EngineLimits | None = None,
                  store_retry: StoreRetry | None = None, on_decided: Callable[[Decided], None] | None = None,
-                 on_publish_error: Callable[[], None] | None = None) -> None:
+                 on_publish_error: Callable[[], None] | None = None, erasures: Erasures | None = None) -> None:
         self.config = config
         self.accountant = accountant
         self.effects = effects
@@ -183,11 +216,68 @@ class Host:
         self.store_retry = store_retry or StoreRetry()
         self.on_decided = on_decided
         self.on_publish_error = on_publish_error
+        self.erasures = erasures
 
     async def apply(self, arrivals: Sequence[Arrival], *,
                     may_commit: Callable[[], Awaitable[bool]] | None = None) -> bool:
-        """Decide every arrival and commit the batch in order. False: ``may_commit`` said no before the state table
-        was written (nothing was written to it, nothing was published)."""
+        """Decide every arrival and commit the batch in order, an erasure input on its own between the others.
+        False: ``may_commit`` said no before the state table was written for a part of the batch (nothing of that
+        part or after it was written to the table or published; the parts before it were committed)."""
+        run: list[Arrival] = []
+        for arrival in arrivals:
+            if isinstance(arrival.input, ErasureInput):
+                if run and not await self._apply(run, may_commit):
+                    return False
+                run = []
+                if not await self._erase(arrival, may_commit):
+                    return False
+            else:
+                run.append(arrival)
+        return await self._apply(run, may_commit) if run else True
+
+    async def _erase(self, arrival: Arrival, may_commit: Callable[[], Awaitable[bool]] | None) -> bool:
+        outlet = self.outlets()
+        try:
+            writes: list[Callable[[], None]] = []
+            try:
+                if self.erasures is None:
+                    raise TypeError("this driver cannot erase")
+                writes = await self.erasures.prepare(arrival, outlet)
+            except StorageError as exc:
+                if exc.transient:
+                    raise  # only without retry_outages: the store is down, the caller hears of it
+                outlet.discard()
+                await outlet.failed(arrival, "store_refused", str(exc), exc)
+            except Exception as exc:  # one input must never stop the others
+                log.exception("erasure input %s for %s could not be handled", type(arrival.input).__name__,
+                              arrival.key)
+                outlet.discard()
+                await outlet.failed(arrival, "processing_error", f"{type(exc).__name__}: {exc}", exc)
+            if may_commit is not None and not await may_commit():
+                outlet.discard()
+                return False
+            for write in writes:
+                write()
+            await outlet.commit()
+        except BaseException:
+            outlet.discard()
+            raise
+        return True
+
+    async def decide_on(self, state: RecordState, arrival: Arrival, outlet: Outlet) -> RecordState:
+        """Decide ``arrival`` on ``state`` (not the table's): its store writes done now, its publications prepared
+        on ``outlet``; returns the new state, for the caller to write in its own phase 2. For an erase that changes
+        a record rather than removing it (one thread of a resource's record: a clear of what remains)."""
+        batch = _Batch()
+        batch.states[arrival.key] = (state, arrival)
+        await self._decide(arrival, batch, hold_writes=False)
+        await self._write_messages(batch)
+        await self._publish(batch, outlet)
+        return batch.states[arrival.key][0]
+
+    async def _apply(self, arrivals: Sequence[Arrival], may_commit: Callable[[], Awaitable[bool]] | None) -> bool:
+        if self.erasures is not None:
+            arrivals = [a for a in arrivals if not self.erasures.fenced(a)]
         batch = await self._written_together(arrivals) if self.effects.batches_writes else None
         if batch is None:
             batch = await self._decide_all(arrivals, hold_writes=False)
@@ -267,7 +357,10 @@ class Host:
             if not arrival.resource_id:
                 return  # a result or timer for a record not held here
             state = new_record(arrival.key, self.config.scope, arrival.resource_id)
+            if self.erasures is not None:
+                state.epoch = self.erasures.epoch_floor(arrival)
         event = arrival.input
+        assert not isinstance(event, ErasureInput)  # cut out of the batch by ``apply``
         if isinstance(event, ClearRecord) and state.holds_conversation:
             event = await self._with_conversation(event, state, batch)
         began, now_ms = time.perf_counter(), self.clock.now_ms()

@@ -1,5 +1,6 @@
-"""JSON form of the records on the internal topics: model requests, model results, timers, and the recall index's
-work (index an observation group; forget a cleared record).
+"""JSON form of the records on the internal topics: model requests, model results, timers, the recall index's
+work (index an observation group; forget a cleared record; erase a subject's points), and the steps of an erase
+that spans partitions (``core.erasure``).
 
 These never leave om-stream (no public schema); they only need to survive a round trip between a memory agent
 and a model worker, possibly across a restart or a version of the same deployment.
@@ -16,11 +17,13 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
+from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone
 from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.errors import WireDecodeError
 from om_stream.wire.codec import decode_json
 
-__all__ = ["INTERNAL_MAX_BYTES", "ForgetIndexed", "InternalRecord", "decode_internal", "encode_internal"]
+__all__ = ["INTERNAL_MAX_BYTES", "EraseIndexed", "ForgetIndexed", "InternalRecord", "decode_internal",
+           "encode_internal"]
 
 
 @dataclass(frozen=True)
@@ -31,11 +34,22 @@ class ForgetIndexed:
     record_key: str
 
 
+@dataclass(frozen=True)
+class EraseIndexed:
+    """An erase: delete the subject's points from the recall index (a resource's, or one thread's of it) and
+    answer ``EraseIndexDone`` to the same partition of the results topic (the erase's coordinator)."""
+
+    erase_id: str
+    resource_id: str
+    thread_id: str | None = None
+
+
 InternalRecord = (RequestObservation | RequestReflection | ModelResultArrived | TimerFired | IndexForRecall
-                  | ForgetIndexed)
+                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone)
 _TYPES: dict[str, type[Any]] = {"request-observation": RequestObservation, "request-reflection": RequestReflection,
                                 "result": ModelResultArrived, "timer": TimerFired, "index": IndexForRecall,
-                                "forget-index": ForgetIndexed}
+                                "forget-index": ForgetIndexed, "erase-index": EraseIndexed, "erase-part": ErasePart,
+                                "erase-part-done": ErasePartDone, "erase-index-done": EraseIndexDone}
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
 

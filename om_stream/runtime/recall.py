@@ -114,6 +114,21 @@ class RecallEndpoint:
                 self.metrics.recall_indexed_points.inc(points)
                 return
 
+    async def erase(self, resource_id: str, thread_id: str | None) -> tuple[int, int]:
+        """An erase's sweep of the index: (points removed, points found after). Retried through an index outage:
+        an erase does not finish without it."""
+        if not self.indexing:
+            return 0, 0
+        assert self.service is not None
+        delay = self.index_backoff_s
+        while True:
+            try:
+                return await self.service.erase(resource_id, thread_id)
+            except StorageError as exc:
+                log.warning("erasing from the recall index failed, retrying in %.1fs: %s", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
     async def forget(self, resource_id: str, record_key: str) -> None:
         if self.indexing:
             assert self.service is not None

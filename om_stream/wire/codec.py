@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from om_stream.core.messages import MAX_SAFE_INTEGER
 from om_stream.errors import WireDecodeError
-from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
+from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
 
@@ -174,15 +174,15 @@ def _validate(model: type[M], data: dict[str, Any], schema: str) -> M:
         raise WireDecodeError("invalid_fields", problems) from None
 
 
-def _check_key(key: bytes | None, thread_id: str) -> None:
+def _check_key(key: bytes | None, thread_id: str, what: str = "thread id") -> None:
     if key is None:
-        raise WireDecodeError("missing_key", "the record key must be the thread id")
+        raise WireDecodeError("missing_key", f"the record key must be the {what}")
     try:
         decoded = key.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise WireDecodeError("invalid_utf8", f"key: {exc}") from None
     if decoded != thread_id:
-        raise WireDecodeError("key_mismatch", f"key {decoded!r} is not the thread id {thread_id!r}")
+        raise WireDecodeError("key_mismatch", f"key {decoded!r} is not the {what} {thread_id!r}")
 
 
 def decode_message(key: bytes | None, value: bytes | None, *, max_bytes: int) -> MessageRecord:
@@ -207,5 +207,5 @@ def _check_shown_anywhere(created_at: datetime) -> None:
 
 def decode_command(key: bytes | None, value: bytes | None, *, max_bytes: int) -> CommandRecord:
     record = _validate(CommandRecord, decode_json(value, max_bytes), COMMAND_SCHEMA)
-    _check_key(key, record.thread_id)
+    _check_key(key, record_key_of(record), "thread id" if record.thread_id is not None else "resource id")
     return record

@@ -196,6 +196,15 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
                                  "replace": _ABSENT_OR_NULL}}},
         {"if": _if_const("command", "observe", negate=True),
          "then": {"properties": {"force": _ABSENT_OR_NULL}}},
+        {"if": _if_const("command", "erase", negate=True),
+         "then": {"required": ["thread_id"], "properties": {"thread_id": _PRESENT, "scope": _ABSENT_OR_NULL,
+                                                           "requested_at": _ABSENT_OR_NULL}}},
+        {"if": _if_const("command", "erase"),
+         "then": {"required": ["scope"], "properties": {"scope": _PRESENT}}},
+        {"if": {"required": ["command", "scope"], "properties": {"command": {"const": "erase"},
+                                                                "scope": {"const": "resource"}}},
+         "then": {"required": ["resource_id"], "properties": {"resource_id": _PRESENT, "thread_id": _ABSENT_OR_NULL}},
+         "else": {"required": ["thread_id"], "properties": {"thread_id": _PRESENT}}},
     ]}},
     RECALL_RESPONSE_SCHEMA: {"": {"oneOf": [
         # RecallResponse._one_outcome: exactly one of result and error

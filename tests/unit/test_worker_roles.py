@@ -102,7 +102,7 @@ async def test_a_memory_worker_holds_the_table_and_the_api_and_takes_no_model_or
     kafka = worker.deps.settings.kafka
     assert worker.app.conf.id == "om-roles"
     assert set(worker.agents) == {"memory", "ingest"} and len(worker.app.agents) == 2
-    assert len(worker.app.tables) == 1 and worker.app.conf.web_enabled
+    assert set(worker.app.tables) == {"om_records", "om_erasures"} and worker.app.conf.web_enabled
     assert set(worker.consumed_topics()) == {kafka.topic_records, kafka.topic_model_results, kafka.topic_messages,
                                              kafka.topic_commands}
     assert _role_gauge(worker.deps.metrics)["memory"] == 1.0
@@ -114,7 +114,7 @@ async def test_the_all_role_is_one_app_with_every_agent_in_the_app_id_group(
     kafka = worker.deps.settings.kafka
     assert worker.app.conf.id == "om-roles" and worker.role == "all"
     assert set(worker.agents) == {"memory", "model_workers", "recall"} and len(worker.app.agents) == 3
-    assert len(worker.app.tables) == 1 and worker.app.conf.web_enabled
+    assert set(worker.app.tables) == {"om_records", "om_erasures"} and worker.app.conf.web_enabled
     assert worker.consumed_topics() == (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results,
                                         kafka.topic_model_requests, kafka.topic_recall_requests)
     assert str(worker.app.conf.datadir).endswith("om-roles-data")
@@ -129,6 +129,7 @@ async def test_a_recall_worker_consumes_recall_requests_only(monkeypatch: pytest
 
 @pytest.mark.parametrize(("role", "expected"), [
     ("memory", {"om-roles-om_records-changelog": (-1, {"cleanup.policy": "compact"}),
+                "om-roles-om_erasures-changelog": (-1, {"cleanup.policy": "compact"}),
                 "om-roles-__assignor-__leader": (1, {})}),
     ("models", {"om-roles-models-__assignor-__leader": (1, {})}),
 ])

@@ -45,10 +45,15 @@ class CassandraCycleResults:
         rows = await self._run("cycle_result", (key,))
         return bytes(rows[0].payload) if rows and rows[0].payload is not None else None
 
-    async def put_result(self, key: str, payload: bytes) -> None:
+    async def put_result(self, key: str, payload: bytes, record_key: str) -> None:
         check_request(key)
         await self._run("put_cycle_result", (key, bytes(payload), self._ttl))
+        await self._run("cycle_result_of_record", (record_key, key, self._ttl))
         await self._run("end_lease", (key,))
+
+    async def drop_result(self, key: str) -> None:
+        check_request(key)
+        await self._run("drop_cycle_result", (key,))
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         check_request(key, lease_s)

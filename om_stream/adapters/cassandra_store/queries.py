@@ -50,6 +50,27 @@ WRITES: dict[str, str] = {
     "delete_record_segments": "DELETE FROM record_segments WHERE record_key = ?",
     "delete_generations": "DELETE FROM generations WHERE record_key = ? AND epoch = ?",
     "put_cycle_result": "INSERT INTO cycle_results (request_key, payload) VALUES (?, ?) USING TTL ?",
+    "cycle_result_of_record": ("INSERT INTO cycle_results_by_record (record_key, request_key) VALUES (?, ?)"
+                               " USING TTL ?"),
+    "drop_cycle_result": "DELETE FROM cycle_results WHERE request_key = ?",
+    # erasure (``erasure.py``): the conversation's tables are deleted at the present time; cells that were
+    # written with a timestamp of their own (first/newest message times, the clear epoch) are deleted with exactly
+    # that timestamp, so the tombstone removes what was written and nothing written afterwards
+    "erase_bucket": "DELETE FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ?",
+    "erase_message_by_id": "DELETE FROM messages_by_id WHERE message_id = ? AND resource_id = ?",
+    "erase_buckets": "DELETE FROM message_buckets WHERE resource_id = ? AND thread_id = ?",
+    "erase_thread_created": ("DELETE created_at FROM resource_threads USING TIMESTAMP ?"
+                             " WHERE resource_id = ? AND thread_id = ?"),
+    "erase_thread_updated": ("DELETE updated_at FROM resource_threads USING TIMESTAMP ?"
+                             " WHERE resource_id = ? AND thread_id = ?"),
+    "erase_thread_title": "DELETE title FROM resource_threads WHERE resource_id = ? AND thread_id = ?",
+    "erase_thread_metadata": "DELETE FROM threads WHERE thread_id = ?",
+    "erase_record_resource": "DELETE resource_id FROM records WHERE record_key = ?",
+    "erase_record_epoch": "DELETE epoch FROM records USING TIMESTAMP ? WHERE record_key = ?",
+    "erase_record_results": "DELETE FROM cycle_results_by_record WHERE record_key = ?",
+    "put_erasure_part": ("INSERT INTO erasure_parts (erase_id, part, offsets, counts, found, completed_at)"
+                         " VALUES (?, ?, ?, ?, ?, ?) USING TTL ?"),
+    "mark_erased": "UPDATE erased_records USING TIMESTAMP ? AND TTL ? SET epoch_through = ? WHERE record_digest = ?",
     "take_lease": "INSERT INTO cycle_leases (request_key, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?",
     "renew_lease": "UPDATE cycle_leases USING TTL ? SET owner = ? WHERE request_key = ? IF owner = ?",
     # conditional like the writes it ends: a plain delete's timestamp could sort before their Paxos ballots
@@ -77,6 +98,16 @@ READS: dict[str, str] = {
     "generation": ("SELECT segment_ids, reflection_id, replaced_segment_ids, observation_tokens FROM generations"
                    " WHERE record_key = ? AND epoch = ? AND generation = ?"),
     "cycle_result": "SELECT payload FROM cycle_results WHERE request_key = ?",
+    "bucket_message_ids": "SELECT message_id FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ?",
+    "thread_listing": ("SELECT writetime(created_at) AS created_ts, writetime(updated_at) AS updated_ts, title"
+                       " FROM resource_threads WHERE resource_id = ? AND thread_id = ?"),
+    "thread_owner": "SELECT resource_id FROM threads WHERE thread_id = ?",
+    "record_results": "SELECT request_key FROM cycle_results_by_record WHERE record_key = ?",
+    "generations_of": "SELECT generation FROM generations WHERE record_key = ? AND epoch = ?",
+    "resource_thread_ids": "SELECT thread_id FROM resource_threads WHERE resource_id = ?",
+    "erasure_part": "SELECT offsets, counts, found, completed_at FROM erasure_parts WHERE erase_id = ? AND part = ?",
+    "record_owner": "SELECT resource_id FROM records WHERE record_key = ?",
+    "erased_through": "SELECT epoch_through FROM erased_records WHERE record_digest = ?",
     "migrations": "SELECT version, checksum FROM schema_migrations",
 }
 

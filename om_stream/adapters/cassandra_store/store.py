@@ -33,10 +33,12 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResults
+from om_stream.adapters.cassandra_store.erasure import CassandraErasure
 from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_TS_BASE, READS, WRITES, thread_page
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
 from om_stream.errors import StorageError
@@ -80,6 +82,7 @@ class CassandraContentStore:
         self._spans: dict[tuple[str, str], tuple[int, int]] = {}  # thread -> (first, newest) message time written
         self._closed = False
         self._results = CassandraCycleResults(self._run, settings.cycle_result_ttl_s)
+        self._erasure = CassandraErasure(self._run)
 
     def __repr__(self) -> str:
         return f"CassandraContentStore(hosts={self.settings.hosts!r}, keyspace={self.settings.keyspace!r})"
@@ -457,8 +460,59 @@ class CassandraContentStore:
     async def get_result(self, key: str) -> bytes | None:
         return await self._results.get_result(key)
 
-    async def put_result(self, key: str, payload: bytes) -> None:
-        await self._results.put_result(key, payload)
+    async def put_result(self, key: str, payload: bytes, *, record_key: str) -> None:
+        await self._results.put_result(key, payload, record_key)
+
+    async def drop_result(self, key: str) -> None:
+        await self._results.drop_result(key)
+
+    # -- ErasableStore (``erasure.py``) --------------------------------------------------------------------------
+
+    async def erase_thread(self, resource_id: str, thread_id: str) -> ErasureCounts:
+        counts = await self._erasure.erase_thread(resource_id, thread_id)
+        self._forget_thread(resource_id, thread_id)
+        return counts
+
+    def _forget_thread(self, resource_id: str, thread_id: str) -> None:
+        """What this process remembers of a thread: its cached messages, its buckets and message times."""
+        for message_id in [i for i, (r, m) in self._cache.items() if r == resource_id and m.thread_id == thread_id]:
+            del self._cache[message_id]
+        self._buckets = {b for b in self._buckets if b[:2] != (resource_id, thread_id)}
+        self._spans.pop((resource_id, thread_id), None)
+
+    async def erase_record(self, record_key: str, resource_id: str) -> ErasureCounts:
+        counts = await self._erasure.erase_record(record_key, resource_id)
+        if self._record_resources.get(record_key) == resource_id:
+            del self._record_resources[record_key]
+        return counts
+
+    async def erase_resource(self, resource_id: str) -> ErasureCounts:
+        threads = await self._erasure.thread_ids(resource_id)
+        counts = ErasureCounts()
+        for thread_id in threads:
+            counts += await self.erase_thread(resource_id, thread_id)
+        # a record is a thread (thread scope) or the resource itself (resource scope): each checks its tenant
+        for record_key in dict.fromkeys([*threads, resource_id]):
+            counts += await self.erase_record(record_key, resource_id)
+        return counts
+
+    async def resource_of(self, record_key: str) -> str | None:
+        return await self._erasure.resource_of(record_key)
+
+    async def holds(self, resource_id: str, thread_id: str | None = None) -> bool:
+        return await self._erasure.holds(resource_id, thread_id)
+
+    async def erasure_part(self, erase_id: str, part: int) -> PartRecord | None:
+        return await self._erasure.erasure_part(erase_id, part)
+
+    async def put_erasure_part(self, record: PartRecord, ttl_s: int) -> None:
+        await self._erasure.put_erasure_part(record, ttl_s)
+
+    async def mark_erased(self, record_digest: str, epoch_through: int, ttl_s: int) -> None:
+        await self._erasure.mark_erased(record_digest, epoch_through, ttl_s)
+
+    async def erased_through(self, record_digest: str) -> int | None:
+        return await self._erasure.erased_through(record_digest)
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         return await self._results.claim(key, owner, lease_s)

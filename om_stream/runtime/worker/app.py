@@ -47,11 +47,13 @@ from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
+from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
@@ -179,17 +181,32 @@ class Worker:
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
+        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
             index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
-                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)))
+                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)),
+            on_forget=self._forget_context, erasures=self._erasures)
         self._define_memory_agents()
 
     def _remember_context(self, context: ContextRecord) -> None:
         self.contexts[context.thread_id] = context
+
+    def _forget_context(self, thread_id: str) -> None:
+        self.contexts.pop(thread_id, None)
+
+    def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
+        deps = self.deps
+        fence_s = deps.settings.lifecycle.fence_s
+        return WorkerErasures(
+            kafka=deps.settings.kafka, scope=deps.config.scope, records=self.table, table=self.erasure_table,
+            store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
+            outlet=processor.outlet, end_offsets=self.partition_log.end_offsets, clock=self.clock,
+            metrics=deps.metrics, store_retry=processor.store_retry, fence_ttl_s=fence_s,
+            indexing=self.recall.indexing, decide_clear=processor.clear_now)
 
     @property
     def recovered(self) -> bool:
@@ -485,9 +502,12 @@ class Worker:
         except WireDecodeError as exc:
             await self._dead_letter(source_record(event), exc)
             return
+        # where it came from: its topic, and its position in it (an erase's fence is defined on om.messages)
         await self.publisher.send(Publication(
             kafka.topic_records, resource.encode(), value or b"",
-            [*header_list(message.headers), ("om_source_topic", message.topic.encode())]))
+            [*header_list(message.headers), ("om_source_topic", message.topic.encode()),
+             ("om_source_partition", str(message.partition).encode()),
+             ("om_source_offset", str(message.offset).encode())]))
 
     def state(self, key: str) -> RecordState | None:
         """The state of a record held by this worker now (None: not held here)."""

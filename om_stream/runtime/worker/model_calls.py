@@ -14,6 +14,10 @@ A model worker looks a request up in the content store's ``CycleResults`` before
 The key is the request id (cycle and attempt) with a digest of the whole request, so a request that differs in
 anything is never answered with another's result. The store failing never stops model work: the call is made
 (and may then be paid twice), and the failure is logged.
+
+A request of a record incarnation that was erased (``core.erasure``; the content store's ledger says so) is not
+answered: before the call, nothing is called; after it, the result written meanwhile is removed again and
+nothing is published (an erase that ran during the call may have swept the results before this one was written).
 """
 
 from __future__ import annotations
@@ -25,10 +29,11 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from om_stream.core.commands import RequestObservation, RequestReflection
+from om_stream.core.erasure import record_digest
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.errors import StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
-from om_stream.ports import CycleResults
+from om_stream.ports import CycleResults, ErasableStore
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 
 __all__ = ["ModelCalls", "request_key"]
@@ -45,22 +50,28 @@ def request_key(request: Request) -> str:
 
 class ModelCalls:
     def __init__(self, call: Callable[[Request], Awaitable[ModelResultArrived]], results: CycleResults,
-                 metrics: Metrics, *, owner: str, lease_s: float = 10.0, poll_s: float = 0.5) -> None:
+                 metrics: Metrics, *, owner: str, lease_s: float = 10.0, poll_s: float = 0.5,
+                 ledger: ErasableStore | None = None) -> None:
         self.call = call
         self.results = results
+        self.ledger = ledger  # the erasure ledger (the content store); None: nothing is ever erased
         self.metrics = metrics
         self.owner = owner
         self.lease_s = lease_s
         self.poll_s = poll_s
-        self._in_flight: dict[str, asyncio.Future[ModelResultArrived]] = {}  # this process's calls, by key
+        self._in_flight: dict[str, asyncio.Future[ModelResultArrived | None]] = {}  # this process's calls, by key
 
-    async def answer(self, request: Request) -> ModelResultArrived:
+    async def answer(self, request: Request) -> ModelResultArrived | None:
+        """The result of ``request``; None when its record was erased (nothing to publish)."""
+        if await self._erased(request):
+            self.metrics.erasure_writes_undone.labels("model_call_skipped").inc()
+            return None
         key = request_key(request)
         running = self._in_flight.get(key)
         if running is not None:  # asked again while this very process is calling the model for it
             self.metrics.model_calls_saved.labels("in_flight").inc()
             return await asyncio.shield(running)
-        future: asyncio.Future[ModelResultArrived] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ModelResultArrived | None] = asyncio.get_running_loop().create_future()
         self._in_flight[key] = future
         try:
             result = await self._answer(key, request)
@@ -77,7 +88,17 @@ class ModelCalls:
         finally:
             del self._in_flight[key]
 
-    async def _answer(self, key: str, request: Request) -> ModelResultArrived:
+    async def _erased(self, request: Request) -> bool:
+        if self.ledger is None:
+            return False
+        try:
+            through = await self.ledger.erased_through(record_digest(request.record_key))
+        except StorageError as exc:  # unknown: answer it (the check after the call runs again)
+            log.warning("erasure ledger unavailable for %s: %s", request.request_id, exc)
+            return False
+        return through is not None and request.epoch <= through
+
+    async def _answer(self, key: str, request: Request) -> ModelResultArrived | None:
         try:
             waited = False
             while True:
@@ -101,7 +122,7 @@ class ModelCalls:
         """True when this worker holds the lease now."""
         return await self.results.claim(key, self.owner, self.lease_s) is None
 
-    async def _call_holding(self, key: str, request: Request) -> ModelResultArrived:
+    async def _call_holding(self, key: str, request: Request) -> ModelResultArrived | None:
         renewal = asyncio.create_task(self._renew(key))
         try:
             result = await self.call(request)
@@ -112,11 +133,23 @@ class ModelCalls:
         finally:
             await _stopped(renewal)
         try:
-            await self.results.put_result(key, encode_internal(result))
+            await self.results.put_result(key, encode_internal(result), record_key=request.record_key)
         except StorageError as exc:
             log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
                         request.request_id, exc)
+        if await self._erased(request):
+            await self._undo(key, request)
+            return None
         return result
+
+    async def _undo(self, key: str, request: Request) -> None:
+        """The record was erased while its model was called: the result just stored holds its text."""
+        self.metrics.erasure_writes_undone.labels("cycle_result").inc()
+        log.info("model result of %s came after its record was erased; removed", request.request_id)
+        try:
+            await self.results.drop_result(key)
+        except StorageError as exc:  # it expires with the results' TTL; the ledger says so to a repeat meanwhile
+            log.warning("model result of erased %s could not be removed: %s", request.request_id, exc)
 
     async def _hand_back(self, key: str, request: Request) -> None:
         try:

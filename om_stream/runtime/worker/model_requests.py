@@ -22,10 +22,11 @@ from typing import Any
 import faust
 
 from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
+from om_stream.core.erasure import EraseIndexDone
 from om_stream.errors import WireDecodeError
 from om_stream.observability.model_metrics import CycleMetrics
 from om_stream.runtime.cycles import CycleRunner
-from om_stream.runtime.internal_codec import ForgetIndexed, decode_internal, encode_internal
+from om_stream.runtime.internal_codec import EraseIndexed, ForgetIndexed, decode_internal, encode_internal
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.drain import InFlight
@@ -48,7 +49,8 @@ class ModelRequests:
         self.runner = CycleRunner(store=deps.store, model=deps.model, offline=deps.offline, config=deps.config,
                                   count_text=deps.counter.count, observers=[CycleMetrics(deps.metrics)])
         self.calls = ModelCalls(self.runner.run, deps.results, deps.metrics,
-                                owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}")
+                                owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}",
+                                ledger=deps.store)
         self.slots = asyncio.Semaphore(worker.model_concurrency)
 
     def define(self, app: faust.App, watched: Callable[[str], Callable[[AgentBody], AgentBody]],
@@ -80,9 +82,17 @@ class ModelRequests:
             if isinstance(request, ForgetIndexed):
                 await self.recall.forget(request.resource_id, request.record_key)
                 return
+            if isinstance(request, EraseIndexed):
+                removed, remaining = await self.recall.erase(request.resource_id, request.thread_id)
+                await self.publisher.send(Publication(
+                    kafka.topic_model_results, key or request.erase_id.encode(),
+                    encode_internal(EraseIndexDone(request.erase_id, removed, remaining)), partition=partition))
+                return
             if not isinstance(request, RequestObservation | RequestReflection):
                 raise WireDecodeError("invalid_fields", f"{type(request).__name__} is not a model request")
             result = await self.calls.answer(request)
+            if result is None:
+                return  # its record was erased: nothing is published (``model_calls``)
             await self.publisher.send(Publication(kafka.topic_model_results, key or request.record_key.encode(),
                                                   encode_internal(result), partition=partition))
         except WireDecodeError as exc:

@@ -50,6 +50,20 @@ class PartitionLog:
             return None
         return await self._ask(tp, " (the group's start)", self._group_start)
 
+    async def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int] | None:
+        """The end offset (the next record's offset) of each partition of ``topic``, as the brokers say now: every
+        record acknowledged before this call is below it. None when the brokers did not answer."""
+        async with self._lock:
+            try:
+                consumer = await self._client()
+                tps = [TopicPartition(topic, p) for p in partitions]
+                ends = await asyncio.wait_for(consumer.end_offsets(tps), self.timeout_s)
+                return {tp.partition: int(offset) for tp, offset in ends.items()}
+            except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell", which the caller handles
+                log.warning("could not read the end offsets of %s from the brokers: %r", topic, exc)
+                await self.close()
+                return None
+
     async def _ask(self, tp: Any, what: str, question: Callable[[TopicPartition], Awaitable[int]]) -> int | None:
         async with self._lock:
             try:

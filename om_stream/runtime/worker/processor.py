@@ -32,7 +32,8 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import record_key
-from om_stream.core.events import OMEvent
+from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone, EraseRequested
+from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -52,7 +53,7 @@ from om_stream.observability.metrics import Metrics
 from om_stream.observability.worker_metrics import activation_latencies
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Decided, Host, StateTable, StoreRetry
+from om_stream.runtime.host import Arrival, Decided, Erasures, Host, StateTable, StoreRetry
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
 from om_stream.settings import KafkaSettings
@@ -61,7 +62,8 @@ from om_stream.wire.commands import CommandRecord
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.dlq import DLQ_REASONS, DeadLetterRecord
 
-__all__ = ["KafkaOutlet", "MemoryProcessor", "Publication", "Publisher", "SourceRecord", "dead_letter"]
+__all__ = ["ErasuresFactory", "KafkaOutlet", "MemoryProcessor", "Publication", "Publisher", "SourceRecord",
+           "dead_letter"]
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +79,14 @@ class SourceRecord:
     received_at: float = 0.0  # monotonic seconds, for message-to-context latency
     generation: int = 0  # the consumer-group generation the record was read in
     handle: Any = None  # the transport's own object for the record (a Faust event): the table writes through it
+    timestamp_ms: int = 0  # the record's Kafka timestamp
 
 
 @dataclass(frozen=True)
 class Publication:
     topic: str
     key: bytes
-    value: bytes
+    value: bytes | None  # None: a tombstone (compacted topics forget the key)
     headers: list[tuple[str, bytes]] = field(default_factory=list)
     partition: int | None = None  # None: the producer's partitioner places it by key
 
@@ -109,7 +112,8 @@ class KafkaOutlet:
 
     def __init__(self, *, kafka: KafkaSettings, effects: Effects, publisher: Publisher, clock: Clock,
                  metrics: Metrics, store_retry: StoreRetry, source: str, index_for_recall: bool,
-                 on_context: Callable[[ContextRecord], None] | None = None) -> None:
+                 on_context: Callable[[ContextRecord], None] | None = None,
+                 on_forget: Callable[[str], None] | None = None) -> None:
         self.kafka = kafka
         self.effects = effects
         self.publisher = publisher
@@ -119,6 +123,7 @@ class KafkaOutlet:
         self.source = source
         self.index_for_recall = index_for_recall  # publish the recall index's work (a search index is configured)
         self.on_context = on_context
+        self.on_forget = on_forget  # an erased thread: what the worker keeps of its context goes too
         self._queued: list[Publication] = []
         self._on_sent: list[Callable[[], None]] = []  # what the queued publications count, once they go
 
@@ -156,6 +161,33 @@ class KafkaOutlet:
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
         if self.index_for_recall:
             self._internal(key, ForgetIndexed(resource_id, key), arrival)
+
+    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
+        """A tombstone on the compacted context topic: the thread's last context goes at the next cleaning
+        (``max.compaction.lag.ms`` bounds when), and every consumer that reads it forgets the thread's context."""
+        if self.on_forget is not None:
+            self._on_sent.append(partial(self.on_forget, thread_id))
+        self._queued.append(Publication(self.kafka.topic_context, thread_id.encode(), None,
+                                        [("om_erased", b"1")]))
+
+    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
+        """The receipt, keyed by the erased subject (its thread, or its resource)."""
+        subject = event.thread_id or event.resource_id or ""
+        self._on_sent.append(partial(self._count_receipt, event))
+        body = event.model_dump_json(by_alias=True).encode()
+        self._queued.append(Publication(self.kafka.topic_events, subject.encode(), body, event_headers(
+            event.event_type, f"erased-{event.erase_id}", subject, self.source, self.clock.now_ms())))
+
+    def _count_receipt(self, event: ErasedEvent) -> None:
+        self.metrics.events_published.labels(event.event_type).inc()
+        self.metrics.erasures.labels(event.scope, str(event.found).lower()).inc()
+        requested = datetime.fromisoformat(event.requested_at.replace("Z", "+00:00"))
+        completed = datetime.fromisoformat(event.completed_at.replace("Z", "+00:00"))
+        self.metrics.erasure_seconds.labels(event.scope).observe(max(0.0, (completed - requested).total_seconds()))
+
+    def internal(self, topic: str, key: str, work: InternalRecord, partition: int) -> None:
+        """Internal work (an erase's steps) to a partition of an internal topic."""
+        self._queued.append(Publication(topic, key.encode(), encode_internal(work), partition=partition))
 
     async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
         if isinstance(arrival.source, SourceRecord):
@@ -203,13 +235,19 @@ class KafkaOutlet:
             log.error("a publication was not acknowledged: %r", future.exception())
 
 
+ErasuresFactory = Callable[["MemoryProcessor"], Erasures]
+"""Makes the worker's erasures for a processor (they publish on its outlet, and clear records through its host)."""
+
+
 class MemoryProcessor:
     def __init__(self, *, kafka: KafkaSettings, config: ResolvedConfig, accountant: TokenAccountant,
                  effects: Effects, publisher: Publisher, table: StateTable, clock: Clock, metrics: Metrics,
                  timers: TimerWheel, limits: EngineLimits | None = None, source: str = "om-stream",
                  on_context: Callable[[ContextRecord], None] | None = None, index_for_recall: bool = False,
                  generation: Callable[[], int] | None = None,
-                 confirm: Callable[[int], Awaitable[bool]] | None = None) -> None:
+                 confirm: Callable[[int], Awaitable[bool]] | None = None,
+                 on_forget: Callable[[str], None] | None = None,
+                 erasures: ErasuresFactory | None = None) -> None:
         self.kafka = kafka
         self.config = config
         self.metrics = metrics
@@ -217,13 +255,20 @@ class MemoryProcessor:
         self.generation = generation or (lambda: 0)  # the consumer generation now
         self.confirm = confirm  # asked before a batch commits: does the group still hold this generation?
         store_retry = StoreRetry(retry_outages=True, on_error=lambda op: metrics.store_errors.labels(op).inc())
+        self.store_retry = store_retry
         self.outlet = KafkaOutlet(kafka=kafka, effects=effects, publisher=publisher, clock=clock, metrics=metrics,
                                   store_retry=store_retry, source=source, index_for_recall=index_for_recall,
-                                  on_context=on_context)
+                                  on_context=on_context, on_forget=on_forget)
         self.host = Host(config=config, accountant=accountant, effects=effects, table=_Metered(table, self),
                          outlets=lambda: self.outlet, timers=timers, clock=clock, limits=limits,
                          store_retry=store_retry, on_decided=self._decided,
-                         on_publish_error=metrics.processing_errors.inc)
+                         on_publish_error=metrics.processing_errors.inc,
+                         erasures=erasures(self) if erasures is not None else None)
+
+    async def clear_now(self, state: RecordState, arrival: Arrival) -> RecordState:
+        """``state`` cleared (its log rebuilt from its stored messages) within an erase's handling."""
+        return await self.host.decide_on(state, Arrival(arrival.key, state.resource_id, ClearRecord(None),
+                                                        arrival.source), self.outlet)
 
     # -- decoding ----------------------------------------------------------------------------------------------------
 
@@ -234,13 +279,17 @@ class MemoryProcessor:
         thread_key = record.key
         if record.topic == topic.topic_records:  # resource scope: validated and re-keyed by the ingest agent
             origin = dict(record.headers).get("om_source_topic", topic.topic_messages.encode()).decode()
-            thread_key = _thread_key(record.value, self.kafka.max_message_bytes)
+            original_key = _thread_key if origin == topic.topic_messages else _command_key
+            thread_key = original_key(record.value, self.kafka.max_message_bytes)
         if origin == topic.topic_messages:
             message = decode_message(thread_key, record.value, max_bytes=self.kafka.max_message_bytes).to_message()
             key = record_key(self.config.scope, message.thread_id, message.resource_id)
             return Arrival(key, message.resource_id, MessageAppended(message), record)
         if origin == topic.topic_commands:
             command = decode_command(thread_key, record.value, max_bytes=self.kafka.max_message_bytes)
+            if command.command == "erase":
+                return self._erase(command, record)
+            assert command.thread_id is not None  # the wire contract: only an erase of a resource leaves it out
             resource = command.resource_id or command.thread_id
             return Arrival(record_key(self.config.scope, command.thread_id, resource), resource,
                            _command_input(command), record)
@@ -248,13 +297,31 @@ class MemoryProcessor:
             if record.key is None or record.value is None:
                 raise WireDecodeError("missing_key", "internal records carry the record key")
             internal = decode_internal(record.value)
-            if not isinstance(internal, ModelResultArrived | TimerFired):
-                raise WireDecodeError("invalid_fields", "only model results and timers belong on the results topic")
+            if not isinstance(internal, ModelResultArrived | TimerFired | ErasePart | ErasePartDone
+                              | EraseIndexDone):
+                raise WireDecodeError("invalid_fields", "only model results, timers and an erase's steps belong "
+                                                        "on the results topic")
             try:
                 return Arrival(record.key.decode(), "", internal, record)
             except UnicodeDecodeError as exc:
                 raise WireDecodeError("invalid_utf8", f"key: {exc}") from None
         raise WireDecodeError("unknown_schema", f"records from {record.topic!r} are not inputs")
+
+    def _erase(self, command: CommandRecord, record: SourceRecord) -> Arrival:
+        """An erase command: a thread's (keyed by its record), or a resource's (keyed by the resource: in thread
+        scope its coordinator is the resource key's partition)."""
+        assert command.scope is not None  # the wire contract: an erase names its scope
+        requested = command.requested_at
+        requested_at = (int(requested.timestamp() * 1000) if requested is not None
+                        else record.timestamp_ms or int(time.time() * 1000))
+        erase = EraseRequested(command.command_id, command.scope, command.resource_id, command.thread_id,
+                               requested_at)
+        if command.scope == "resource":
+            assert command.resource_id is not None
+            return Arrival(command.resource_id, command.resource_id, erase, record)
+        assert command.thread_id is not None
+        key = record_key(self.config.scope, command.thread_id, command.resource_id or command.thread_id)
+        return Arrival(key, command.resource_id or "", erase, record)
 
     # -- the batch -----------------------------------------------------------------------------------------------
 
@@ -366,6 +433,15 @@ def _thread_key(value: bytes | None, max_bytes: int) -> bytes | None:
         return str(decode_json(value, max_bytes).get("thread_id", "")).encode()
     except WireDecodeError:
         return None
+
+
+def _command_key(value: bytes | None, max_bytes: int) -> bytes | None:
+    """A re-keyed command's original key: its thread, or its resource for an erase of a resource."""
+    try:
+        data = decode_json(value, max_bytes)
+    except WireDecodeError:
+        return None
+    return str(data.get("thread_id") or data.get("resource_id") or "").encode()
 
 
 def _command_input(command: CommandRecord) -> Input:

@@ -23,4 +23,5 @@ def source_record(event: EventT[bytes]) -> SourceRecord:
     headers = header_list(message.headers)
     return SourceRecord(topic=message.topic, partition=message.partition, offset=message.offset,
                         key=message.key, value=message.value, headers=headers, received_at=time.monotonic(),
-                        generation=int(message.generation_id or 0), handle=event)
+                        generation=int(message.generation_id or 0), handle=event,
+                        timestamp_ms=int((message.timestamp or 0) * 1000))

@@ -30,7 +30,7 @@ from om_stream.core.state import RecordState
 from om_stream.runtime.host import Arrival
 from om_stream.runtime.worker.processor import SourceRecord
 
-__all__ = ["TABLE_NAME", "HeldRecord", "RecordTable"]
+__all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "in_event", "record_event"]
 
 # ``om_state`` held JSON-encoded keys on the wrong partitions; the new name starts a changelog in the right layout
 TABLE_NAME = "om_records"
@@ -53,7 +53,7 @@ def decode_held(raw: bytes) -> tuple[int, RecordState]:
     return int(data["partition"]), RecordState.from_dict(data["state"])
 
 
-def _event(arrival: Arrival) -> Any:
+def record_event(arrival: Arrival) -> Any:
     """The Faust event an arrival came in (the table reads and writes through it)."""
     source = arrival.source
     if not isinstance(source, SourceRecord) or source.handle is None:
@@ -62,7 +62,7 @@ def _event(arrival: Arrival) -> Any:
 
 
 @contextmanager
-def _in_event(event: Any) -> Iterator[None]:
+def in_event(event: Any) -> Iterator[None]:
     token = _current_event.set(weakref.ref(event) if event is not None else None)
     try:
         yield
@@ -91,17 +91,29 @@ class RecordTable:
 
     def get(self, arrival: Arrival) -> RecordState | None:
         key = arrival.key
-        with _in_event(_event(arrival)):
+        with in_event(record_event(arrival)):
             raw = self.table.get(key.encode())
         return self._decode(key, raw)[1] if isinstance(raw, bytes) else None
 
     def set(self, arrival: Arrival, state: RecordState) -> None:
-        event = _event(arrival)
+        event = record_event(arrival)
         partition, key = event.message.partition, arrival.key
         raw = encode_held(partition, state)
-        with _in_event(event):
+        with in_event(event):
             self.table[key.encode()] = raw
         self._decoded[key] = (raw, partition, state)
+
+    def delete(self, arrival: Arrival, key: str) -> None:
+        """Remove a record (an erase): a tombstone in the changelog of the partition of ``arrival``'s event, which
+        is the record's home (the erase's input arrived there)."""
+        with in_event(record_event(arrival)):
+            if key.encode() in self.table:
+                del self.table[key.encode()]
+        self._decoded.pop(key, None)
+
+    def on_partition(self, partition: int, resource_id: str) -> list[HeldRecord]:
+        """The records of ``resource_id`` homed on ``partition`` (a scan: for erasures, which are rare)."""
+        return [held for held in self.held() if held.partition == partition and held.state.resource_id == resource_id]
 
     def home(self, key: str) -> int | None:
         """The partition of a record held here now (None: not held)."""
