@@ -6,6 +6,8 @@
 * ``events(thread)``: the thread's ``data-om-*`` events, typed, with their CloudEvents attributes.
 * ``recall(...)``: the recall tool over the ``om.recall.requests`` → ``om.recall.responses`` topic pair (key =
   resource id), matched by ``correlation_id``.
+* ``erase(thread_id=... | resource_id=...)``: forget a thread, or a resource and every thread of it, for good: an
+  ``erase`` command on ``om.commands``, and its receipt (``data-om-erased``) waited for on ``om.events``.
 
 The context and recall-response topics are followed from the moment the client starts (or its first recall), so
 nothing the worker publishes in answer to this client is missed. Timeouts raise the built-in ``TimeoutError``.
@@ -19,6 +21,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -29,9 +32,11 @@ from om_stream.client.events import EventStream
 from om_stream.client.security import start_checked
 from om_stream.client.tail import TopicTail
 from om_stream.core.config import RetrievalConfig
+from om_stream.core.events import ErasedEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.params import RecallArguments
 from om_stream.wire.codec import encode
+from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MessageRecord
 from om_stream.wire.recall import RecallRequest, RecallResponse
@@ -49,6 +54,7 @@ class ClientTopics:
     The client's own options, not the server's settings: an agent process never reads ``OM_*`` variables."""
 
     messages: str = "om.messages"
+    commands: str = "om.commands"
     events: str = "om.events"
     context: str = "om.context"
     recall_requests: str = "om.recall.requests"
@@ -163,8 +169,10 @@ class OMClient:
         return self._latest[thread_id]
 
     async def _on_context(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        if record.value is None:
-            return  # a tombstone
+        if record.value is None:  # a tombstone: the thread was erased, its context is gone
+            if record.key is not None:
+                self._forget(record.key.decode("utf-8", "replace"))
+            return
         try:
             context = ContextRecord.model_validate_json(record.value)
         except ValidationError as exc:
@@ -177,6 +185,43 @@ class OMClient:
         async with self._context_changed:
             self._latest[context.thread_id] = context
             self._context_changed.notify_all()
+
+    def _forget(self, thread_id: str) -> None:
+        self._latest.pop(thread_id, None)
+        self._sent.pop(thread_id, None)
+
+    # -- erasure ----------------------------------------------------------------------------------------------------
+
+    async def erase(self, *, thread_id: str | None = None, resource_id: str | None = None,
+                    timeout: float = 60.0) -> ErasedEvent:
+        """Erase a thread (``thread_id``; give its ``resource_id`` in resource scope) or a whole resource
+        (``resource_id`` alone) from every store, and wait for the receipt (``TimeoutError`` after ``timeout``;
+        the erase goes on). Messages published after this returns start a fresh memory. Erasing something unknown
+        succeeds: the receipt says ``found`` false."""
+        record = CommandRecord.model_validate({
+            "command_id": str(uuid.uuid4()), "command": "erase",
+            "scope": "thread" if thread_id is not None else "resource", "thread_id": thread_id,
+            "resource_id": resource_id, "requested_at": datetime.now(UTC)})
+        key = record_key_of(record)
+        async with self.events(key) as events:  # positioned before the command goes: the receipt is not missed
+            await self._producer.send_and_wait(self.topics.commands, encode(record), key=key.encode(),
+                                               headers=[("content-type", b"application/json")])
+            deadline = asyncio.get_running_loop().time() + timeout
+            while True:
+                remaining = deadline - asyncio.get_running_loop().time()
+                try:
+                    event = await events.next(timeout=max(0.0, remaining))
+                except TimeoutError:
+                    raise TimeoutError(f"no receipt for erase {record.command_id} after {timeout}s (it goes on; "
+                                       f"its receipt will be a data-om-erased event keyed {key!r})") from None
+                if isinstance(event.data, ErasedEvent) and event.data.erase_id == record.command_id:
+                    break
+        if thread_id is not None:
+            self._forget(thread_id)
+        else:
+            for thread in [t for t, c in self._latest.items() if c.resource_id == resource_id]:
+                self._forget(thread)
+        return event.data
 
     # -- events -----------------------------------------------------------------------------------------------------
 

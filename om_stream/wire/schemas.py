@@ -50,6 +50,8 @@ __all__ = [
     "PAYLOADS",
     "CommandAccepted",
     "CommandRequest",
+    "EraseAccepted",
+    "ErasureStatus",
     "HttpError",
     "HttpFieldProblem",
     "Payload",
@@ -92,6 +94,27 @@ class CommandAccepted(_Closed):
 
     accepted: Literal[True]
     command_id: str = Field(min_length=1, max_length=256)
+
+
+class EraseAccepted(_Closed):
+    """``202`` answer of ``DELETE /v1/threads/{id}`` and ``/v1/resources/{id}``: the erase was queued on the
+    commands topic under ``erase_id``; ``status`` is where to ask how it went (its receipt is also a
+    ``data-om-erased`` event)."""
+
+    accepted: Literal[True]
+    erase_id: str = Field(min_length=1, max_length=256)
+    status: str
+
+
+class ErasureStatus(_Closed):
+    """``GET /v1/erasures/{id}`` (and ``DELETE ...?wait_s=N`` once done): ``done`` with what it removed, or
+    ``running``. Counts only, never an id of the subject."""
+
+    erase_id: str = Field(min_length=1, max_length=256)
+    state: Literal["running", "done"]
+    found: bool | None = None
+    removed: dict[str, int] | None = None
+    completed_at: str | None = None
 
 
 class HttpFieldProblem(_Closed):
@@ -150,6 +173,10 @@ def _catalogue() -> tuple[Payload, ...]:
                 "body of POST /v1/threads/{id}/observe|reflect|override"),
         Payload("om.http.command-accepted/v1", CommandAccepted,
                 "202 answer of POST /v1/threads/{id}/observe|reflect|override"),
+        Payload("om.http.erase-accepted/v1", EraseAccepted,
+                "202 answer of DELETE /v1/threads/{id} and DELETE /v1/resources/{id}"),
+        Payload("om.http.erasure-status/v1", ErasureStatus,
+                "GET /v1/erasures/{id}; DELETE /v1/threads/{id} or /v1/resources/{id} with wait_s, once done"),
         Payload("om.http.error/v1", HttpError, "4xx answers of the HTTP API"),
     ]
     return (*topics, *events, *http)

@@ -58,6 +58,9 @@ EXPOSITION = [
     "om_record_unobserved_message_tokens_bucket", "om_record_unobserved_message_tokens_count",
     "om_record_unobserved_message_tokens_sum",
     "om_recall_index_failures_total",
+    # data lifecycle
+    "om_erasures_total", "om_erasure_seconds_bucket", "om_erasure_seconds_sum", "om_erasure_seconds_count",
+    "om_erasure_fenced_inputs_total", "om_erasure_writes_undone_total",
     "om_recall_indexed_points_total",
     "om_recall_requests_total",
     "om_recall_seconds_bucket", "om_recall_seconds_count", "om_recall_seconds_sum",

@@ -15,13 +15,22 @@ POST /v1/threads/{id}/override  queue threshold overrides, merged into the threa
                                 here); body: {"message_tokens"?, "observation_tokens"?, "replace"?, "resource_id"?}
 POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
                                 (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
+DELETE /v1/threads/{id}         erase a thread for good (``?resource_id=`` its resource: needed in resource
+                                scope; ``?wait_s=N`` waits up to N s for the erase to finish): 202 with the erase
+                                id (om.http.erase-accepted/v1), or 200 with its status once done
+DELETE /v1/resources/{id}       erase a resource and every thread of it, the same way
+GET  /v1/erasures/{id}          an erase's status (om.http.erasure-status/v1): done (with what it removed) or
+                                running; 404 for an id the ledger does not know (never queued, or past its window)
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
-from typing import Any, Protocol, cast
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, cast
 
 from aiohttp import web as aiohttp_web
 from faust import web
@@ -39,8 +48,9 @@ from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.processor import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
-from om_stream.wire.commands import CommandRecord
+from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
+from om_stream.wire.schemas import EraseAccepted, ErasureStatus
 
 __all__ = ["Served", "api_guard", "register_views"]
 
@@ -48,6 +58,8 @@ log = logging.getLogger(__name__)
 
 # the fields of an HTTP command body (om.http.command-request/v1) that go into the om.command/v1 record
 _COMMAND_FIELDS = ("resource_id", "guidance", "force", "message_tokens", "observation_tokens", "replace")
+MAX_WAIT_S = 300.0  # the longest ``wait_s`` of an erase
+COMPLETED_PART = -1  # the ledger row of a finished erase (runtime/worker/erasure.py)
 
 
 class Served(Protocol):
@@ -180,6 +192,8 @@ def register_views(worker: Served) -> None:
         async def post(self, request: web.Request, thread_id: str) -> web.Response:
             return await command(self, request, thread_id, "override")
 
+    register_erasure_views(worker)
+
     @app.page("/v1/recall")
     class RecallView(web.View):
         async def post(self, request: web.Request) -> web.Response:
@@ -191,3 +205,78 @@ def register_views(worker: Served) -> None:
             response = await worker.recall.answer(call, "http")
             status = 200 if response.error is None else 400 if response.error.code == "invalid_request" else 503
             return self.bytes(encode(response), content_type="application/json", status=status)
+
+
+async def erasure_status(worker: Served, erase_id: str) -> ErasureStatus | None:
+    """What the ledger says of an erase: done (with its counts), running (a part started), or None (unknown)."""
+    store = worker.deps.store
+    done = await store.erasure_part(erase_id, COMPLETED_PART)
+    if done is not None:
+        completed = (datetime.fromtimestamp((done.completed_at or 0) / 1000, UTC).isoformat(timespec="milliseconds")
+                     .replace("+00:00", "Z"))
+        return ErasureStatus(erase_id=erase_id, state="done", found=done.found,
+                             removed=done.counts.as_dict() if done.counts else {}, completed_at=completed)
+    parts = await asyncio.gather(*(store.erasure_part(erase_id, p)
+                                   for p in range(worker.deps.settings.kafka.partitions)))
+    return ErasureStatus(erase_id=erase_id, state="running") if any(parts) else None
+
+
+def register_erasure_views(worker: Served) -> None:
+    """``DELETE /v1/threads/{id}``, ``DELETE /v1/resources/{id}``, ``GET /v1/erasures/{id}``."""
+    app = worker.app
+    kafka = worker.deps.settings.kafka
+    config = worker.deps.config
+
+    async def erase(view: web.View, request: web.Request, scope: Literal["thread", "resource"],
+                    subject: str) -> web.Response:
+        try:
+            wait_s = float(request.query.get("wait_s", "0"))
+            if not 0 <= wait_s <= MAX_WAIT_S:
+                raise ValueError(f"wait_s must be between 0 and {MAX_WAIT_S:.0f}")
+        except ValueError as exc:
+            return view.json({"error": "invalid_fields", "detail": str(exc)}, status=400)
+        resource_id = request.query.get("resource_id") if scope == "thread" else subject
+        if scope == "thread" and config.scope == "resource" and not resource_id:
+            return view.json({"error": "invalid_fields", "detail": "resource scope: erasing a thread needs "
+                                                                   "?resource_id= (its resource)"}, status=400)
+        try:
+            record = CommandRecord.model_validate({
+                "command_id": str(uuid.uuid4()), "command": "erase", "scope": scope, "resource_id": resource_id,
+                "thread_id": subject if scope == "thread" else None, "requested_at": datetime.now(UTC)})
+        except ValidationError as exc:
+            problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+            return view.json({"error": "invalid_fields", "detail": problems}, status=400)
+        key = record_key_of(record)
+        home = worker.table.home(record_key(config.scope, subject, resource_id or subject)) \
+            if scope == "thread" else None
+        await worker.publisher.send(Publication(kafka.topic_commands, key.encode(), encode(record), partition=home))
+        erase_id = record.command_id
+        deadline = time.monotonic() + wait_s
+        delay = 0.05
+        while wait_s and time.monotonic() < deadline:
+            status = await erasure_status(worker, erase_id)
+            if status is not None and status.state == "done":
+                return view.bytes(encode(status), content_type="application/json")
+            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)
+        accepted = EraseAccepted(accepted=True, erase_id=erase_id, status=f"/v1/erasures/{erase_id}")
+        return view.bytes(encode(accepted), content_type="application/json", status=202)
+
+    @app.page("/v1/threads/{thread_id}")
+    class ThreadView(web.View):
+        async def delete(self, request: web.Request, thread_id: str) -> web.Response:
+            return await erase(self, request, "thread", thread_id)
+
+    @app.page("/v1/resources/{resource_id}")
+    class ResourceView(web.View):
+        async def delete(self, request: web.Request, resource_id: str) -> web.Response:
+            return await erase(self, request, "resource", resource_id)
+
+    @app.page("/v1/erasures/{erase_id}")
+    class ErasureView(web.View):
+        async def get(self, request: web.Request, erase_id: str) -> web.Response:
+            status = await erasure_status(worker, erase_id)
+            if status is None:
+                return self.json({"error": "not_found", "detail": f"no erase {erase_id!r} in the ledger (never "
+                                                                  f"queued, or past its window)"}, status=404)
+            return self.bytes(encode(status), content_type="application/json")
