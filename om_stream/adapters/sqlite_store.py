@@ -525,8 +525,10 @@ class SqliteContentStore:
                         write=True)
 
     async def drop_result(self, key: str) -> None:
+        """A result written after its record was erased: removed, and the WAL scrubbed as after an erase."""
         check_request(key)
         await self._run(lambda conn: sqlite_results.drop_result(conn, key), write=True)
+        await self._db.scrub()
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         check_request(key, lease_s)

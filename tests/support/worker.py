@@ -155,6 +155,7 @@ class Agent:
     contexts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     events: list[tuple[str, dict[str, Any], dict[str, bytes]]] = field(default_factory=list)
     dead: list[dict[str, Any]] = field(default_factory=list)
+    tombstones: list[str] = field(default_factory=list)  # keys of null records on the context topic
     order: dict[str, list[str]] = field(default_factory=dict)  # message ids per thread, in the order sent
 
     async def send(self, record: dict[str, Any] | bytes, key: bytes | None, topic: str = "messages") -> None:
@@ -169,6 +170,9 @@ class Agent:
         batch = await self.consumer.getmany(timeout_ms=timeout_ms)
         for tp, records in batch.items():
             for record in records:
+                if record.value is None:  # a tombstone (an erased thread's context)
+                    self.tombstones.append(record.key.decode())
+                    continue
                 value = json.loads(record.value)
                 if tp.topic == self.worker.topics["context"]:
                     self.contexts.setdefault(record.key.decode(), []).append(value)
