@@ -8,6 +8,7 @@ import pytest
 from om_stream.adapters.memory_store import InMemoryContentStore, InMemoryCycleResults
 from om_stream.ports import ContentStore, CycleResults
 from tests.support.store_contract import (
+    ERASURE_CHECKS,
     RESULT_CHECKS,
     SHORT_RESULT_TTL_S,
     check_record_messages,
@@ -17,6 +18,11 @@ from tests.support.store_contract import (
 
 @pytest.mark.parametrize("check", RESULT_CHECKS, ids=lambda c: c.__name__)
 async def test_cycle_results_contract(check) -> None:
+    await check(InMemoryContentStore(), "p-")
+
+
+@pytest.mark.parametrize("check", ERASURE_CHECKS, ids=lambda c: c.__name__)
+async def test_erasure_contract(check) -> None:
     await check(InMemoryContentStore(), "p-")
 
 
@@ -34,7 +40,7 @@ async def test_it_is_a_content_store_with_cycle_results_and_starting_it_does_not
     assert isinstance(InMemoryCycleResults(), CycleResults)
     await store.start()
     await store.start()  # idempotent
-    await store.put_result("k", b"v")
+    await store.put_result("k", b"v", record_key="rec")
     assert await store.get_result("k") == b"v"
 
 
@@ -50,10 +56,10 @@ async def test_results_are_bounded_oldest_first_and_expired_ones_go_as_new_ones_
     clock = Clock()
     results = InMemoryCycleResults(result_ttl_s=10, max_entries=3, clock=clock)
     for i in range(5):
-        await results.put_result(f"k{i}", b"%d" % i)
+        await results.put_result(f"k{i}", b"%d" % i, record_key="rec")
     assert [await results.get_result(f"k{i}") for i in range(5)] == [None, None, b"2", b"3", b"4"]
     clock.now += 11  # all three expired: the next put drops them
-    await results.put_result("k5", b"5")
+    await results.put_result("k5", b"5", record_key="rec")
     assert results.result_count() == 1 and await results.get_result("k5") == b"5"
 
 

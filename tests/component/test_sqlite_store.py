@@ -15,6 +15,7 @@ from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, CycleResults, RecallStore
 from tests.support.store_contract import (
     CHECKS,
+    ERASURE_CHECKS,
     RESULT_CHECKS,
     SHORT_RESULT_TTL_S,
     T0,
@@ -39,6 +40,28 @@ async def test_store_contract(store: SqliteContentStore, check) -> None:
 @pytest.mark.parametrize("check", RESULT_CHECKS, ids=lambda c: c.__name__)
 async def test_cycle_results_contract(store: SqliteContentStore, check) -> None:
     await check(store, "p-")
+
+
+@pytest.mark.parametrize("check", ERASURE_CHECKS, ids=lambda c: c.__name__)
+async def test_erasure_contract(store: SqliteContentStore, check) -> None:
+    await check(store, "p-")
+
+
+@pytest.mark.parametrize("check", ERASURE_CHECKS[:2], ids=lambda c: c.__name__)
+async def test_an_erase_leaves_no_copy_in_the_files(tmp_path: Path, check) -> None:
+    """The erased subjects' text is gone from the database file and its WAL, not only from what queries return:
+    the other tenant's is still there."""
+    path = tmp_path / "om.db"
+    store = SqliteContentStore(path)
+    try:
+        await check(store, "p-")
+        files = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
+        assert b"words of p-" in files  # the other tenant's (and the fresh) messages
+        for erased in (b"words of p-t1 ", b"observed in p-t1", b"title of p-t1", b"answer about p-t1",
+                       b"words of p-ana-t", b"observed in p-ana-t", b"reflected in p-ana-t", b"answer about p-ana-t"):
+            assert erased not in files, erased
+    finally:
+        await store.close()
 
 
 async def test_results_expire_after_the_result_ttl() -> None:
@@ -113,7 +136,7 @@ async def test_a_database_of_schema_version_1_is_upgraded_on_start(tmp_path: Pat
     old = SqliteContentStore(path)
     await old.start()
     await old.put_message("t", message("m1", "t", "r", T0, "from before"), 0, 1)
-    await old.put_result("req", b"answer")
+    await old.put_result("req", b"answer", record_key="rec")
     await old.close()
     again = SqliteContentStore(path)
     assert [m.text for m in await again.get_messages(["m1"])] == ["from before"]
@@ -135,12 +158,12 @@ async def test_claims_race_safely_across_stores_on_one_file(tmp_path: Path) -> N
 async def test_rows_holding_nothing_live_are_deleted_by_later_writes(tmp_path: Path) -> None:
     path = tmp_path / "om.db"
     store = SqliteContentStore(path, result_ttl_s=0.2)
-    await store.put_result("old-result", b"x")
+    await store.put_result("old-result", b"x", record_key="rec")
     await store.claim("old-lease", "worker-a", 0.2)
-    await store.put_result("kept", b"y")
+    await store.put_result("kept", b"y", record_key="rec")
     await store.claim("kept", "worker-a", 60)  # a live lease keeps the row after its result expired
     time.sleep(0.4)
-    await store.put_result("new", b"z")
+    await store.put_result("new", b"z", record_key="rec")
     with sqlite3.connect(path) as conn:
         keys = {r[0] for r in conn.execute("SELECT request_key FROM cycle_results")}
     assert keys == {"kept", "new"}

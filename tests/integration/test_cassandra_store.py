@@ -31,6 +31,7 @@ from tests.support.leak_property import (
 from tests.support.recall_scenarios import ALL_CHECKS, World, seed
 from tests.support.store_contract import (
     CHECKS,
+    ERASURE_CHECKS,
     RESULT_CHECKS,
     SHORT_RESULT_TTL_S,
     T0,
@@ -79,7 +80,7 @@ def _prefix() -> str:
 
 def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
     report = migrate(settings)
-    assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3]
+    assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3, 4]
     rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
     assert sorted((r.version, r.name) for r in rows) == [  # type: ignore[attr-defined]
         (1, "initial"), (2, "cycle_results"), (3, "working_memory")]
@@ -103,7 +104,8 @@ async def test_an_unmigrated_keyspace_is_refused(cassandra_hosts: str) -> None:
             await store.start()
         _cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
                               "checksum text, applied_at timestamp)")
-        with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results, 0003_working_memory"):
+        with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results, 0003_working_memory, "
+                                               r"0004_erasure"):
             await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).start()
     finally:
         _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -124,13 +126,14 @@ async def test_start_refuses_a_keyspace_migrated_only_to_0001_until_migrate_runs
     try:
         store = CassandraContentStore(configured)
         with pytest.raises(StorageError, match=rf"keyspace '{keyspace}' is not migrated \(missing "
-                                               r"0002_cycle_results, 0003_working_memory\): run `om-stream migrate`"):
+                                               r"0002_cycle_results, 0003_working_memory, 0004_erasure\): run "
+                                               r"`om-stream migrate`"):
             await store.start()
         report = await asyncio.to_thread(migrate, configured)
-        assert report.applied == [2, 3] and report.already == [1]
+        assert report.applied == [2, 3, 4] and report.already == [1]
         await store.start()  # the same store, once migrated
         await store.start()  # idempotent
-        await store.put_result("req", b"answer")
+        await store.put_result("req", b"answer", record_key="rec")
         assert await store.get_result("req") == b"answer"
         await store.close()
         with pytest.raises(StorageError, match="closed"):
@@ -170,6 +173,33 @@ def test_it_is_a_content_store_a_recall_store_and_keeps_cycle_results(settings: 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
 async def test_store_contract(store: CassandraContentStore, check) -> None:
     await check(store, _prefix())
+
+
+@pytest.mark.parametrize("check", ERASURE_CHECKS, ids=lambda c: c.__name__)
+async def test_erasure_contract(store: CassandraContentStore, check) -> None:
+    await check(store, _prefix())
+
+
+async def test_an_erased_thread_reused_shows_in_listings_again(store: CassandraContentStore) -> None:
+    """The thread listing's first and newest message times carry timestamps of their own: erased with exactly
+    those, so a thread id used again after its erase is listed again."""
+    p = _prefix()
+    ana, thread = f"{p}ana", f"{p}t"
+    await store.put_message(thread, message(f"{p}m0", thread, ana, T0), 0, 5)
+    await store.put_message(thread, message(f"{p}m1", thread, ana, T0 + timedelta(days=1)), 1, 5)
+    await store.erase_thread(ana, thread)
+    await store.erase_record(thread, ana)
+    assert await store.get_thread(ana, thread) is None
+    fresh = CassandraContentStore(store.settings)  # another worker: none of the first one's caches
+    try:
+        later = T0 + timedelta(days=3)
+        await fresh.put_message(thread, message(f"{p}m9", thread, ana, later), 0, 5)
+        listed = await fresh.get_thread(ana, thread)
+        assert listed is not None and listed.updated_at == int(later.timestamp() * 1000)
+        assert [m.message.message_id for m in (await fresh.list_thread_messages(ana, thread, limit=10)).messages] \
+            == [f"{p}m9"]
+    finally:
+        await fresh.close()
 
 
 # -- model-call results and leases -------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.erasure import ErasureCounts, PartRecord, record_digest
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.recall.groups import observation_ranges
 from om_stream.ports import ContentStore, CycleResults, MessageRange, RecallStore
@@ -282,15 +283,15 @@ async def check_result_round_trip(store: CycleResults, p: str) -> None:
     key = f"{p}req-1:sha256:9f86d081"
     assert await store.get_result(key) is None
     payload = bytes(range(256)) + "observations: café ☕".encode()  # bytes, not text: every byte comes back
-    await store.put_result(key, payload)
+    await store.put_result(key, payload, record_key="rec")
     assert await store.get_result(key) == payload
-    await store.put_result(key, payload)  # a replayed put changes nothing
+    await store.put_result(key, payload, record_key="rec")  # a replayed put changes nothing
     assert await store.get_result(key) == payload
     assert await store.get_result(f"{p}req-1:sha256:9f86d082") is None  # keys are exact: another digest, another ask
-    await store.put_result(key, b'{"text": "a second answer"}')  # a later put replaces the first
+    await store.put_result(key, b'{"text": "a second answer"}', record_key="rec")  # a later put replaces the first
     assert await store.get_result(key) == b'{"text": "a second answer"}'
     big = b"x" * 300_000  # a long observation log
-    await store.put_result(f"{p}big", big)
+    await store.put_result(f"{p}big", big, record_key="rec")
     assert await store.get_result(f"{p}big") == big
 
 
@@ -298,11 +299,11 @@ async def check_put_result_ends_the_lease(store: CycleResults, p: str) -> None:
     key = f"{p}req"
     assert await store.claim(key, "worker-a", 60) is None
     assert await store.claim(key, "worker-b", 60) == "worker-a"
-    await store.put_result(key, b"answer")
+    await store.put_result(key, b"answer", record_key="rec")
     assert await store.claim(key, "worker-b", 60) is None  # the lease ended with the result, long before 60 s
     assert await store.claim(key, "worker-a", 60) == "worker-b"
     assert await store.get_result(key) == b"answer"  # a claim never touches the result
-    await store.put_result(f"{p}never-claimed", b"x")  # ending no lease is fine
+    await store.put_result(f"{p}never-claimed", b"x", record_key="rec")  # ending no lease is fine
     assert await store.claim(f"{p}never-claimed", "worker-a", 60) is None
 
 
@@ -350,14 +351,14 @@ async def check_claims_race_across(stores: Sequence[CycleResults], p: str, *, ro
         granted = [i for i, answer in enumerate(answers) if answer is None]
         assert len(granted) == 1, answers
         assert {a for a in answers if a is not None} == {f"worker-{granted[0]}"}
-        await stores[-1].put_result(key, b"answer")
+        await stores[-1].put_result(key, b"answer", record_key="rec")
         assert await stores[0].claim(key, "worker-late", 30) is None
         assert await stores[0].get_result(key) == b"answer"
 
 
 async def check_a_lease_and_a_result_expire_apart(store: CycleResults, p: str) -> None:
     key = f"{p}req"
-    await store.put_result(key, b"kept")
+    await store.put_result(key, b"kept", record_key="rec")
     assert await store.claim(key, "worker-a", LEASE_S) is None  # a claim looks at leases only
     await _granted_within(store, key, "worker-b", LEASE_S, EXPIRY_SLACK_S)
     assert await store.get_result(key) == b"kept"  # the lease's expiry leaves the result alone
@@ -366,7 +367,7 @@ async def check_a_lease_and_a_result_expire_apart(store: CycleResults, p: str) -
 async def check_results_expire(store: CycleResults, p: str) -> None:
     """``store`` keeps results ``SHORT_RESULT_TTL_S``; a lease lives on whatever the result TTL."""
     key, leased = f"{p}req", f"{p}leased"
-    await store.put_result(key, b"answer")
+    await store.put_result(key, b"answer", record_key="rec")
     assert await store.get_result(key) == b"answer"
     assert await store.claim(leased, "worker-a", 60) is None
     started = time.monotonic()
@@ -374,12 +375,12 @@ async def check_results_expire(store: CycleResults, p: str) -> None:
         assert time.monotonic() - started < SHORT_RESULT_TTL_S + EXPIRY_SLACK_S, "the result outlived its TTL"
         await asyncio.sleep(0.1)
     assert await store.claim(leased, "worker-b", 60) == "worker-a"  # the result TTL does not end a lease
-    await store.put_result(key, b"asked again")  # an expired key takes a new result
+    await store.put_result(key, b"asked again", record_key="rec")  # an expired key takes a new result
     assert await store.get_result(key) == b"asked again"
 
 
 async def check_requests_no_store_can_hold_are_refused(store: CycleResults, p: str) -> None:
-    for call in (store.get_result(""), store.put_result("", b"x"), store.claim("", "worker-a", 5),
+    for call in (store.get_result(""), store.put_result("", b"x", record_key="rec"), store.claim("", "worker-a", 5),
                  store.claim(f"{p}req", "worker-a", 0), store.claim(f"{p}req", "worker-a", -1)):
         try:
             await call
@@ -391,3 +392,101 @@ async def check_requests_no_store_can_hold_are_refused(store: CycleResults, p: s
 RESULT_CHECKS = (check_requests_no_store_can_hold_are_refused, check_result_round_trip, check_put_result_ends_the_lease,
                  check_a_lease_is_refused_to_others_until_it_expires, check_the_holder_renews_its_lease,
                  check_racing_claims_grant_one_owner, check_a_lease_and_a_result_expire_apart)
+
+
+# -- erasure (``ports.ErasableStore``): every store -----------------------------------------------------------------
+
+
+async def _conversation(store: ContentStore, p: str, thread: str, resource: str, count: int) -> None:
+    """``count`` messages (ids shared across tenants on purpose), one observation and one reflection generation, the
+    thread's metadata, and two cached model results of its record."""
+    for i in range(count):
+        await store.put_message(thread, message(f"{p}m{i}", thread, resource, T0 + timedelta(days=4 * i),
+                                                f"words of {thread} {i}"), i, 5)
+    ids = tuple(f"{p}m{i}" for i in range(count))
+    await store.put_segment(segment(p, f"{thread}-obs", thread, status="active", generation=0, threads=(thread,),
+                                    ids=ids, text=f"observed in {thread}"))
+    await store.put_segment(segment(p, f"{thread}-ref", thread, kind="reflection", status="buffered", generation=1,
+                                    threads=(thread,), ids=ids, text=f"reflected in {thread}"))
+    await store.commit_generation(CommitGeneration(thread, 1, (f"{p}{thread}-ref",), f"{p}{thread}-ref",
+                                                   (f"{p}{thread}-obs",), 7))
+    await store.put_thread_metadata(PersistThreadMetadata(thread, resource, title=f"title of {thread}",
+                                                          current_task="task", extracted_values={"k": "v"},
+                                                          working_memory="notes"))
+    for n in range(2):
+        await store.put_result(f"{p}{thread}-req{n}", f"answer about {thread}".encode(), record_key=thread)
+
+
+async def check_erase_thread_and_record(store: ContentStore, p: str) -> None:
+    ana, bob, t1, t2 = f"{p}ana", f"{p}bob", f"{p}t1", f"{p}t2"
+    await _conversation(store, p, t1, ana, 5)
+    await _conversation(store, p, t2, bob, 5)  # another tenant, the same message ids
+    assert await store.holds(ana, t1) and await store.resource_of(t1) == ana
+
+    removed = await store.erase_thread(ana, t1) + await store.erase_record(t1, ana)
+    assert (removed.messages, removed.threads, removed.cycle_results) == (5, 1, 2), removed
+    assert removed.observations == 2 and removed.generations >= 1, removed
+    assert not await store.holds(ana, t1) and not await store.holds(ana)
+    assert await store.get_messages([f"{p}m0"], resource_id=ana) == []
+    assert await store.get_segment_texts([f"{p}{t1}-obs", f"{p}{t1}-ref"]) == {}
+    assert (await store.get_thread_metadata(t1)).title is None
+    assert await store.get_result(f"{p}{t1}-req0") is None
+    # the other tenant keeps everything, message ids and all
+    assert await store.holds(bob, t2)
+    assert [m.message_id for m in await store.get_messages([f"{p}m0", f"{p}m4"], resource_id=bob)] == \
+        [f"{p}m0", f"{p}m4"]
+    assert await store.get_segment_texts([f"{p}{t2}-obs"]) == {f"{p}{t2}-obs": f"observed in {t2}"}
+    assert (await store.get_thread_metadata(t2)).title == f"title of {t2}"
+    assert await store.get_result(f"{p}{t2}-req1") == f"answer about {t2}".encode()
+    # idempotent: a second erase removes and counts nothing
+    again = await store.erase_thread(ana, t1) + await store.erase_record(t1, ana)
+    assert again.total == 0, again
+    # a record of another tenant under the erased key is not touched
+    assert (await store.erase_record(t2, ana)).total == 0 and await store.holds(bob, t2)
+    # a thread made again after its erase is a fresh one
+    await store.put_message(t1, message(f"{p}fresh", t1, ana, T0, "fresh start"), 0, 5)
+    assert [m.message_id for m in await store.get_messages([f"{p}fresh", f"{p}m1"], resource_id=ana)] == \
+        [f"{p}fresh"]
+
+
+async def check_erase_resource(store: ContentStore, p: str) -> None:
+    ana, bob = f"{p}ana", f"{p}bob"
+    for n in range(3):
+        await _conversation(store, f"{p}{n}", f"{p}ana-t{n}", ana, 4)
+    await _conversation(store, f"{p}b", f"{p}bob-t", bob, 4)
+    removed = await store.erase_resource(ana)
+    assert (removed.messages, removed.threads, removed.cycle_results) == (12, 3, 6), removed
+    assert removed.observations == 6, removed
+    assert not await store.holds(ana)
+    for n in range(3):
+        assert not await store.holds(ana, f"{p}ana-t{n}")
+    assert await store.holds(bob) and await store.get_result(f"{p}b{p}bob-t-req0") is not None
+    assert (await store.erase_resource(ana)).total == 0
+    assert (await store.erase_resource(f"{p}nobody")).total == 0
+
+
+async def check_erasure_ledger(store: ContentStore, p: str) -> None:
+    assert await store.erasure_part(f"{p}e", 0) is None
+    begun = PartRecord(f"{p}e", 0, ((0, 17), (3, 4)))
+    await store.put_erasure_part(begun, 3600)
+    assert await store.erasure_part(f"{p}e", 0) == begun
+    done = PartRecord(f"{p}e", 0, ((0, 17), (3, 4)), ErasureCounts(messages=3, contexts=1), True)
+    await store.put_erasure_part(done, 3600)
+    assert await store.erasure_part(f"{p}e", 0) == done and await store.erasure_part(f"{p}e", 1) is None
+    completed = PartRecord(f"{p}e", -1, (), ErasureCounts(messages=3), True, completed_at=1_700_000_000_123)
+    await store.put_erasure_part(completed, 3600)
+    assert await store.erasure_part(f"{p}e", -1) == completed
+    digest = record_digest(f"{p}rec")
+    assert await store.erased_through(digest) is None
+    await store.mark_erased(digest, 4, 3600)
+    await store.mark_erased(digest, 2, 3600)  # a lower epoch noted later (a replay) keeps the highest
+    assert await store.erased_through(digest) == 4
+    await store.mark_erased(digest, 5, 3600)
+    assert await store.erased_through(digest) == 5
+    # a note expires with its window
+    await store.mark_erased(record_digest(f"{p}short"), 1, 1)
+    await asyncio.sleep(2.2)
+    assert await store.erased_through(record_digest(f"{p}short")) is None
+
+
+ERASURE_CHECKS = (check_erase_thread_and_record, check_erase_resource, check_erasure_ledger)
