@@ -83,7 +83,7 @@ def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
     assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3, 4]
     rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
     assert sorted((r.version, r.name) for r in rows) == [  # type: ignore[attr-defined]
-        (1, "initial"), (2, "cycle_results"), (3, "working_memory")]
+        (1, "initial"), (2, "cycle_results"), (3, "working_memory"), (4, "erasure")]
 
 
 async def test_a_missing_keyspace_is_refused_with_the_command_that_fixes_it(cassandra_hosts: str) -> None:

@@ -163,7 +163,7 @@ async def test_an_erase_reaches_every_store_and_spares_the_others(kafka_bootstra
 
 def _observer(request: RecordedRequest) -> Response:
     return Reply("<observations>\nDate: Mar 1, 2026\n* 🔴 (09:00) The user keeps notes about the ferry: "
-                 + " ".join(sorted(set(w for w in request.prompt_text.split() if w.startswith("MK"))))
+                 + " ".join(sorted({w for w in request.prompt_text.split() if w.startswith("MK")}))
                  + "\n</observations>", usage=Usage(200, 40))
 
 
