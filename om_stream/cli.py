@@ -250,11 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "replay":
             return _replay(args)
         elif args.command == "worker":
-            from om_stream.runtime.worker.main import run_worker
-            from om_stream.runtime.worker.roles import with_role
-            from om_stream.settings import Settings
+            from om_stream.runtime.worker.main import main as worker_main
 
-            return run_worker(with_role(Settings(), args.role))
+            return worker_main(args.role)
         elif args.command == "migrate":
             from om_stream.adapters.cassandra_store.schema_migrations import migrate
             from om_stream.settings import Settings

@@ -95,7 +95,7 @@ class WorkerSettings(_Group):
     table_store: str = Field("memory://", description="Faust table store (memory:// or rocksdb://)")
     data_dir: str = Field(".", description="Where the worker keeps its local state (Faust's data dir, "
                                            "<data_dir>/<app_id>-data: table stores, recovery offsets); a volume "
-                                           "in production")
+                                           "in production. Created with its parents at start-up when missing")
     table_standby_replicas: int = Field(1, ge=0, description="Standby copies of the state table")
     timer_interval_s: float = Field(1.0, gt=0, description="How often due timers (idle, retries) are checked")
     commit_interval_s: float = Field(1.0, gt=0, description="How often the offsets of handled inputs are committed "

@@ -11,6 +11,10 @@
 
 The context and recall-response topics are followed from the moment the client starts (or its first recall), so
 nothing the worker publishes in answer to this client is missed. Timeouts raise the built-in ``TimeoutError``.
+
+The context topic carries every thread's contexts, not only this client's: the client keeps the latest context of
+the ``CONTEXTS_KEPT`` threads whose contexts came last, and the message ids it published (for read-your-writes) of the
+``THREADS_KEPT`` threads it published to last, so that a long-running agent does not grow with the traffic.
 """
 
 from __future__ import annotations
@@ -41,10 +45,17 @@ from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MessageRecord
 from om_stream.wire.recall import RecallRequest, RecallResponse
 
-__all__ = ["ClientTopics", "OMClient", "Published"]
+__all__ = ["CONTEXTS_KEPT", "THREADS_KEPT", "ClientTopics", "OMClient", "Published"]
 
 log = logging.getLogger(__name__)
 _REMEMBERED_PER_THREAD = 4096  # message ids per thread kept for read-your-writes
+THREADS_KEPT = 1024  # threads whose published message ids are kept (the ones published to last)
+CONTEXTS_KEPT = 2048  # threads whose latest context is kept (the ones whose contexts came last)
+
+
+def _keep_recent(remembered: dict[str, Any], limit: int) -> None:
+    while len(remembered) > limit:
+        del remembered[next(iter(remembered))]
 
 
 @dataclass(frozen=True)
@@ -127,7 +138,9 @@ class OMClient:
     async def publish(self, message: MessageRecord | Message) -> Published:
         """Publish one message (key = thread id) and wait for the broker's acknowledgement."""
         record = message if isinstance(message, MessageRecord) else MessageRecord.from_message(message)
-        sent = self._sent.setdefault(record.thread_id, OrderedDict())
+        sent = self._sent.pop(record.thread_id, None) or OrderedDict()
+        self._sent[record.thread_id] = sent  # to the end: the threads published to last are kept
+        _keep_recent(self._sent, THREADS_KEPT)
         self._sequence += 1
         sent[record.message_id] = self._sequence
         sent.move_to_end(record.message_id)
@@ -150,7 +163,8 @@ class OMClient:
         return any(m.message_id == message_id for m in context.messages)
 
     def latest_context(self, thread_id: str) -> ContextRecord | None:
-        """The newest context of the thread seen since the client started."""
+        """The newest context of the thread seen since the client started (None too for a thread whose last context
+        is older than those of ``CONTEXTS_KEPT`` other threads)."""
         return self._latest.get(thread_id)
 
     async def await_context(self, thread_id: str, message_id: str, *, timeout: float = 30.0) -> ContextRecord:
@@ -183,7 +197,9 @@ class OMClient:
         if current is not None and current.version > context.version:
             return  # an older context replayed (at-least-once)
         async with self._context_changed:
-            self._latest[context.thread_id] = context
+            self._latest.pop(context.thread_id, None)
+            self._latest[context.thread_id] = context  # to the end: the threads heard from last are kept
+            _keep_recent(self._latest, CONTEXTS_KEPT)
             self._context_changed.notify_all()
 
     def _forget(self, thread_id: str) -> None:

@@ -12,6 +12,11 @@ events to listeners and contexts to the callers waiting for them, and runs Obser
 background tasks whose results come back as inputs; the records' timers (their state holds them) are fired by a
 background task on the real clock, or by ``advance_to`` on a manual clock (replays). A store error reaches the
 caller: the embedded runner does not retry through outages.
+
+What it keeps in process grows with the records it holds (their states and latest contexts), never with the
+messages that went through: a message's sequence is kept only until a context that includes it is published, a
+record's lock only while an input of the record runs or waits, and ``rejections`` holds the latest
+``REJECTIONS_KEPT`` refusals (``rejected`` counts them all).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import functools
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -70,6 +76,7 @@ from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper, receipt
 from om_stream.runtime.host import Arrival, Decided, Host, Outlet, StoreRetry
+from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
@@ -77,6 +84,7 @@ __all__ = ["ManualClock", "Memory", "SystemClock"]
 
 log = logging.getLogger(__name__)
 MAX_ID_LENGTH = 256  # thread and resource ids, as in messages and om.command/v1
+REJECTIONS_KEPT = 1000  # the latest refusals kept for inspection (``Memory.rejections``)
 EventListener = Callable[[OMEvent, str], Awaitable[None] | None]
 
 
@@ -92,6 +100,8 @@ class _Thread:
     spec: ContextSpec | None = None  # the latest published context, rendered only when someone reads it
     rendered: ContextRecord | None = None
     waiters: list[_Waiter] = field(default_factory=list)
+    # message id -> seq of the thread's messages no published context includes yet (a caller may wait for them)
+    unpublished: dict[str, int] = field(default_factory=dict)
 
 
 class Memory:
@@ -123,12 +133,12 @@ class Memory:
                                   count_text=self.counter.count, stats=self.stats)
         self.listeners: list[EventListener] = [on_event] if on_event else []
         self.events_by_type: dict[str, int] = {}
-        self.rejections: list[RejectInput] = []
+        self.rejections: deque[RejectInput] = deque(maxlen=REJECTIONS_KEPT)  # the latest; ``rejected``: how many
+        self.rejected = 0
         self.engine_seconds = 0.0  # time spent in decide() and executing its commands (model calls excluded)
         self._states: dict[str, RecordState] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = RecordLocks()
         self._threads: dict[str, _Thread] = {}
-        self._seqs: dict[tuple[str, str], int] = {}  # (thread id, message id) -> seq
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_tasks: dict[str, set[asyncio.Task[None]]] = {}  # a record's model calls and indexing
         self._receipts: dict[str, ErasedEvent] = {}  # erase id -> its receipt, until ``erase`` returns it
@@ -139,6 +149,7 @@ class Memory:
         self._cycle_retries = 0
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
+        self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
         self.erasures = _Erasures(self)
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
@@ -179,7 +190,8 @@ class Memory:
         refused = await self._apply(key, msg.resource_id, MessageAppended(msg))
         if refused:
             raise InputRejected(refused[0].reason, refused[0].detail)
-        seq = self._seqs.get((msg.thread_id, msg.message_id), -1)
+        # no longer unpublished (-1): the context published while it was applied includes it already
+        seq = thread.unpublished.get(msg.message_id, -1)
         if not wait or (thread.published_seq >= seq and thread.spec is not None):
             return await self.context(msg.thread_id)
         thread.waiters.append(_Waiter(seq, future))
@@ -235,15 +247,11 @@ class Memory:
             resource_id = next((s.resource_id for s in self._states.values() if thread_id in s.threads), None)
         erase = EraseRequested(erase_id or uuid.uuid4().hex, scope, resource_id, thread_id, self.clock.now_ms())
         keys = self._erased_keys(erase)
-        locks = [self._locks.setdefault(key, asyncio.Lock()) for key in keys]
-        for lock in locks:
-            await lock.acquire()
-        try:
+        async with contextlib.AsyncExitStack() as held:  # every record it covers, in key order: no other input
+            for key in keys:                                # of them runs meanwhile
+                await held.enter_async_context(self._locks.hold(key))
             await self.host.apply([Arrival(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
                                            erase)])
-        finally:
-            for lock in reversed(locks):
-                lock.release()
         return self._receipts.pop(erase.erase_id)
 
     def _erased_keys(self, erase: EraseRequested) -> list[str]:
@@ -330,22 +338,23 @@ class Memory:
         """One input through the host; returns the refusals (the input was not recorded), and adds what was
         decided to ``decisions``. A failure to handle it is raised here, to the caller."""
         arrival = Arrival(key, resource_id, event)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self._locks.hold(key):
             began = time.perf_counter()
-            refused = len(self.rejections)
+            # its own refusals: inputs of other records may be refused meanwhile (their locks are others)
+            refused = self._refusals[id(arrival)] = []
             if decisions is not None:
                 self._watched[id(arrival)] = decisions
             try:
                 await self.host.apply([arrival])
             finally:
                 self._watched.pop(id(arrival), None)
+                self._refusals.pop(id(arrival), None)
             self.engine_seconds += time.perf_counter() - began
             failure = next((error for failed, error in self._failures if failed is arrival), None)
             self._failures = [(a, e) for a, e in self._failures if a is not arrival]
             if failure is not None:
                 raise failure
-            return self.rejections[refused:]
+            return refused
 
     def _decided(self, decided: Decided) -> None:
         watching = self._watched.get(id(decided.arrival))
@@ -353,7 +362,8 @@ class Memory:
             watching.append(decided)
         for command in decided.commands:
             if isinstance(command, PersistMessage):
-                self._seqs[(command.message.thread_id, command.message.message_id)] = command.seq
+                thread = self._threads.setdefault(command.message.thread_id, _Thread())
+                thread.unpublished[command.message.message_id] = command.seq
 
     async def _emit(self, event: OMEvent, command: EmitEvent) -> None:
         self.events_by_type[event.event_type] = self.events_by_type.get(event.event_type, 0) + 1
@@ -369,12 +379,14 @@ class Memory:
         spec = command.spec
         thread = self._threads.setdefault(spec.thread_id, _Thread())
         thread.spec = spec
-        thread.published_seq = max(thread.published_seq,
-                                   self._seqs.get((spec.thread_id, spec.through_message_id or ""), -1))
+        thread.published_seq = max(thread.published_seq, thread.unpublished.get(spec.through_message_id or "", -1))
+        if any(seq <= thread.published_seq for seq in thread.unpublished.values()):
+            thread.unpublished = {m: seq for m, seq in thread.unpublished.items() if seq > thread.published_seq}
         ready = [w for w in thread.waiters if w.seq <= thread.published_seq]
+        # a caller that stopped waiting (its timeout) leaves a done future behind: dropped with the ready ones
+        thread.waiters = [w for w in thread.waiters if w.seq > thread.published_seq and not w.future.done()]
         if not ready:
             return
-        thread.waiters = [w for w in thread.waiters if w.seq > thread.published_seq]
         record = await self.context(spec.thread_id)
         for waiter in ready:
             if not waiter.future.done() and record is not None:
@@ -388,8 +400,6 @@ class Memory:
                 if not waiter.future.done():
                     waiter.future.set_exception(InputRejected("erased", f"thread {thread_id!r} was erased "
                                                                         "before its context was published"))
-        for seq_key in [k for k in self._seqs if k[0] == thread_id]:
-            del self._seqs[seq_key]
 
     # -- background work -----------------------------------------------------------------------------------------
 
@@ -617,10 +627,15 @@ class _Outlet:
         await self.memory._emit(event, EmitEvent(event.record_id, event, f"erased-{event.erase_id}"))
 
     async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._refused, command))
+        self._deliveries.append(functools.partial(self._refused, command, arrival))
 
-    def _refused(self, command: RejectInput) -> None:
-        self.memory.rejections.append(command)
+    def _refused(self, command: RejectInput, arrival: Arrival) -> None:
+        memory = self.memory
+        memory.rejections.append(command)
+        memory.rejected += 1
+        waiting = memory._refusals.get(id(arrival))
+        if waiting is not None:
+            waiting.append(command)
         log.warning("input refused for %s: %s (%s)", command.record_key, command.reason, command.detail)
 
     async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:

@@ -322,7 +322,9 @@ sys.exit(main.run_worker(Settings(), held))
 def test_a_stop_ends_the_process_within_drain_plus_shutdown_whatever_is_left_running(
         tmp_path: Path, how: str, status: int) -> None:
     drain_s, shutdown_s = 1.0, 2.0
+    web_port, metrics_port = listener_ports()  # checked free before the start: not the defaults, maybe in use
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "OM_LOG_LEVEL": "info",
+           "OM_WORKER_WEB_PORT": str(web_port), "OM_WORKER_METRICS_PORT": str(metrics_port),
            "OM_WORKER_DATA_DIR": str(tmp_path), "OM_WORKER_DRAIN_TIMEOUT_S": str(drain_s),
            "OM_WORKER_SHUTDOWN_TIMEOUT_S": str(shutdown_s)}
     # imports are slow on a loaded machine: the stop is timed from its start

@@ -15,6 +15,10 @@ How the writes stay idempotent without read-before-write or transactions:
   (``generations + {g}``), so an activation replayed before or after anything else converges; "buffered" is
   simply an empty set.
 
+What it remembers of its own writes (a thread's buckets and message times, a record's resource) only saves writes:
+forgotten, the same idempotent rows are written once more. So each is bounded (``REMEMBERED``): the oldest go first,
+and a worker's memory does not grow with the threads it has seen.
+
 It also keeps model-call results and their leases (``ports.CycleResults``, in ``cycle_results.py``) on the same
 session.
 
@@ -60,6 +64,12 @@ log = logging.getLogger(__name__)
 # the message body is written twice in a batch; Cassandra warns above 5 KiB per batch and refuses above 50 KiB
 _BATCH_BODY_CHARS = 2_000
 _RECORD_PAGE = 500  # messages per read when a clear reads a record's conversation back
+REMEMBERED = 100_000  # threads' buckets, threads' message times, records' resources: each at most this many
+
+
+def _keep_recent(remembered: dict[Any, Any]) -> None:
+    while len(remembered) > REMEMBERED:
+        del remembered[next(iter(remembered))]
 
 
 def _bucket(created_at: int) -> int:
@@ -184,10 +194,15 @@ class CassandraContentStore:
             await self._batch(writes, what="put_message")
         else:  # a batch this large would pass Cassandra's batch size thresholds: separate requests
             await _all([self._run(name, params) for name, params in writes])
+        if len(self._buckets) >= REMEMBERED:
+            self._buckets.clear()  # each thread writes its bucket row once more, then it is known again
         self._buckets.add((resource, thread, bucket))
+        self._spans.pop((resource, thread), None)  # to the end: a busy thread is forgotten last
         self._spans[(resource, thread)] = (min(created, first if first is not None else created),
                                            max(created, newest if newest is not None else created))
         self._record_resources.setdefault(record_key, resource)
+        _keep_recent(self._spans)
+        _keep_recent(self._record_resources)
         self._remember(message)
 
     async def _batch(self, writes: Sequence[tuple[str, Sequence[Any]]], *, what: str) -> None:
@@ -349,6 +364,7 @@ class CassandraContentStore:
         resource, epoch = rows[0].resource_id, rows[0].epoch or 0
         if resource:
             self._record_resources[record_key] = resource
+            _keep_recent(self._record_resources)
         return resource, epoch
 
     async def _epoch(self, record_key: str) -> int:

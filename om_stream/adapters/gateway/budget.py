@@ -5,6 +5,10 @@ checked before it is made: if the tenant's tokens in the window plus this call's
 call is refused with ``BudgetExceeded`` (``kind="budget_exceeded"``) and the cycle fails without reaching a model.
 The estimate is reserved at once (so concurrent calls cannot all slip under the limit) and replaced by what the
 call really used (input + output tokens, as the provider reported) when it returns; a failed call frees it.
+
+The reservations of a resource are kept for one window; a resource that makes no call for a window is forgotten
+(every ``SWEEP_EVERY`` reservations the resources with nothing left in the window go), so the map follows the
+tenants active now, not every tenant ever seen.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from dataclasses import dataclass, field
 
 from om_stream.errors import BudgetExceeded
 
-__all__ = ["Reservation", "TokenBudget"]
+__all__ = ["SWEEP_EVERY", "Reservation", "TokenBudget"]
+
+SWEEP_EVERY = 1024
 
 
 @dataclass
@@ -35,6 +41,12 @@ class TokenBudget:
     overrides: Mapping[str, int] = field(default_factory=dict)
     refusals: int = 0
     _spent: dict[str, deque[Reservation]] = field(default_factory=dict)
+    _until_sweep: int = SWEEP_EVERY
+
+    @property
+    def resources_held(self) -> int:
+        """Resources whose reservations are kept now (for tests and reports)."""
+        return len(self._spent)
 
     @property
     def enabled(self) -> bool:
@@ -64,7 +76,18 @@ class TokenBudget:
                                  kind="budget_exceeded")
         reservation = Reservation(resource, now, estimate)
         self._spent.setdefault(resource, deque()).append(reservation)
+        self._until_sweep -= 1
+        if self._until_sweep <= 0:
+            self._sweep(now)
         return reservation
+
+    def _sweep(self, now: float) -> None:
+        """Forget the resources with no reservation left in the window."""
+        self._until_sweep = SWEEP_EVERY
+        for resource in list(self._spent):
+            entries = self._spent[resource]
+            if not entries or entries[-1].at <= now - self.window_s:
+                del self._spent[resource]
 
     @staticmethod
     def settle(reservation: Reservation | None, tokens: int) -> None:

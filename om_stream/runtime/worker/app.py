@@ -63,6 +63,7 @@ from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.partition_log import PartitionLog
 from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
 from om_stream.runtime.worker.recall_requests import RecallRequests
+from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
 from om_stream.runtime.worker.state_table import RecordTable
@@ -108,7 +109,7 @@ class Worker:
         self.plan: RolePlan = role_plan(worker.role, worker.app_id, resource_scope=resource_scope)
         self.clock = SystemClock()
         self.timers = TimerWheel()
-        self.contexts: dict[str, ContextRecord] = {}
+        self.contexts = RecentContexts()  # the latest of the threads published or read last (bounded)
         self.started_at = time.monotonic()
         self.app = faust.App(
             self.plan.group_id,
@@ -468,6 +469,7 @@ class Worker:
             self._rebuild_timers = False
             self.table.forget_others()
             held = self.table.held()
+            self.processor.keep_held({record.key for record in held})
             threads = {thread for record in held for thread in record.state.threads}
             for thread in [t for t in self.contexts if t not in threads]:
                 del self.contexts[thread]

@@ -1,13 +1,17 @@
 """Starting ``om-stream worker``: topics, store, app, then Faust's worker loop until a signal or a crash stops it.
 
 * The content store is started (connected and checked: reachable, migrated) before any agent runs; a store that
-  cannot start stops the worker with a message that says why and exit status 2. ``/healthz`` and ``/readyz``
-  never answer 200 before that.
+  cannot start stops the worker with a message that says why and exit status 2, and so does a Kafka that refuses
+  the credentials or the certificate, or where no broker answers. ``/healthz`` and ``/readyz`` never answer 200
+  before that.
 * Crash-only: an agent that crashes stops the whole process with exit status 1 (see ``liveness``), so the
   orchestrator starts a fresh one; Faust would otherwise restart the agent in place, and it may never consume.
-* Exposure is checked first: an HTTP API beyond loopback without ``OM_WORKER_API_TOKEN`` (and without
-  ``OM_WORKER_ALLOW_UNAUTHENTICATED=true``) stops the worker before it connects to anything, with a message that
-  says what to set and exit status 3; so does a metrics/probes address that cannot be bound.
+* Settings are checked first, before the framework starts or anything connects; each refusal names the ``OM_*``
+  variable and its value (never a secret), and the worker stops with exit status 3: settings that cannot be read;
+  an HTTP API beyond loopback without ``OM_WORKER_API_TOKEN`` (and without ``OM_WORKER_ALLOW_UNAUTHENTICATED=true``);
+  every setting that names a path, a host or a port (``preflight``: a missing data directory is created, a listener
+  port another process holds is refused); the observationalMemory options. A metrics/probes address that cannot
+  be bound when the listener starts (taken in the meantime) stops it with exit status 3 too.
 * The metrics and probes listener (``probes``) starts before the content store and stops last.
 * Every stop is bounded: a graceful stop (SIGTERM, SIGINT, a crash) that has not finished after
   ``worker.shutdown_timeout_s`` ends the process at once.
@@ -26,21 +30,27 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-from om_stream.errors import StorageError
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from om_stream.client.security import KafkaConnectError
+from om_stream.errors import ConfigError, StorageError
 from om_stream.observability.log_limits import limit_repeats
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.auth import exposure_refusal, is_loopback
 from om_stream.runtime.worker.deps import build_deps, kafka_client_options
+from om_stream.runtime.worker.preflight import check, settings_refusals
 from om_stream.runtime.worker.probes import ProbeServer
+from om_stream.runtime.worker.roles import with_role
 from om_stream.runtime.worker.topics import ensure_topics
-from om_stream.settings import Settings, unknown_settings
+from om_stream.settings import Settings, WorkerRole, unknown_settings
 
-__all__ = ["EXIT_CRASHED", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "run_worker"]
+__all__ = ["EXIT_CRASHED", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "main", "run_worker"]
 
 log = logging.getLogger(__name__)
 EXIT_CRASHED = 1
-EXIT_STORE_UNUSABLE = 2
-EXIT_REFUSED = 3  # unsafe or unservable HTTP exposure: nothing was started
+EXIT_STORE_UNUSABLE = 2  # the content store or Kafka cannot be used at start-up
+EXIT_REFUSED = 3  # settings refused (unsafe exposure, an unusable path, host or port, ...): nothing was started
 
 
 async def _prepare(worker: Worker) -> None:
@@ -83,8 +93,14 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
     if refusal is not None:
         log.critical(refusal)
         return EXIT_REFUSED
+    refusals = check(settings)
+    if refusals:
+        return _refuse(refusals)
     _warn_about(settings)
-    held = worker or Worker(build_deps(settings))
+    try:
+        held = worker or Worker(build_deps(settings))
+    except ConfigError as exc:  # what only the assembly finds out (an unknown store, ...)
+        return _refuse([exc])
     deadline = _Deadline(settings.worker.drain_timeout_s + settings.worker.shutdown_timeout_s)
     probes = ProbeServer(held, held.deps.metrics, host=settings.worker.metrics_host,
                          port=settings.worker.metrics_port)
@@ -134,7 +150,11 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
             deadline.arm("the worker stopped", 0)  # every way out (a crash Faust reports itself, too) is bounded
             super().on_worker_shutdown()
 
-    asyncio.run(_prepare(held))
+    try:
+        asyncio.run(_prepare(held))
+    except KafkaConnectError as exc:  # refused credentials or certificate, or no broker answered in time
+        log.critical("Kafka cannot be used, so the worker stops: %s", exc)
+        return EXIT_STORE_UNUSABLE
     log.info("om-stream worker %s: HTTP API on %s:%d (%s)", settings.worker.app_id, settings.worker.web_host,
              settings.worker.web_port, "bearer token required" if settings.worker.api_token else "no token")
     # logs to stderr (line-buffered even when redirected), not stdout: a container must see them as they happen
@@ -157,6 +177,31 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
     except BaseException:
         log.critical("the worker failed", exc_info=True)
     return _end_process(status)
+
+
+def main(role: WorkerRole | None = None) -> int:
+    """``om-stream worker`` and ``python -m om_stream.runtime.worker``: the settings from the environment (``role``:
+    ``--role``), logging at their level unless the caller configured it already, then ``run_worker``."""
+    try:
+        settings = with_role(Settings(), role)
+    except (ValidationError, SettingsError) as exc:
+        logging.basicConfig(format=_LOG_FORMAT)
+        return _refuse(settings_refusals(exc))
+    level = settings.log_level.upper()
+    logging.basicConfig(level=level if isinstance(logging.getLevelName(level), int) else logging.INFO,
+                        format=_LOG_FORMAT)
+    return run_worker(settings)
+
+
+_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def _refuse(refusals: list[ConfigError]) -> int:
+    for refusal in refusals:
+        log.critical("om-stream worker refuses to start: %s", refusal)
+    log.critical("nothing was started: fix the setting%s above and start the worker again",
+                 "s" if len(refusals) > 1 else "")
+    return EXIT_REFUSED
 
 
 def _end_process(status: int) -> NoReturn:

@@ -372,6 +372,11 @@ class MemoryProcessor:
             self.near_limit.discard(key)
         self.metrics.threads_near_block_after.set(len(self.near_limit))
 
+    def keep_held(self, held: set[str]) -> None:
+        """After a rebalance: the records that went to other workers no longer count here (nor stay in memory)."""
+        self.near_limit &= held
+        self.metrics.threads_near_block_after.set(len(self.near_limit))
+
 
 class _Metered:
     """The state table, with the record gauges observed as each state is written."""

@@ -34,6 +34,7 @@ __all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "in_event", "record_event"
 
 # ``om_state`` held JSON-encoded keys on the wrong partitions; the new name starts a changelog in the right layout
 TABLE_NAME = "om_records"
+DECODED_KEPT = 16_384  # decoded states kept in process (a few KB each)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,9 @@ class RecordTable:
         self.table = app.Table(TABLE_NAME, default=None, partitions=partitions, use_partitioner=False,
                                key_type=bytes, value_type=bytes)
         self._active_partitions = active_partitions
-        # key -> (the bytes last read or written, what they decode to): a busy record is not decoded per input
+        # key -> (the bytes last read or written, what they decode to): a busy record is not decoded per input. The
+        # records read or written last, at most DECODED_KEPT: with RocksDB the table itself is on disk, and this
+        # map would otherwise hold every record the worker ever handled
         self._decoded: dict[str, tuple[bytes, int, RecordState]] = {}
 
     def _decode(self, key: str, raw: bytes) -> tuple[int, RecordState]:
@@ -86,8 +89,19 @@ class RecordTable:
         if known is not None and known[0] is raw:
             return known[1], known[2]
         partition, state = decode_held(raw)
-        self._decoded[key] = (raw, partition, state)
+        self._remember(key, raw, partition, state)
         return partition, state
+
+    def _remember(self, key: str, raw: bytes, partition: int, state: RecordState) -> None:
+        self._decoded.pop(key, None)  # to the end: the oldest entries go first
+        self._decoded[key] = (raw, partition, state)
+        while len(self._decoded) > DECODED_KEPT:
+            del self._decoded[next(iter(self._decoded))]
+
+    @property
+    def decoded_size(self) -> int:
+        """Records whose decoded state is kept (at most ``DECODED_KEPT``)."""
+        return len(self._decoded)
 
     def get(self, arrival: Arrival) -> RecordState | None:
         key = arrival.key
@@ -101,7 +115,7 @@ class RecordTable:
         raw = encode_held(partition, state)
         with in_event(event):
             self.table[key.encode()] = raw
-        self._decoded[key] = (raw, partition, state)
+        self._remember(key, raw, partition, state)
 
     def delete(self, arrival: Arrival, key: str) -> None:
         """Remove a record (an erase): a tombstone in the changelog of the partition of ``arrival``'s event, which
