@@ -23,7 +23,7 @@ from om_stream.errors import WireDecodeError
 from om_stream.runtime.internal_codec import _TYPES, InternalRecord, decode_internal, encode_internal
 from om_stream.runtime.recall import decode_recall_request
 from om_stream.wire.codec import MAX_DEPTH, MAX_SAFE_INTEGER, decode_command, decode_message, encode
-from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
+from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord, record_key_of
 from om_stream.wire.dlq import DLQ_REASONS
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
 from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RecallRequest
@@ -64,7 +64,7 @@ def _again(decoded: Decoded) -> Decoded:
         decoded.to_message().compact_json.encode()  # the form a context splices in
         return decode_message(decoded.thread_id.encode(), encode(decoded), max_bytes=2**30)
     if isinstance(decoded, CommandRecord):
-        return decode_command(decoded.thread_id.encode(), encode(decoded), max_bytes=2**30)
+        return decode_command(record_key_of(decoded).encode(), encode(decoded), max_bytes=2**30)
     if isinstance(decoded, RecallRequest):
         return decode_recall_request(encode(decoded), 2**30)
     return decode_internal(encode_internal(decoded))
@@ -363,6 +363,7 @@ def test_records_at_the_edges_of_the_contract_are_accepted(record: dict[str, Any
 @pytest.mark.parametrize("topic", sorted(VALID))
 def test_every_valid_vector_is_accepted(topic: str) -> None:
     for raw in VALID[topic]:
-        key = json.loads(raw).get("thread_id", "").encode()
+        record = json.loads(raw)
+        key = (record.get("thread_id") or record.get("resource_id") or "").encode()  # an erase of a resource
         assert refused_or_valid(topic, key, raw) is None, raw[:80]
 
