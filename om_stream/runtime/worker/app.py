@@ -149,7 +149,7 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
-        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
+        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()
@@ -412,6 +412,26 @@ class Worker:
                     ends[tp] = int(end)
         for tp, offset in self.offsets.stranded(ends):
             await consumer.seek(tp, offset)
+
+    def _diagnose(self, topic: str, partition: int) -> str:
+        """What the consumer and the offset ledger know of a partition (for a stall's log line): whether Faust
+        fetches it (active, paused, held back by a full buffer), where it fetches from, the log's end it saw, and
+        where the ledger expects the next record."""
+        consumer = cast(Any, self.app.consumer)
+        tp = TP(topic, partition)
+        facts = []
+        for name, found in (("active", getattr(consumer, "_active_partitions", None)),
+                            ("paused", getattr(consumer, "_paused_partitions", None)),
+                            ("buffered", getattr(consumer, "_buffered_partitions", None))):
+            facts.append(f"{name}={tp in found if found is not None else 'unknown'}")
+        try:
+            facts.append(f"highwater={consumer.highwater(tp)}")
+        except Exception as exc:  # noqa: BLE001 - a diagnosis: what cannot be read is said so
+            facts.append(f"highwater=unknown ({type(exc).__name__})")
+        facts.append(f"sought_to={self._committed_offset(tp)}")
+        facts.append(f"ledger_next={self.offsets.next_offset(tp)}")
+        facts.append(f"flow_active={bool(getattr(consumer, 'flow_active', 'unknown'))}")
+        return ", ".join(facts)
 
     def _unseen_lags(self, seen: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
         """The brokers' view (the last group-lag reading) of the assigned partitions the consumer cannot judge

@@ -120,6 +120,10 @@ class OffsetLedger:
                 admitted.append(record)
         return admitted, seeks
 
+    def next_offset(self, tp: Any) -> int | None:
+        """Where the ledger expects the partition's next record (None: not known yet)."""
+        return self._next_offset(tp)
+
     def _next_offset(self, tp: Any) -> int | None:
         """The next offset to handle: after the last handled, else where the partition was sought to when it was
         assigned, else where the brokers said the group reads it from; None: not known (any record starts it)."""
