@@ -410,7 +410,7 @@ class Worker:
                     continue
                 if end is not None:
                     ends[tp] = int(end)
-        for tp, offset in self.offsets.stranded(ends):
+        for tp, offset in await self.offsets.stranded(ends):
             await consumer.seek(tp, offset)
 
     def _diagnose(self, topic: str, partition: int) -> str:
