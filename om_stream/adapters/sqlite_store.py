@@ -41,6 +41,7 @@ from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
 from om_stream.adapters.sqlite_batch import HeldWrites
 from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
+from om_stream.adapters.sqlite_export import SqliteExports
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
@@ -116,7 +117,7 @@ def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
 
 
-class SqliteContentStore:
+class SqliteContentStore(SqliteExports):
     """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
 
     def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0,
