@@ -41,6 +41,7 @@ from om_stream.wire.codec import decode_json
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
 from om_stream.wire.context import CONTEXT_SCHEMA, ContextRecord
 from om_stream.wire.dlq import DLQ_SCHEMA, DeadLetterRecord
+from om_stream.wire.export import EXPORT_SCHEMA, ExportLine
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
 from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RECALL_RESPONSE_SCHEMA, RecallRequest, RecallResponse
 
@@ -151,6 +152,8 @@ def _catalogue() -> tuple[Payload, ...]:
         Payload("om.http.command-accepted/v1", CommandAccepted,
                 "202 answer of POST /v1/threads/{id}/observe|reflect|override"),
         Payload("om.http.error/v1", HttpError, "4xx answers of the HTTP API"),
+        Payload(EXPORT_SCHEMA, ExportLine, "each line of an export (JSON Lines): om-stream export, "
+                                           "GET /v1/resources/{id}/export; read by om-stream import"),
     ]
     return (*topics, *events, *http)
 
