@@ -15,6 +15,8 @@ POST /v1/threads/{id}/override  queue threshold overrides, merged into the threa
                                 here); body: {"message_tokens"?, "observation_tokens"?, "replace"?, "resource_id"?}
 POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
                                 (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
+GET  /v1/resources/{id}/export  everything held for a resource, as om.export/v1 JSON Lines, streamed
+                                (``export_view``; 404: no thread of it here)
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
 from om_stream.runtime.worker.auth import BearerToken
 from om_stream.runtime.worker.deps import WorkerDeps
+from om_stream.runtime.worker.export_view import export_response
 from om_stream.runtime.worker.processor import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
@@ -179,6 +182,11 @@ def register_views(worker: Served) -> None:
     class OverrideView(web.View):
         async def post(self, request: web.Request, thread_id: str) -> web.Response:
             return await command(self, request, thread_id, "override")
+
+    @app.page("/v1/resources/{resource_id}/export")
+    class ExportView(web.View):
+        async def get(self, request: web.Request, resource_id: str) -> Any:
+            return await export_response(cast(Any, request), worker.deps, worker.table, resource_id)
 
     @app.page("/v1/recall")
     class RecallView(web.View):
