@@ -28,7 +28,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -269,31 +278,38 @@ async def _write(job: _Import, batch: Sequence[tuple[int, Any]]) -> None:
     block: AbstractAsyncContextManager[Any] = store.batched_writes() if isinstance(store, BatchedWrites) \
         else nullcontext()
     async with block:
-        run: list[Awaitable[None]] = []
+        run: list[Coroutine[Any, Any, None]] = []
         kind = ""
-        for number, item in batch:
-            if batches or item.type != kind or isinstance(item, GenerationLine):
-                await _gather(run)
-                run, kind = [], item.type
-            write = _apply(job, number, item)
-            if write is None:
-                continue
-            if batches or isinstance(item, GenerationLine):
-                await write
-            else:
-                run.append(write)
-        await _gather(run)
+        try:
+            for number, item in batch:
+                if batches or item.type != kind or isinstance(item, GenerationLine):
+                    await _gather(run)
+                    kind = item.type
+                write = _apply(job, number, item)
+                if write is None:
+                    continue
+                if batches or isinstance(item, GenerationLine):
+                    await write
+                else:
+                    run.append(write)
+            await _gather(run)
+        finally:
+            for write in run:  # not started: a line after them was refused, or a write before them failed
+                write.close()
 
 
-async def _gather(writes: list[Awaitable[None]]) -> None:
-    if writes:
-        outcomes = await asyncio.gather(*writes, return_exceptions=True)
+async def _gather(writes: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the writes together and empty the list; the first failure is raised once all have finished."""
+    pending = list(writes)
+    writes.clear()
+    if pending:
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
 
 
-def _apply(job: _Import, number: int, item: Any) -> Awaitable[None] | None:
+def _apply(job: _Import, number: int, item: Any) -> Coroutine[Any, Any, None] | None:
     """The write of one line (None: nothing to write now), after checking it belongs to the file's resource."""
     assert job.header is not None
     resource, report = job.header.resource_id, job.report
