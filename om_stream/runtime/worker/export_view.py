@@ -54,8 +54,7 @@ async def export_response(request: aiohttp_web.Request, deps: WorkerDeps, table:
     response = aiohttp_web.StreamResponse(headers={
         "Content-Type": CONTENT_TYPE, "Cache-Control": "no-store",
         "Content-Disposition": f'attachment; filename="om-export-{filename}.jsonl"'})
-    response.enable_chunked_encoding()
-    await response.prepare(request)
+    await response.prepare(request)  # no length: chunked for HTTP/1.1, the connection's end for HTTP/1.0
     try:
         size = await write_lines(export_lines(_spec(deps, table, resource_id, store)), response.write)
     except Exception:
