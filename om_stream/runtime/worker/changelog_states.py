@@ -83,13 +83,12 @@ class ChangelogStates:
                 yield state
 
     async def _partitions(self, consumer: AIOKafkaConsumer) -> list[int]:
-        await consumer.topics()  # the cluster's metadata, topics included
-        partitions = consumer.partitions_for_topic(self.topic)
-        if not partitions:
+        """The changelog's partitions: as many as the input topics' (Faust refuses a table that differs)."""
+        if self.topic not in await consumer.topics():
             raise StorageError(f"the state table's changelog {self.topic!r} is not on the brokers at "
                                f"{self.kafka.bootstrap}: check OM_WORKER_APP_ID (the memory workers' app id) and "
                                "OM_KAFKA_BOOTSTRAP", transient=False)
-        return sorted(partitions)
+        return list(range(self.kafka.partitions))
 
 
 async def _newest(consumer: AIOKafkaConsumer, partitions: list[TopicPartition],
