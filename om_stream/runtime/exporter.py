@@ -89,12 +89,13 @@ async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
                      generator=f"om-stream {__version__}").encode()
     thread_ids = [thread.thread_id async for thread in source.resource_threads(resource)]
     wanted = {record_key(spec.scope, thread_id, resource) for thread_id in thread_ids}
-    with_state: set[str] = set()
+    states: dict[str, RecordState] = {}  # a few KB each; in key order, wherever the reader found them
     async for state in spec.states.states(resource, wanted):
-        if state.resource_id != resource or state.key in with_state:
-            continue
-        with_state.add(state.key)
-        yield StateLine(record_key=state.key, state=state.to_dict()).encode()
+        if state.resource_id == resource:
+            states.setdefault(state.key, state)
+    with_state = set(states)
+    for key in sorted(states):
+        yield StateLine(record_key=key, state=states[key].to_dict()).encode()
     threads = 0
     async for thread in source.resource_threads(resource):
         threads += 1

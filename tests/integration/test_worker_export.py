@@ -21,6 +21,7 @@ from cassandra.cluster import Cluster
 
 from om_stream.adapters.cassandra_store import migrate
 from om_stream.settings import CassandraSettings
+from tests.support.cluster import WorkerGroup, new_keyspace
 from tests.support.worker import ROOT, Agent, WorkerProcess, agent_for, http_exchange, message_record, running_worker
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25},
@@ -47,14 +48,14 @@ def keyspaces(cassandra_hosts: str) -> Iterator[tuple[str, str]]:
         cluster.shutdown()
 
 
-async def _converse(agent: Agent, turns: int = 9) -> None:
+async def _converse(agent: Agent, turns: int = 9, threads: dict[str, str] = THREADS) -> None:
     for turn in range(turns):
-        for thread, resource in THREADS.items():
+        for thread, resource in threads.items():
             for role, index in (("user", 2 * turn), ("assistant", 2 * turn + 1)):
                 record = message_record(thread, index, role, f"{thread} turn {turn}: {WORDS} {turn}",
                                         resource=resource)
                 await agent.send(record, key=thread.encode())
-    for thread in THREADS:
+    for thread in threads:
         await agent.context_through(thread, f"{thread}-m{2 * turns - 1}")
     await _quiet(agent)
 
@@ -82,8 +83,8 @@ async def _context(worker: WorkerProcess, thread: str, timeout: float = 60.0) ->
     """The thread's context from the worker's HTTP API, once it holds the thread."""
     deadline = time.monotonic() + timeout
     while True:
-        status, _, body = await http_exchange(worker.port, "GET", f"/v1/threads/{thread}/context?resource_id="
-                                              f"{THREADS[thread]}", headers={"Authorization": f"Bearer {TOKEN}"})
+        status, _, body = await http_exchange(worker.port, "GET", f"/v1/threads/{thread}/context",
+                                              headers={"Authorization": f"Bearer {TOKEN}"})
         if status == 200:
             return body
         assert status == 404 and time.monotonic() < deadline, (status, body[:300], worker.tail())
@@ -193,3 +194,33 @@ async def test_a_resource_moves_between_sqlite_deployments_with_the_cli_while_th
     cut.write_bytes(b"\n".join(exported.read_bytes().splitlines()[:-1]) + b"\n")
     refused = _run(target, "import", str(cut))
     assert refused.returncode == 2 and "does not end with an export's end line" in refused.stderr
+
+
+async def test_any_worker_of_a_group_exports_every_record_of_the_resource(kafka_bootstrap: str, cassandra_hosts: str,
+                                                                         tmp_path: Path) -> None:
+    """Two workers share the resource's records: each exports the whole resource, the records it holds from its
+    table and the others' from the table's changelog, and both files are the same."""
+    group = WorkerGroup(kafka_bootstrap, tmp_path / "group", cassandra_hosts=cassandra_hosts,
+                        keyspace=new_keyspace(cassandra_hosts), partitions=4, options=OPTIONS,
+                        extra={"OM_WORKER_API_TOKEN": TOKEN})
+    threads = {f"t-{n}": "ana" for n in range(8)}
+    first, second = group.add(), group.add()
+    try:
+        await group.wait_ready()
+        await group.settle()
+        async with agent_for(first) as agent:
+            await _converse(agent, turns=5, threads=threads)
+        held = {}
+        for thread in threads:
+            answers = [(await http_exchange(w.port, "GET", f"/v1/threads/{thread}/context",
+                                            headers={"Authorization": f"Bearer {TOKEN}"}))[0] for w in (first, second)]
+            held[thread] = answers.index(200)
+        assert set(held.values()) == {0, 1}, "one worker holds every thread: nothing to read from the changelog"
+        files = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+        for worker, path in zip((first, second), files, strict=True):
+            await _download(worker, "ana", path)
+        bodies = [_body(path) for path in files]
+        assert bodies[0][-1]["states"] == len(threads) and bodies[0][-1]["records_without_state"] == []
+        assert bodies[0] == bodies[1]
+    finally:
+        group.stop_all()
