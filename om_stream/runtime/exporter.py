@@ -33,6 +33,7 @@ from om_stream.wire.export import (
     EndLine,
     GenerationLine,
     HeaderLine,
+    LineCounts,
     RecallPointLine,
     RecordLine,
     SegmentLine,
@@ -130,8 +131,9 @@ async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
     if missing:
         log.warning("export of resource %s: %d record(s) without a state (their rows are exported, their memory "
                     "is not)", resource, len(missing))
-    yield EndLine(states=len(with_state), threads=threads, messages=messages, records=len(keys), segments=segments,
-                  generations=generations, recall_points=points, records_without_state=missing).encode()
+    counts = LineCounts(states=len(with_state), threads=threads, messages=messages, records=len(keys),
+                        segments=segments, generations=generations, recall_points=points)
+    yield EndLine(counts=counts, records_without_state=missing).encode()
 
 
 async def write_lines(lines: AsyncIterator[bytes], write: Callable[[bytes], Awaitable[None]], *,

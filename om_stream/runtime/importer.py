@@ -392,7 +392,9 @@ def _check_end(job: _Import) -> None:
                                            "restored (its rows may be stored: import the complete file with force)")
     read = (report.states, report.threads, report.messages, report.records, report.segments, report.generations,
             report.recall_points + report.recall_points_skipped)
-    said = (end.states, end.threads, end.messages, end.records, end.segments, end.generations, end.recall_points)
+    counts = end.counts
+    said = (counts.states, counts.threads, counts.messages, counts.records, counts.segments, counts.generations,
+            counts.recall_points)
     if read != said:
         raise WireDecodeError("truncated", f"the end line counts {said} (states, threads, messages, records, "
                                            f"segments, generations, recall points); the file holds {read}")

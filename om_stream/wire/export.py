@@ -41,6 +41,7 @@ __all__ = [
     "ExportLine",
     "GenerationLine",
     "HeaderLine",
+    "LineCounts",
     "MessageLine",
     "RangeItem",
     "RecallPointLine",
@@ -205,10 +206,11 @@ class RecallPointLine(_Line):
     cursor: str | None = None
 
 
-class EndLine(_Line):
-    """The last line: how many lines of each type came before it."""
+class LineCounts(BaseModel):
+    """How many lines of each type an export holds."""
 
-    type: Literal["end"] = "end"
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     states: _Count
     threads: _Count
     messages: _Count
@@ -216,6 +218,13 @@ class EndLine(_Line):
     segments: _Count
     generations: _Count
     recall_points: _Count
+
+
+class EndLine(_Line):
+    """The last line: how many lines of each type came before it."""
+
+    type: Literal["end"] = "end"
+    counts: LineCounts
     records_without_state: list[str] = Field(default_factory=list, description="Records whose state could not be "
                                                                                "read: their rows are exported, "
                                                                                "their memory is not")

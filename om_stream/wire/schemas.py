@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -345,6 +345,8 @@ def decode_payload(name: str, raw: bytes | str) -> BaseModel:
 def wire_form(model: BaseModel) -> dict[str, Any]:
     """The normal form of a payload, as JSON values: wire (alias) names, defaults written out, optional fields that
     are null left out, required fields kept even when null. RFC 8785 of this is the payload's canonical bytes."""
+    if isinstance(model, RootModel):  # a union of records (om.export/v1's lines): the record it holds
+        return wire_form(model.root)
     data: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     _keep_required_nulls(model, data)
     return data

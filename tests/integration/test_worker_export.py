@@ -143,7 +143,8 @@ async def test_a_resource_moves_between_cassandra_deployments_over_http_and_the_
         headers = await _download(source, "ana", exported)
         assert headers["Content-Type"] == "application/x-ndjson" and headers["Transfer-Encoding"] == "chunked"
         lines = _body(exported)
-        assert lines[-1]["type"] == "end" and lines[-1]["states"] == 2 and lines[-1]["records_without_state"] == []
+        end = lines[-1]
+        assert end["type"] == "end" and end["counts"]["states"] == 2 and end["records_without_state"] == []
         assert not any("t-bob" in json.dumps(line) for line in lines), "another tenant's memory was exported"
 
         async with running_worker(kafka_bootstrap, tmp_path / "b", options=OPTIONS, store="cassandra",
@@ -184,7 +185,7 @@ async def test_a_resource_moves_between_sqlite_deployments_with_the_cli_while_th
     done = _cli(source, "export", "--resource", "ana", "--out", str(exported))
     assert "bytes written" in done.stderr and not (tmp_path / "ana.jsonl.partial").exists()
     lines = _body(exported)
-    assert lines[-1]["states"] == 2 and lines[-1]["records_without_state"] == []
+    assert lines[-1]["counts"]["states"] == 2 and lines[-1]["records_without_state"] == []
     async with running_worker(kafka_bootstrap, tmp_path / "b", options=OPTIONS, store="sqlite",
                               extra=extra) as target:
         _cli(target, "import", str(exported))
@@ -220,7 +221,7 @@ async def test_any_worker_of_a_group_exports_every_record_of_the_resource(kafka_
         for worker, path in zip((first, second), files, strict=True):
             await _download(worker, "ana", path)
         bodies = [_body(path) for path in files]
-        assert bodies[0][-1]["states"] == len(threads) and bodies[0][-1]["records_without_state"] == []
+        assert bodies[0][-1]["counts"]["states"] == len(threads) and bodies[0][-1]["records_without_state"] == []
         assert bodies[0] == bodies[1]
     finally:
         group.stop_all()
