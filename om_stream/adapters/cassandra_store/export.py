@@ -9,12 +9,13 @@ Every table the export reads is partitioned by something the export knows, so no
 * a record's segments: its ``record_segments`` partition, paged by segment id, each page's segments read by key;
 * a record's generations and epoch: one partition, one row.
 
-Each page is one query with ``LIMIT``, so an export holds one page of rows at a time whatever the conversation's
-length. The statements are prepared once per store, on first use.
+Each page is one query with ``LIMIT``, so an export holds a page of rows at a time (a message page and the one read
+ahead) whatever the conversation's length. The statements are prepared once per store, on first use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, Protocol, cast
@@ -79,16 +80,8 @@ class CassandraExports:
         async for thread in _thread_rows(self, resource_id):
             buckets = sorted(row.bucket for row in await _query(self, "buckets", (resource_id, thread.thread_id)))
             for bucket in buckets:
-                rows = await _query(self, "first_messages", (resource_id, thread.thread_id, bucket, MESSAGE_PAGE))
-                while True:
-                    for row in rows:
-                        yield ExportedMessage(row.record_key, row.seq, row.tokens, row.body)
-                    if len(rows) < MESSAGE_PAGE:
-                        break
-                    last = rows[-1]
-                    rows = await _query(self, "next_messages", (resource_id, thread.thread_id, bucket,
-                                                                last.created_at, last.seq, last.message_id,
-                                                                MESSAGE_PAGE))
+                async for row in _bucket_rows(self, resource_id, thread.thread_id, bucket):
+                    yield ExportedMessage(row.record_key, row.seq, row.tokens, row.body)
 
     async def record_epoch(self: _Connected, record_key: str) -> int:
         return await _epoch(self, record_key)
@@ -123,6 +116,28 @@ async def _query(store: _Connected, name: str, params: Sequence[Any]) -> list[An
 async def _epoch(store: _Connected, record_key: str) -> int:
     rows = await _query(store, "epoch", (record_key,))
     return int(rows[0].epoch or 0) if rows else 0
+
+
+async def _bucket_rows(store: _Connected, resource_id: str, thread_id: str, bucket: int) -> AsyncIterator[Any]:
+    """A bucket's messages, a page at a time; the next page is read while this one is handed on (two pages held
+    at most), so the node's time and the export's overlap."""
+    rows = await _query(store, "first_messages", (resource_id, thread_id, bucket, MESSAGE_PAGE))
+    while True:
+        following: asyncio.Task[list[Any]] | None = None
+        if len(rows) == MESSAGE_PAGE:
+            last = rows[-1]
+            following = asyncio.ensure_future(_query(store, "next_messages", (
+                resource_id, thread_id, bucket, last.created_at, last.seq, last.message_id, MESSAGE_PAGE)))
+        try:
+            for row in rows:
+                yield row
+        except BaseException:  # the reader stopped (closed the iterator) or failed: the read ahead is not wanted
+            if following is not None:
+                following.cancel()
+            raise
+        if following is None:
+            return
+        rows = await following
 
 
 async def _thread_rows(store: _Connected, resource_id: str) -> AsyncIterator[Any]:
