@@ -27,7 +27,6 @@ Never logs the content it imports.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -72,7 +71,6 @@ from om_stream.wire.export import (
 
 __all__ = ["BATCH_LINES", "AppliedRestorer", "ImportReport", "RecallTarget", "RecordRestorer", "import_lines"]
 
-log = logging.getLogger(__name__)
 BATCH_LINES = 500  # lines decoded and written at a time
 _EMBED_BATCH = 64
 _RANK = {kind: rank for rank, kind in enumerate(LINE_TYPES)}

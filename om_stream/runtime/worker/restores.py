@@ -16,7 +16,6 @@ the table's changelog could not hold it either.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +32,6 @@ from om_stream.settings import KafkaSettings
 
 __all__ = ["KafkaRestorer"]
 
-log = logging.getLogger(__name__)
 
 
 class KafkaRestorer:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ from om_stream.settings import Settings
 __all__ = ["ExportOutcome", "check_complete", "export_command", "export_resource", "import_command",
            "import_resource"]
 
-log = logging.getLogger(__name__)
 _TAIL_BYTES = 64 * 1024
 
 
@@ -134,6 +132,9 @@ def check_complete(path: Path) -> None:
 
 def export_command(settings: Settings, resource_id: str, out: Path | None) -> int:
     """Export to ``out`` (written as ``<out>.partial``, renamed once complete) or to standard output."""
+    if out is not None and not out.parent.is_dir():
+        print(f"om-stream: no folder {out.parent} to write {out.name} in", file=sys.stderr)
+        return 2
     if out is None:
         stdout = sys.stdout.buffer
 
@@ -165,6 +166,9 @@ def export_command(settings: Settings, resource_id: str, out: Path | None) -> in
 def import_command(settings: Settings, source: str, *, force: bool) -> int:
     """Import the file ``source`` ('-': standard input) and print what was imported."""
     if source != "-":
+        if not Path(source).is_file():
+            print(f"om-stream: no export file at {source}", file=sys.stderr)
+            return 2
         check_complete(Path(source))
     report = asyncio.run(import_resource(settings, _file_lines(source), force=force))
     print(f"imported {report.summary()}; the records' states are queued for the memory agents "
