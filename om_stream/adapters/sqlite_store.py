@@ -42,6 +42,7 @@ from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
 from om_stream.adapters.sqlite_batch import HeldWrites
 from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
+from om_stream.adapters.sqlite_export import SqliteExports
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
@@ -118,7 +119,7 @@ def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
 
 
-class SqliteContentStore:
+class SqliteContentStore(SqliteExports):
     """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
 
     def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0,

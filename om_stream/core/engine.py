@@ -19,8 +19,10 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    RestoreRecord,
     TimerFired,
 )
+from om_stream.core.restore import restore_record
 from om_stream.core.state import RecordState, ThreadState
 from om_stream.core.step import EngineLimits, Step
 from om_stream.core.tokens import TokenAccountant
@@ -64,6 +66,9 @@ def record_config(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
 def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, accountant: TokenAccountant,
            limits: EngineLimits = _DEFAULT_LIMITS) -> Decision:
     step = Step(state.clone(), now, record_config(config, state), accountant, limits, base=config)
+    if isinstance(event, RestoreRecord):  # the state another deployment held: settled there, not settled again
+        restore_record(step, event, lambda restored: record_config(config, restored))
+        return Decision(step.state, _ordered(step.commands))
     if isinstance(event, MessageAppended):
         _on_message(step, event)
     elif isinstance(event, ModelResultArrived):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from om_stream.core.messages import Message
 from om_stream.core.recall.records import StoredMessage
+from om_stream.core.state import RecordState
 
 __all__ = [
     "ClearRecord",
@@ -17,6 +18,7 @@ __all__ = [
     "ObserveNow",
     "OverrideThresholds",
     "ReflectNow",
+    "RestoreRecord",
     "ThreadMetadataUpdate",
     "TimerFired",
 ]
@@ -127,5 +129,14 @@ class ClearRecord:
     conversation: tuple[StoredMessage, ...] = ()
 
 
+@dataclass(frozen=True)
+class RestoreRecord:
+    """The record becomes ``state``: its memory as another deployment held it (``om-stream import``), whose content
+    store rows were imported first. Sent by the importer, not by agents; the record's contexts are published as
+    they stand (same versions), and the Observer/Reflector calls it had in flight are asked again."""
+
+    state: RecordState
+
+
 CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord
-Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived
+Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived | RestoreRecord

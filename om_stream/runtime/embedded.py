@@ -29,7 +29,16 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +70,7 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    RestoreRecord,
     TimerFired,
 )
 from om_stream.core.messages import Message
@@ -69,13 +79,25 @@ from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
-from om_stream.errors import InputRejected, OMError, RecallError
-from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore, RetryingModel
+from om_stream.errors import InputRejected, OMError, RecallError, StorageError
+from om_stream.ports import (
+    ChatModel,
+    Clock,
+    ContentStore,
+    Embedder,
+    ExportSource,
+    RecallIndex,
+    RecallPointSource,
+    RecallStore,
+    RetryingModel,
+)
 from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper, receipt
+from om_stream.runtime.exporter import ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host, Outlet, StoreRetry
+from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
@@ -281,6 +303,39 @@ class Memory:
         scope = RecallScope(resource_id=resource_id, current_thread_id=thread_id,
                             retrieval=self.config.retrieval or RetrievalConfig())
         return await self.recall_service.recall(scope, arguments)
+
+    async def export_resource(self, resource_id: str) -> AsyncIterator[bytes]:
+        """Everything this memory holds for ``resource_id`` (messages, observations, reflections, thread metadata,
+        record states, recall payloads) as ``om.export/v1`` lines, each ending with a newline, read from the store
+        a page at a time: write them where they go. The export is the resource's personal data. Raises
+        ``StorageError`` when the store cannot export (a store that is no ``ports.ExportSource``)."""
+        if not isinstance(self.store, ExportSource):
+            raise StorageError(f"{self.store!r} cannot export (it is no ports.ExportSource)", transient=False)
+        index = self.recall_service.index if self.recall_service is not None else None
+        spec = ExportSpec(resource_id, self.store, HeldStates(self._states), self.config.scope,
+                          self.config.token_encoding, index if isinstance(index, RecallPointSource) else None)
+        async for line in export_lines(spec):
+            yield line
+
+    async def import_resource(self, lines: AsyncIterable[bytes] | Iterable[bytes], *,
+                              force: bool = False) -> ImportReport:
+        """Rebuild the memory of one resource from an export (``export_resource`` here or elsewhere, ``om-stream
+        export``): its rows are written to the store, then each record takes its state, and its threads' contexts
+        are as they were. Refused (``InputRejected``) when this memory already holds the resource or one of its
+        records (``force``: run an import that failed part-way again), or has another scope; a file that is not a
+        complete export raises ``WireDecodeError``."""
+        service = self.recall_service
+        recall = (RecallTarget(service.index, service.embedder) if service is not None and service.index is not None
+                  and service.embedder is not None else None)
+
+        async def holds(keys: Collection[str]) -> list[str]:
+            return [key for key in keys if key in self._states]
+
+        async def restore(state: RecordState) -> list[RejectInput]:
+            return await self._apply(state.key, state.resource_id, RestoreRecord(state))
+
+        return await import_lines(lines, store=self.store, restorer=AppliedRestorer(restore),
+                                  scope=self.config.scope, recall=recall, force=force, holds=holds)
 
     @property
     def _indexing(self) -> bool:

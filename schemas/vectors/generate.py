@@ -211,6 +211,45 @@ VALID: list[dict[str, Any]] = [
                                                   {"loc": [0], "msg": "x"}]}),
 ]
 
+# om.export/v1: one line of each kind an importer must read (a state's inner form is the state table's, free-form
+# to the schema: kept as written)
+EXPORT_STATE = {"key": "thread-1", "scope": "thread", "resource_id": "user-1", "epoch": 0, "id_seq": 12,
+                "msg_seq": 9, "unobserved": [["m-9", "thread-1", 9, 1772355600000, 12, "user", True]],
+                "buffer_retry_at": None, "threads": {"thread-1": {"thread_id": "thread-1", "title": "Trip"}}}
+VALID += [
+    vector("export-header", "om.export/v1", {
+        "type": "header", "schema": "om.export/v1", "resource_id": "user-1", "scope": "thread",
+        "token_encoding": "o200k_base", "exported_at": "2026-03-01T09:00:00.5Z", "generator": "om-stream 0.1.0"}),
+    vector("export-state", "om.export/v1", {"type": "state", "record_key": "thread-1", "state": EXPORT_STATE},
+           style="shuffled"),
+    vector("export-thread", "om.export/v1", {
+        "type": "thread", "thread_id": "thread-1", "created_at": 1772355600000, "updated_at": 1772355660000,
+        "title": "Trip to Zürich", "current_task": None, "extracted": {"city": "Zürich"},
+        "working_memory": "# User\n- likes trains"}),
+    vector("export-message", "om.export/v1", {
+        "type": "message", "record_key": "thread-1", "seq": 9, "tokens": 12,
+        "message": without(message(message_id="m-9", parts=EVERY_PART[:2]), "schema")}),
+    vector("export-record", "om.export/v1", {"type": "record", "record_key": "thread-1", "epoch": 2}),
+    vector("export-segment", "om.export/v1", {
+        "type": "segment", "record_key": "thread-1", "segment_id": "ref-1", "kind": "reflection", "generation": 1,
+        "text": "* 🔴 (09:00) User likes trains.", "tokens": 9, "cycle_id": "refl-1", "thread_ids": ["thread-1"],
+        "first_message_id": "m-1", "last_message_id": "m-9", "message_ids": ["m-1"], "message_tokens": 120,
+        "boundary_at": 1772355600000, "created_at": 1772355601000, "generations": [2, 3],
+        "ranges": [{"thread_id": "thread-1", "first_message_id": "m-1", "last_message_id": "m-4", "first_seq": 1,
+                    "last_seq": 4}, {"thread_id": "thread-1", "first_message_id": "m-6", "last_message_id": "m-9"}],
+        "replaced": ["seg-1", "seg-2"]}),
+    vector("export-generation", "om.export/v1", {
+        "type": "generation", "record_key": "thread-1", "generation": 2, "segment_ids": ["ref-1", "seg-3"],
+        "reflection_id": "ref-1", "replaced_segment_ids": ["seg-1", "seg-2"], "observation_tokens": 31}),
+    vector("export-recall-point", "om.export/v1", {
+        "type": "recall-point", "record_key": "thread-1", "thread_id": "thread-1", "kind": "group",
+        "source_id": "ref-1", "chunk": 0, "text": "User likes trains.", "observed_at": 1772355600000,
+        "range": "m-1:m-4,m-6:m-9", "cursor": "m-1"}),
+    vector("export-end", "om.export/v1", {
+        "type": "end", "counts": {"states": 1, "threads": 1, "messages": 9, "records": 1, "segments": 3,
+                                  "generations": 1, "recall_points": 4}}),
+]
+
 MARKER = {"messageTokens": 30000, "observationTokens": 40000, "scope": "thread", "activateAfterIdle": "auto"}
 EVENT_BASE = {"recordId": "thread-1", "threadId": "thread-1"}
 CYCLE = {"cycleId": "thread-1:obs:3", "operationType": "observation"}
@@ -433,6 +472,17 @@ INVALID: list[dict[str, Any]] = [
     invalid("http-command-accepted-false", "om.http.command-accepted/v1", {"accepted": False, "command_id": "c"},
             "accepted is always true (refusals are 4xx errors)"),
     invalid("http-error-unknown-code", "om.http.error/v1", {"error": "teapot"}, "unknown error code"),
+    invalid("export-unknown-line-type", "om.export/v1", {"type": "bookmark", "record_key": "thread-1"},
+            "type must name a line type of om.export/v1"),
+    invalid("export-header-without-schema", "om.export/v1", {
+        "type": "header", "resource_id": "user-1", "scope": "thread", "token_encoding": "o200k_base",
+        "exported_at": T0, "generator": "om-stream"}, "the header carries the schema tag"),
+    invalid("export-message-without-tokens", "om.export/v1", {
+        "type": "message", "record_key": "thread-1", "seq": 1, "message": without(M, "schema")},
+            "a message line counts its tokens"),
+    invalid("export-record-unknown-field", "om.export/v1", {
+        "type": "record", "record_key": "thread-1", "epoch": 0, "vector": [0.1]},
+            "closed content model: unknown field vector"),
 ]
 
 PARTITION_KEYS = ["thread-1", "thread-2", "21", "foobar", "a-little-bit-long-string", "abc", "", "😀",

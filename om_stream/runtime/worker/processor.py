@@ -42,6 +42,7 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    RestoreRecord,
     TimerFired,
 )
 from om_stream.core.state import RecordState
@@ -298,13 +299,18 @@ class MemoryProcessor:
                 raise WireDecodeError("missing_key", "internal records carry the record key")
             internal = decode_internal(record.value)
             if not isinstance(internal, ModelResultArrived | TimerFired | ErasePart | ErasePartDone
-                              | EraseIndexDone):
-                raise WireDecodeError("invalid_fields", "only model results, timers and an erase's steps belong "
-                                                        "on the results topic")
+                              | EraseIndexDone | RestoreRecord):
+                raise WireDecodeError("invalid_fields", "only model results, timers, restores and an erase's steps "
+                                                        "belong on the results topic")
             try:
-                return Arrival(record.key.decode(), "", internal, record)
+                key = record.key.decode()
             except UnicodeDecodeError as exc:
                 raise WireDecodeError("invalid_utf8", f"key: {exc}") from None
+            if isinstance(internal, RestoreRecord):  # om-stream import: the only input here that makes a record
+                if internal.state.key != key:
+                    raise WireDecodeError("invalid_fields", "a restore is keyed by the record of its state")
+                return Arrival(key, internal.state.resource_id, internal, record)
+            return Arrival(key, "", internal, record)
         raise WireDecodeError("unknown_schema", f"records from {record.topic!r} are not inputs")
 
     def _erase(self, command: CommandRecord, record: SourceRecord) -> Arrival:

@@ -21,6 +21,8 @@ DELETE /v1/threads/{id}         erase a thread for good (``?resource_id=`` its r
 DELETE /v1/resources/{id}       erase a resource and every thread of it, the same way
 GET  /v1/erasures/{id}          an erase's status (om.http.erasure-status/v1): done (with what it removed) or
                                 running; 404 for an id the ledger does not know (never queued, or past its window)
+GET  /v1/resources/{id}/export  everything held for a resource, as om.export/v1 JSON Lines, streamed
+                                (``export_view``; 404: no thread of it here)
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
 from om_stream.runtime.worker.auth import BearerToken
 from om_stream.runtime.worker.deps import WorkerDeps
+from om_stream.runtime.worker.export_view import export_response
 from om_stream.runtime.worker.processor import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
@@ -193,6 +196,10 @@ def register_views(worker: Served) -> None:
             return await command(self, request, thread_id, "override")
 
     register_erasure_views(worker)
+    @app.page("/v1/resources/{resource_id}/export")
+    class ExportView(web.View):
+        async def get(self, request: web.Request, resource_id: str) -> Any:
+            return await export_response(cast(Any, request), worker.deps, worker.table, resource_id)
 
     @app.page("/v1/recall")
     class RecallView(web.View):

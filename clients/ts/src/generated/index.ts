@@ -40,6 +40,8 @@ import type { CommandAccepted } from "./om.http.command-accepted.v1.js";
 export type { CommandAccepted };
 import type { HttpError } from "./om.http.error.v1.js";
 export type { HttpError };
+import type { ExportLine } from "./om.export.v1.js";
+export type { ExportLine };
 
 /** Every published payload type, by schema name. */
 export interface Payloads {
@@ -63,6 +65,7 @@ export interface Payloads {
   "om.http.command-request/v1": CommandRequest;
   "om.http.command-accepted/v1": CommandAccepted;
   "om.http.error/v1": HttpError;
+  "om.export/v1": ExportLine;
 }
 
 export type SchemaName = keyof Payloads;
