@@ -45,6 +45,7 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
+from om_stream.retention import changelog_config
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import encode_internal
@@ -175,7 +176,9 @@ class Worker:
         """The memory side: the state table, the processor that folds inputs into it, its agents and timers. These
         attributes exist only in the roles that hold the table (``all``, ``memory``)."""
         deps, kafka, worker = self.deps, self.deps.settings.kafka, self.deps.settings.worker
-        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions)
+        lifecycle = deps.settings.lifecycle
+        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
+                                 changelog_config=changelog_config(lifecycle))
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
@@ -230,6 +233,10 @@ class Worker:
         if not conf.topic_disable_leader:
             found[f"{conf.id}-__assignor-__leader"] = (1, {})
         return found
+
+    def changelogs(self) -> tuple[str, ...]:
+        """The state table's changelog topic (none in the roles that hold no table)."""
+        return tuple(table.changelog_topic.get_topic_name() for table in cast(Any, self.app.tables).values())
 
     def consumed_topics(self) -> tuple[str, ...]:
         """Every topic the worker's agents consume (the group's lag is read on these)."""

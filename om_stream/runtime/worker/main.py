@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Any, NoReturn
 
-from om_stream.errors import StorageError
+from om_stream.errors import LifecycleBreach, StorageError
 from om_stream.observability.log_limits import limit_repeats
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.auth import exposure_refusal, is_loopback
@@ -35,18 +35,20 @@ from om_stream.runtime.worker.probes import ProbeServer
 from om_stream.runtime.worker.topics import ensure_topics
 from om_stream.settings import Settings, unknown_settings
 
-__all__ = ["EXIT_CRASHED", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "run_worker"]
+__all__ = ["EXIT_CRASHED", "EXIT_LIFECYCLE", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "run_worker"]
 
 log = logging.getLogger(__name__)
 EXIT_CRASHED = 1
 EXIT_STORE_UNUSABLE = 2
 EXIT_REFUSED = 3  # unsafe or unservable HTTP exposure: nothing was started
+EXIT_LIFECYCLE = 4  # a topic (or the settings) would keep erased data longer than promised: nothing was started
 
 
 async def _prepare(worker: Worker) -> None:
     settings = worker.deps.settings
-    await ensure_topics(settings.kafka, kafka_client_options(settings.kafka),
-                        resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics())
+    await ensure_topics(settings.kafka, settings.lifecycle, kafka_client_options(settings.kafka),
+                        resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics(),
+                        changelogs=worker.changelogs())
 
 
 class _Deadline:
@@ -134,7 +136,14 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
             deadline.arm("the worker stopped", 0)  # every way out (a crash Faust reports itself, too) is bounded
             super().on_worker_shutdown()
 
-    asyncio.run(_prepare(held))
+    try:
+        asyncio.run(_prepare(held))
+    except LifecycleBreach as exc:
+        for problem in exc.problems:
+            log.critical("%s", problem)
+        log.critical("the worker refuses to start: erased data would outlive what the OM_LIFECYCLE_* settings "
+                     "promise (exit status %d; docs/lifecycle.md)", EXIT_LIFECYCLE)
+        return EXIT_LIFECYCLE
     log.info("om-stream worker %s: HTTP API on %s:%d (%s)", settings.worker.app_id, settings.worker.web_host,
              settings.worker.web_port, "bearer token required" if settings.worker.api_token else "no token")
     # logs to stderr (line-buffered even when redirected), not stdout: a container must see them as they happen
