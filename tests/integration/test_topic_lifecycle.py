@@ -5,19 +5,24 @@ setting, and the compacted topics cleaned of an erased thread's records on a par
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from om_stream.retention import DAY_MS, topic_policies
 from om_stream.runtime.worker.main import EXIT_LIFECYCLE
+from om_stream.runtime.worker.segment_roll import ROLL_KEY
 from om_stream.settings import KafkaSettings, LifecycleSettings
-from tests.support.worker import WorkerProcess, running_worker, worker_process
+from tests.support.worker import WorkerProcess, agent_for, message_record, running_worker, worker_process
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 30_000}, "reflection": {"observationTokens": 40_000}}
 PARTITIONS = 2
@@ -148,3 +153,70 @@ async def test_with_repair_the_worker_alters_what_breaks_and_keeps_the_other_ove
     log = worker.tail(200_000)
     assert f"topic {worker.topics['dlq']}: retention.ms altered from 2592000000 to 1209600000" in log
     assert f"topic {worker.topics['context']}: max.compaction.lag.ms altered from 9223372036854775807" in log
+
+
+async def _records(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Every record of ``topic`` from the beginning to its end when asked: (partition, key, value)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                                group_id=None)
+    await consumer.start()
+    try:
+        partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        found = []
+        while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+            batch = await consumer.getmany(timeout_ms=1500)
+            for tp, records in batch.items():
+                found += [(tp.partition, record.key, record.value) for record in records if record.offset < ends[tp]]
+        return found
+    finally:
+        await consumer.stop()
+
+
+SMALL = {"OM_LIFECYCLE_SEGMENT_S": "2", "OM_LIFECYCLE_MAX_COMPACTION_LAG_S": "2",
+         "OM_LIFECYCLE_TOMBSTONE_RETENTION_S": "2"}
+
+
+async def test_an_erased_threads_context_leaves_a_partition_nobody_writes_to(kafka_bootstrap: str,
+                                                                            tmp_path: Path) -> None:
+    """The context topic's tombstone removes the thread's contexts although no context is published after it: the
+    worker's roll tombstones roll the segment. A control topic with the same configuration and no writer keeps
+    them (Kafka never compacts an active segment), which is why the roll exists."""
+    thread = f"quiet-{uuid.uuid4().hex[:6]}"
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=PARTITIONS,
+                              extra=SMALL) as worker:
+        control = f"{worker.topics['context']}.control"
+        policy = next(p for p in _policies(worker, LifecycleSettings(**{k.removeprefix("OM_LIFECYCLE_").lower(): v
+                                                                         for k, v in SMALL.items()}))
+                      if p.topic == worker.topics["context"])
+        await _create(kafka_bootstrap, control, policy.config())
+        async with agent_for(worker) as agent:
+            for index in range(3):
+                await agent.send(message_record(thread, index, "user", f"note {index}"), key=thread.encode())
+            await agent.context_through(thread, f"{thread}-m2")
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(control, b"a context", key=thread.encode(), partition=0)
+            # the erase's tombstones (standing in for the erase): nothing is published for the thread after them
+            await producer.send_and_wait(worker.topics["context"], None, key=thread.encode())
+            await producer.send_and_wait(control, None, key=thread.encode(), partition=0)
+        finally:
+            await producer.stop()
+        deadline = time.monotonic() + 150
+        while True:
+            left = [r for r in await _records(kafka_bootstrap, worker.topics["context"])
+                    if r[1] == thread.encode() and r[2] is not None]
+            if not left:
+                break
+            assert time.monotonic() < deadline, f"{len(left)} contexts of the erased thread are still on the topic"
+            await asyncio.sleep(3)
+        rolled = {(topic, partition) for topic in (worker.topics["context"], _changelog(worker))
+                  for partition, key, value in await _records(kafka_bootstrap, topic)
+                  if key == ROLL_KEY and value is None}
+    assert rolled == {(topic, p) for topic in (worker.topics["context"], _changelog(worker))
+                      for p in range(PARTITIONS)}  # every partition the worker holds, both topics
+    controlled = await _records(kafka_bootstrap, control)
+    assert (0, thread.encode(), b"a context") in controlled  # no writer after the tombstone: never compacted

@@ -169,6 +169,8 @@ class Agent:
         batch = await self.consumer.getmany(timeout_ms=timeout_ms)
         for tp, records in batch.items():
             for record in records:
+                if record.value is None:
+                    continue  # a tombstone (an erase, or the segment roll's key on the context topic)
                 value = json.loads(record.value)
                 if tp.topic == self.worker.topics["context"]:
                     self.contexts.setdefault(record.key.decode(), []).append(value)

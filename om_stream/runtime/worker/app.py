@@ -45,7 +45,7 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
-from om_stream.retention import changelog_config
+from om_stream.retention import changelog_config, segment_roll_interval_ms
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import encode_internal
@@ -64,6 +64,7 @@ from om_stream.runtime.worker.processor import MemoryProcessor, Publication, Sou
 from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
+from om_stream.runtime.worker.segment_roll import SegmentRoll
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
@@ -93,6 +94,11 @@ class _FaustPublisher:
         future: Awaitable[object] = await self.topic(publication.topic).send(
             key=publication.key, value=publication.value, headers=publication.headers,
             partition=publication.partition)
+        return future
+
+    async def tombstone(self, topic: str, key: bytes, partition: int) -> Awaitable[object]:
+        """A record of ``key`` without a value at ``partition``: a tombstone on a compacted topic."""
+        future: Awaitable[object] = await self.topic(topic).send(key=key, value=None, partition=partition)
         return future
 
 
@@ -179,6 +185,9 @@ class Worker:
         lifecycle = deps.settings.lifecycle
         self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
                                  changelog_config=changelog_config(lifecycle))
+        # an erase's tombstones must remove what they supersede even on partitions nobody writes to
+        self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, *self.changelogs()),
+                                        self.active_partitions)
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
@@ -348,6 +357,7 @@ class Worker:
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
+        app.timer(interval=segment_roll_interval_ms(self.deps.settings.lifecycle) / 1000)(self._roll_segments)
 
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.membership.revoking(True)
@@ -441,6 +451,10 @@ class Worker:
             log.warning("the consumer group's lag could not be read from the brokers: %r", exc)
             return
         self._group_lag.update(lags)
+
+    async def _roll_segments(self) -> None:
+        if self.recovered and self.in_flight.open:
+            await self.segment_roll.roll()
 
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent
