@@ -56,6 +56,7 @@ from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
@@ -65,7 +66,7 @@ from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
 from om_stream.runtime.worker.segment_roll import SegmentRoll
-from om_stream.runtime.worker.state_table import RecordTable
+from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
 from om_stream.wire.context import ContextRecord
@@ -185,9 +186,12 @@ class Worker:
         lifecycle = deps.settings.lifecycle
         self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
                                  changelog_config=changelog_config(lifecycle))
-        # an erase's tombstones must remove what they supersede even on partitions nobody writes to
+        # erased records must leave the compacted topics and the local copies of the table (see the modules)
         self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, *self.changelogs()),
                                         self.active_partitions)
+        self.local_state = (LocalTableState(Path(self.app.conf.tabledir), TABLE_NAME,
+                                            tombstone_retention_s=lifecycle.tombstone_retention_s)
+                            if worker.table_store.startswith("rocksdb") else None)
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
@@ -358,6 +362,7 @@ class Worker:
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
         app.timer(interval=segment_roll_interval_ms(self.deps.settings.lifecycle) / 1000)(self._roll_segments)
+        app.timer(interval=MARK_INTERVAL_S)(self._keep_local_state)
 
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.membership.revoking(True)
@@ -455,6 +460,17 @@ class Worker:
     async def _roll_segments(self) -> None:
         if self.recovered and self.in_flight.open:
             await self.segment_roll.roll()
+
+    async def _keep_local_state(self) -> None:
+        """The local copies of the partitions held (active or standby) are in step once the table is recovered;
+        a copy of a partition not held that has gone stale meanwhile is wiped before Faust could open it again."""
+        if self.local_state is None or not self.recovered:
+            return
+        changelogs = set(self.changelogs())
+        standbys = {tp.partition for tp in cast(Any, self.app.assignor).assigned_standbys() if tp.topic in changelogs}
+        held = self.active_partitions() | standbys
+        self.local_state.mark_in_step(held)
+        self.local_state.wipe_stale(held=held)
 
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent

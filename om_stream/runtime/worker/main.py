@@ -49,6 +49,8 @@ async def _prepare(worker: Worker) -> None:
     await ensure_topics(settings.kafka, settings.lifecycle, kafka_client_options(settings.kafka),
                         resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics(),
                         changelogs=worker.changelogs())
+    if worker.plan.holds_table and worker.local_state is not None:
+        worker.local_state.wipe_stale()  # before Faust opens any copy: see local_state.py
 
 
 class _Deadline:
