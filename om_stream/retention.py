@@ -154,7 +154,8 @@ def topic_policies(kafka: KafkaSettings, lifecycle: LifecycleSettings, *, resour
         (kafka.topic_commands, "COMMANDS", life.commands_retention_s,
          "manual commands (observe, reflect, overrides with instructions, clear)"),
         (kafka.topic_model_requests, "MODEL_REQUESTS", life.model_requests_retention_s,
-         "Observer and Reflector requests: ids of the messages and observations to read, thread titles and hints"),
+         "Observer and Reflector requests: ids of the messages and observations to read, the threads' titles and "
+         "current-task hints"),
         (kafka.topic_model_results, "MODEL_RESULTS", life.model_results_retention_s,
          "what the Observer and Reflector wrote (observation text, extracted values) and timers"),
         (kafka.topic_events, "EVENTS", life.events_retention_s,
@@ -175,8 +176,8 @@ def topic_policies(kafka: KafkaSettings, lifecycle: LifecycleSettings, *, resour
         for topic, name, retention_s, holds in logs]
     policies.append(_compacted(kafka.topic_context, "the latest context of each thread: its observations and "
                                                     "recent messages (text)", lifecycle))
-    policies.extend(_compacted(name, "each record's control state (ids, token counts, titles, hints)", lifecycle)
-                    for name in changelogs)
+    policies.extend(_compacted(name, "each record's control state (ids, token counts, thread titles, current-task "
+                                     "hints)", lifecycle) for name in changelogs)
     return policies
 
 

@@ -76,7 +76,7 @@ class LifecycleSettings(_Group):
                                                           "erased thread is gone from the brokers within this many "
                                                           "days; the worker refuses settings whose windows exceed it")
     messages_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the messages topic (raw chat "
-                                                                    "messages), in seconds")
+                                                                    "messages)")
     commands_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the commands topic")
     records_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the records topic (resource "
                                                                    "scope: raw inputs re-keyed by resource)")
