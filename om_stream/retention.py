@@ -22,10 +22,12 @@ Two kinds of topics:
   a tombstone of a key no thread can have to each partition it holds (``runtime/worker/segment_roll.py``) every
   :func:`segment_roll_interval_ms`, and a segment rolls within that much of ``min(segment.ms,
   max.compaction.lag.ms)``; once rolled, ``max.compaction.lag.ms`` (KIP-354) makes the cleaner take it even below
-  ``min.cleanable.dirty.ratio``. Values are gone at the latest after::
+  ``min.cleanable.dirty.ratio``. These topics are stamped with the broker's clock (``LogAppendTime``): the roll and
+  the cleaner read timestamps, and a producer's clock running behind would hold a segment back (Kafka bounds future
+  timestamps, not past ones). Values are gone at the latest after::
 
-      skew + max(min(segment.ms, max.compaction.lag.ms) + roll interval, max.compaction.lag.ms)
-           + 15 s (log.cleaner.backoff.ms, an idle cleaner) + file.delete.delay.ms
+      max(min(segment.ms, max.compaction.lag.ms) + roll interval, max.compaction.lag.ms)
+          + 15 s (log.cleaner.backoff.ms, an idle cleaner) + file.delete.delay.ms
 
   The tombstone itself (the thread's id, no content) stays ``delete.retention.ms`` after that first cleaning
   (KIP-534), so that a consumer that was offline still sees the erase, and goes at the next cleaning after it, at
@@ -92,9 +94,11 @@ class CompactedPolicy:
 
     def config(self) -> dict[str, str]:
         """The topic configuration om-stream creates the topic with (and checks an existing one against)."""
+        # stamped with the broker's clock: the cleaner and the roll read timestamps, and a producer's clock running
+        # behind would hold a segment back from rolling by as much (Kafka bounds future timestamps, not past ones)
         return {"cleanup.policy": "compact", "max.compaction.lag.ms": str(self.max_compaction_lag_ms),
                 "min.compaction.lag.ms": "0", "delete.retention.ms": str(self.tombstone_retention_ms),
-                **_common(self)}
+                "message.timestamp.type": "LogAppendTime", **_common(self)}
 
 
 TopicPolicy = LogPolicy | CompactedPolicy
@@ -198,29 +202,29 @@ def changelog_config(lifecycle: LifecycleSettings) -> dict[str, str]:
 def erasure_windows(policy: TopicPolicy, *, roll_interval_ms: int) -> tuple[ErasureWindow, ...]:
     """The worst case of ``policy``'s topic: one window for a log, two (values, then keys) for a compacted topic.
     ``roll_interval_ms``: :func:`segment_roll_interval_ms` of the same settings."""
-    skew = Span("a timestamp ahead of the broker's clock (message.timestamp.after.max.ms)",
-                policy.max_timestamp_skew_ms)
     files = Span("files removed after the segment left the log (file.delete.delay.ms)", FILE_DELETE_DELAY_MS)
     if isinstance(policy, LogPolicy):
         return (ErasureWindow(policy.topic, "records", (
-            skew,
+            Span("a timestamp ahead of the broker's clock (message.timestamp.after.max.ms)",
+                 policy.max_timestamp_skew_ms),
             Span("later records join the segment (segment.ms)", policy.segment_ms),
             Span("the segment's newest record expires (retention.ms)", policy.retention_ms),
             Span("the broker's next retention check (log.retention.check.interval.ms)", RETENTION_CHECK_MS),
             files)),)
     lag = policy.max_compaction_lag_ms
     # the segment holding the tombstone rolls at the first write after min(segment.ms, lag) (a roll tombstone at
-    # the latest); the cleaner must take it once its first record is older than the lag
+    # the latest); the cleaner must take it once its first record is older than the lag. The broker's clock stamps
+    # the records (LogAppendTime): no producer's clock moves either
     due = Span("the segment holding the tombstone rolls, and the cleaner must take it (segment.ms, "
                "max.compaction.lag.ms, the roll interval)",
                max(min(policy.segment_ms, lag) + roll_interval_ms, lag))
     cleaner = Span("an idle cleaner's next pass (log.cleaner.backoff.ms)", CLEANER_BACKOFF_MS)
-    values = ErasureWindow(policy.topic, "values", (skew, due, cleaner, files))
+    values = ErasureWindow(policy.topic, "values", (due, cleaner, files))
     keys = ErasureWindow(policy.topic, "keys", (
-        skew, due, cleaner,
+        due, cleaner,
         Span("the tombstone stays readable for consumers that were offline (delete.retention.ms)",
              policy.tombstone_retention_ms),
-        Span("the next cleaning, which drops it", skew.ms + due.ms + CLEANER_BACKOFF_MS), files))
+        Span("the next cleaning, which drops it", due.ms + CLEANER_BACKOFF_MS), files))
     return values, keys
 
 

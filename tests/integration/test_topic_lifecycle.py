@@ -120,7 +120,8 @@ async def test_an_existing_topic_that_keeps_the_promise_is_accepted_as_it_is(kaf
     shorter = {"cleanup.policy": "delete", "retention.ms": str(DAY_MS), "segment.ms": "3600000",
                "message.timestamp.type": "LogAppendTime"}  # no skew to bound with the broker's own time
     compacted = {"cleanup.policy": "compact,delete", "retention.ms": str(20 * DAY_MS), "segment.ms": "3600000",
-                 "max.compaction.lag.ms": "3600000", "delete.retention.ms": str(7 * DAY_MS)}
+                 "max.compaction.lag.ms": "3600000", "delete.retention.ms": str(7 * DAY_MS),
+                 "message.timestamp.type": "LogAppendTime"}
     await _create(kafka_bootstrap, worker.topics["messages"], shorter)
     await _create(kafka_bootstrap, worker.topics["context"], compacted)
     worker.start()

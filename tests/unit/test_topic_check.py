@@ -39,6 +39,7 @@ def test_the_previous_versions_topics_break_it() -> None:
     context = breaches(CONTEXT, {**BROKER_DEFAULTS, "cleanup.policy": "compact"})
     assert [(b.key, b.found) for b in context] == [("max.compaction.lag.ms", INFINITE),
                                                    ("delete.retention.ms", str(DAY_MS)),
+                                                   ("message.timestamp.type", "CreateTime"),
                                                    ("segment.ms", str(7 * DAY_MS))]
     assert "max.compaction.lag.ms is 9223372036854775807 (infinite)" in str(context[0])
 
@@ -66,6 +67,7 @@ def test_a_log_breaks_it_with_anything_that_keeps_records_longer(changes: dict[s
     ({"min.compaction.lag.ms": "60000"}, ["min.compaction.lag.ms"]),
     ({"delete.retention.ms": str(DAY_MS)}, ["delete.retention.ms"]),
     ({"delete.retention.ms": str(30 * DAY_MS)}, ["delete.retention.ms"]),
+    ({"message.timestamp.type": "CreateTime"}, ["message.timestamp.type"]),
 ])
 def test_a_compacted_topic_breaks_it_with_unbounded_cleaning_or_another_tombstone_window(
         changes: dict[str, str], broken: list[str]) -> None:

@@ -10,6 +10,8 @@ the brokers do not reveal) is never altered. Which way breaks what:
 
 * ``cleanup.policy``: a log without ``delete`` keeps records forever; a compacted topic without ``compact`` never
   lets a tombstone remove what it supersedes.
+* ``message.timestamp.type`` of a compacted topic: anything but ``LogAppendTime`` lets a producer's clock that runs
+  behind hold a segment back from rolling and from the cleaner.
 * ``retention.ms``, ``segment.ms``, ``message.timestamp.after.max.ms``, ``file.delete.delay.ms``,
   ``max.compaction.lag.ms``, ``min.compaction.lag.ms``: larger than promised (or infinite) keeps data longer;
   smaller only removes it sooner.
@@ -21,7 +23,9 @@ the brokers do not reveal) is never altered. Which way breaks what:
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +40,7 @@ __all__ = ["Breach", "breaches", "check_topics"]
 
 log = logging.getLogger(__name__)
 _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of an override set on the topic itself
+REPAIR_VISIBLE_WITHIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,10 @@ def breaches(policy: TopicPolicy, found: Mapping[str, str]) -> list[Breach]:
                                 "the cleaner must leave records younger than this in place"))
         problems.append(_tombstone_retention(policy, found.get("delete.retention.ms"),
                                              policy.tombstone_retention_ms))
+        if found.get("message.timestamp.type") != "LogAppendTime":
+            problems.append(Breach(topic, "message.timestamp.type", found.get("message.timestamp.type"),
+                                   "LogAppendTime", "a producer's clock running behind would hold the tombstone's "
+                                   "segment back from rolling, and from the cleaner, by as much", "LogAppendTime"))
     else:
         if "delete" not in cleanup:
             problems.append(Breach(topic, "cleanup.policy", found.get("cleanup.policy"), "delete",
@@ -145,17 +154,23 @@ async def check_topics(admin: AIOKafkaAdminClient, policies: Sequence[TopicPolic
     found = {topic: _breaches_of(by_topic[topic], entry) for topic, entry in described.items()}
     if not repair or not any(problem.repair is not None for problems in found.values() for problem in problems):
         return [problem for problems in found.values() for problem in problems]
-    for topic, problems in found.items():
-        if any(problem.repair is not None for problem in problems):
-            await _repair(admin, topic, described[topic], problems)
-    described = await _describe(admin, list(by_topic))
-    return [problem for topic, entry in described.items() for problem in _breaches_of(by_topic[topic], entry)]
+    altered = [topic for topic, problems in found.items() if any(problem.repair is not None for problem in problems)
+               and await _repair(admin, topic, described[topic], problems)]
+    # the brokers apply an alteration through the controller: the one answering may show the old value a moment
+    deadline = time.monotonic() + REPAIR_VISIBLE_WITHIN_S
+    while True:
+        described = await _describe(admin, list(by_topic))
+        left = [problem for topic, entry in described.items() for problem in _breaches_of(by_topic[topic], entry)]
+        if not any(problem.topic in altered for problem in left) or time.monotonic() > deadline:
+            return left
+        await asyncio.sleep(0.2)
 
 
 @dataclass(frozen=True)
 class _Described:
     values: dict[str, str]
-    overrides: dict[str, str | None]  # the topic's own overrides (None: a sensitive value the brokers hide)
+    # the topic's own overrides (a value None: sensitive, the brokers hide it); None: they cannot be told apart
+    overrides: dict[str, str | None] | None
     error: str | None = None
 
 
@@ -183,17 +198,18 @@ async def _describe(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, 
                     values[key] = value
                 if source == _DYNAMIC_TOPIC_CONFIG:
                     overrides[key] = None if sensitive else value
-            described[name] = _Described(values, overrides)
+            # version 0 says only whether a value is a default, not whether the topic itself sets it
+            described[name] = _Described(values, overrides if response.API_VERSION >= 1 else None)
     return {topic: described.get(topic, _Described({}, {}, "no answer")) for topic in topics}
 
 
-async def _repair(admin: AIOKafkaAdminClient, topic: str, described: _Described, problems: list[Breach]) -> None:
-    """Alter ``topic``'s repairable breaches, keeping its other overrides; logged, never raised (what is left is
-    found by the next describe)."""
-    if any(value is None for value in described.overrides.values()):
-        log.error("topic %s has a sensitive override whose value the brokers do not reveal, so it cannot be altered "
-                  "without losing it; alter it yourself", topic)
-        return
+async def _repair(admin: AIOKafkaAdminClient, topic: str, described: _Described, problems: list[Breach]) -> bool:
+    """Alter ``topic``'s repairable breaches, keeping its other overrides; whether the brokers accepted it. Logged,
+    never raised: what is left is found by the next describe."""
+    if described.overrides is None or any(value is None for value in described.overrides.values()):
+        log.error("topic %s has overrides the brokers do not reveal (a sensitive value, or an old protocol "
+                  "version), so it cannot be altered without losing them; alter it yourself", topic)
+        return False
     changes = {problem.key: problem.repair for problem in problems if problem.repair is not None}
     configs: dict[str, Any] = {**described.overrides, **changes}
     responses = await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs=configs)])
@@ -201,8 +217,9 @@ async def _repair(admin: AIOKafkaAdminClient, topic: str, described: _Described,
         for error_code, message, *_ in response.resources:
             if error_code:
                 log.error("topic %s could not be altered: %s %s", topic, for_code(error_code).__name__, message or "")
-                return
+                return False
     for problem in problems:
         if problem.repair is not None:
             log.warning("topic %s: %s altered from %s to %s (OM_LIFECYCLE_REPAIR_TOPICS)", topic, problem.key,
                         problem.found, problem.repair)
+    return True
