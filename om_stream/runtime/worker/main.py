@@ -9,6 +9,9 @@
   ``OM_WORKER_ALLOW_UNAUTHENTICATED=true``) stops the worker before it connects to anything, with a message that
   says what to set and exit status 3; so does a metrics/probes address that cannot be bound.
 * The metrics and probes listener (``probes``) starts before the content store and stops last.
+* The topics are checked against the lifecycle settings before anything starts (``topics``): one that would keep
+  erased data longer than they promise stops the worker with a line per breaking key and exit status 4. Local
+  copies of the state table older than the tombstone window are then wiped (``local_state``).
 * Every stop is bounded: a graceful stop (SIGTERM, SIGINT, a crash) that has not finished after
   ``worker.shutdown_timeout_s`` ends the process at once.
 * A log line repeated in a burst (a broker or store that stays down) is written a few times a minute, with a count.
