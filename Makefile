@@ -106,8 +106,9 @@ chart-dashboards: ## copy grafana/dashboards into the Helm chart (a contract tes
 chart-sync: chart-dashboards ## regenerate the chart's settings/secrets schema from settings.py
 	$(PY) -m om_stream.observability.settings_doc --sync-chart helm/om-stream/values.schema.json
 
-docs-operate: ## regenerate the settings and metrics tables of docs/operate.md
+docs-operate: ## regenerate the settings and metrics tables of docs/operate.md and the topics' table of docs/lifecycle.md
 	$(PY) -m om_stream.observability.settings_doc --write docs/operate.md
+	$(PY) -m om_stream.observability.settings_doc --write docs/lifecycle.md
 
 .PHONY: image
 image: ## build the worker image om-stream:<version> (podman or docker; base image made with debootstrap, cached)

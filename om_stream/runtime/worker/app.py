@@ -45,6 +45,7 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
+from om_stream.retention import changelog_config, fence_window_ms, segment_roll_interval_ms
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
@@ -57,6 +58,7 @@ from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
@@ -66,7 +68,8 @@ from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
-from om_stream.runtime.worker.state_table import RecordTable
+from om_stream.runtime.worker.segment_roll import SegmentRoll
+from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
 from om_stream.wire.context import ContextRecord
@@ -95,6 +98,11 @@ class _FaustPublisher:
         future: Awaitable[object] = await self.topic(publication.topic).send(
             key=publication.key, value=publication.value, headers=publication.headers,
             partition=publication.partition)
+        return future
+
+    async def tombstone(self, topic: str, key: bytes, partition: int) -> Awaitable[object]:
+        """A record of ``key`` without a value at ``partition``: a tombstone on a compacted topic."""
+        future: Awaitable[object] = await self.topic(topic).send(key=key, value=None, partition=partition)
         return future
 
 
@@ -178,11 +186,21 @@ class Worker:
         """The memory side: the state table, the processor that folds inputs into it, its agents and timers. These
         attributes exist only in the roles that hold the table (``all``, ``memory``)."""
         deps, kafka, worker = self.deps, self.deps.settings.kafka, self.deps.settings.worker
-        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions)
+        lifecycle = deps.settings.lifecycle
+        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
+                                 changelog_config=changelog_config(lifecycle))
+        # erasures' fences and progress (runtime/worker/erasure.py): a changelog like the record table's
+        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions,
+                                          changelog_config=changelog_config(lifecycle))
+        # erased records must leave the compacted topics and the local copies of the table (see the modules)
+        self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, *self.changelogs()),
+                                        self.active_partitions)
+        self.local_state = (LocalTableState(Path(self.app.conf.tabledir), TABLE_NAME,
+                                            tombstone_retention_s=lifecycle.tombstone_retention_s)
+                            if worker.table_store.startswith("rocksdb") else None)
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
-        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
@@ -201,7 +219,8 @@ class Worker:
 
     def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
         deps = self.deps
-        fence_s = deps.settings.lifecycle.fence_s
+        fence_s = fence_window_ms(deps.settings.kafka, deps.settings.lifecycle,
+                                  resource_scope=deps.config.scope == "resource") // 1000
         return WorkerErasures(
             kafka=deps.settings.kafka, scope=deps.config.scope, records=self.table, table=self.erasure_table,
             store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
@@ -248,6 +267,10 @@ class Worker:
         if not conf.topic_disable_leader:
             found[f"{conf.id}-__assignor-__leader"] = (1, {})
         return found
+
+    def changelogs(self) -> tuple[str, ...]:
+        """The state table's changelog topic (none in the roles that hold no table)."""
+        return tuple(table.changelog_topic.get_topic_name() for table in cast(Any, self.app.tables).values())
 
     def consumed_topics(self) -> tuple[str, ...]:
         """Every topic the worker's agents consume (the group's lag is read on these)."""
@@ -359,6 +382,8 @@ class Worker:
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
+        app.timer(interval=segment_roll_interval_ms(self.deps.settings.lifecycle) / 1000)(self._roll_segments)
+        app.timer(interval=MARK_INTERVAL_S)(self._keep_local_state)
 
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.membership.revoking(True)
@@ -472,6 +497,21 @@ class Worker:
             log.warning("the consumer group's lag could not be read from the brokers: %r", exc)
             return
         self._group_lag.update(lags)
+
+    async def _roll_segments(self) -> None:
+        if self.recovered and self.in_flight.open:
+            await self.segment_roll.roll()
+
+    async def _keep_local_state(self) -> None:
+        """The local copies of the partitions held (active or standby) are in step once the table is recovered;
+        a copy of a partition not held that has gone stale meanwhile is wiped before Faust could open it again."""
+        if self.local_state is None or not self.recovered:
+            return
+        changelogs = set(self.changelogs())
+        standbys = {tp.partition for tp in cast(Any, self.app.assignor).assigned_standbys() if tp.topic in changelogs}
+        held = self.active_partitions() | standbys
+        self.local_state.mark_in_step(held)
+        self.local_state.wipe_stale(held=held)
 
     async def _send_timer(self, key: str, partition: int, timer: str) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent

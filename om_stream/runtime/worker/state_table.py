@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -75,9 +75,11 @@ class RecordTable:
     """The Faust table of record states (the host's ``StateTable``): ``get``/``set`` go through the Faust event of
     an input of the record (its home); ``held`` lists the records of the partitions this worker is assigned now."""
 
-    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]]) -> None:
+    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]],
+                 changelog_config: Mapping[str, str] | None = None) -> None:
+        # changelog_config: the lifecycle settings' configuration of the changelog (retention.changelog_config)
         self.table = app.Table(TABLE_NAME, default=None, partitions=partitions, use_partitioner=False,
-                               key_type=bytes, value_type=bytes)
+                               key_type=bytes, value_type=bytes, extra_topic_configs=dict(changelog_config or {}))
         self._active_partitions = active_partitions
         # key -> (the bytes last read or written, what they decode to): a busy record is not decoded per input. The
         # records read or written last, at most DECODED_KEPT: with RocksDB the table itself is on disk, and this

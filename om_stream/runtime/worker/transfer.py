@@ -90,7 +90,7 @@ async def import_resource(settings: Settings, lines: AsyncIterable[bytes], *, fo
     options = kafka_client_options(kafka)
     try:
         await store.start()
-        await ensure_topics(kafka, options, resource_scope=deps.config.scope == "resource")
+        await ensure_topics(kafka, settings.lifecycle, options, resource_scope=deps.config.scope == "resource")
         service = deps.recall
         recall = (RecallTarget(service.index, service.embedder) if service is not None and service.index is not None
                   and service.embedder is not None and _server_index(settings) else None)
