@@ -42,8 +42,8 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
-from om_stream.core.engine import record_key
-from om_stream.core.events import OMEvent
+from om_stream.core.engine import new_record, record_key
+from om_stream.core.events import OMEvent, ProgressEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -55,6 +55,7 @@ from om_stream.core.inputs import (
     TimerFired,
 )
 from om_stream.core.messages import Message
+from om_stream.core.progress import progress_event
 from om_stream.core.recall.params import RecallArguments, RecallScope
 from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
@@ -66,6 +67,7 @@ from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.settled import StateWatch, wait_settled
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
@@ -133,6 +135,7 @@ class Memory:
         self._cycle_retries = 0
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
+        self._writes = StateWatch()  # wakes settled() when a record's state is written
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
                          on_decided=self._decided)
@@ -250,6 +253,36 @@ class Memory:
             return 0
         texts = await self.store.get_segment_texts([s.id for s in state.log])
         return sum(1 for text in texts.values() for line in text.splitlines() if line.strip())
+
+    def progress(self, thread_id: str, resource_id: str | None = None) -> ProgressEvent:
+        """How far the thread's memory has caught up (its ``data-om-progress`` payload, as it stands now)."""
+        key, resource = self._record_of(thread_id, resource_id)
+        return progress_event(self._states.get(key) or new_record(key, self.config.scope, resource), thread_id)
+
+    async def settled(self, thread_id: str, through: str | None = None, *, timeout: float | None = None,
+                      resource_id: str | None = None) -> ProgressEvent:
+        """Wait until memory has settled through message ``through`` (the thread's newest message now, when None):
+        the observation covering it has landed in the active log, or nothing in flight or scheduled would observe
+        it without new input (it stays under the message threshold, or in a buffered chunk waiting for it). Returns
+        the thread's progress (``through`` says where the message stands); raises ``TimeoutError`` after
+        ``timeout`` seconds. A message not added yet is waited for. Unlike :meth:`settle`, it waits for this thread
+        only, and for what observes it (a reflection may still run). See ``core/progress.py``."""
+        key, resource = self._record_of(thread_id, resource_id)
+        progress = await wait_settled(lambda: self._states.get(key) or new_record(key, self.config.scope, resource),
+                                      self._writes, key=key, thread_id=thread_id, through=through, timeout=timeout,
+                                      store=self.store)
+        if progress is None or progress.through is None or not progress.through.settled:
+            raise TimeoutError(f"memory of thread {thread_id!r} has not settled through "
+                               f"{through or 'its newest message'!r} after {timeout}s")
+        return progress
+
+    def _record_of(self, thread_id: str, resource_id: str | None) -> tuple[str, str]:
+        """The key and resource of the thread's record (in resource scope, the resource it belongs to when none is
+        given)."""
+        _check_id("thread_id", thread_id)
+        resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
+                                       thread_id)
+        return record_key(self.config.scope, thread_id, resource), resource
 
     async def settle(self) -> None:
         """Wait until no Observer/Reflector call is running (their results applied)."""
@@ -401,12 +434,14 @@ class _Table:
 
     def __init__(self, memory: Memory) -> None:
         self.states = memory._states
+        self.writes = memory._writes
 
     def get(self, arrival: Arrival) -> RecordState | None:
         return self.states.get(arrival.key)
 
     def set(self, arrival: Arrival, state: RecordState) -> None:
         self.states[arrival.key] = state
+        self.writes.changed(arrival.key)
 
 
 class _Timers:

@@ -196,6 +196,8 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
                                  "replace": _ABSENT_OR_NULL}}},
         {"if": _if_const("command", "observe", negate=True),
          "then": {"properties": {"force": _ABSENT_OR_NULL}}},
+        {"if": _if_const("command", "progress", negate=True),
+         "then": {"properties": {"through_message_id": _ABSENT_OR_NULL}}},
     ]}},
     RECALL_RESPONSE_SCHEMA: {"": {"oneOf": [
         # RecallResponse._one_outcome: exactly one of result and error

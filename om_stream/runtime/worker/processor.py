@@ -41,6 +41,7 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    ReportProgress,
     TimerFired,
 )
 from om_stream.core.state import RecordState
@@ -376,4 +377,6 @@ def _command_input(command: CommandRecord) -> Input:
     if command.command == "override":
         return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id,
                                   replace=bool(command.replace))
+    if command.command == "progress":
+        return ReportProgress(command.thread_id, command.command_id, command.through_message_id)
     return ClearRecord(command.thread_id)

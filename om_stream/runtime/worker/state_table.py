@@ -74,10 +74,12 @@ class RecordTable:
     """The Faust table of record states (the host's ``StateTable``): ``get``/``set`` go through the Faust event of
     an input of the record (its home); ``held`` lists the records of the partitions this worker is assigned now."""
 
-    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]]) -> None:
+    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]],
+                 on_write: Callable[[str], None] | None = None) -> None:
         self.table = app.Table(TABLE_NAME, default=None, partitions=partitions, use_partitioner=False,
                                key_type=bytes, value_type=bytes)
         self._active_partitions = active_partitions
+        self._on_write = on_write  # told the key of every state written (the HTTP API's settled waits on it)
         # key -> (the bytes last read or written, what they decode to): a busy record is not decoded per input
         self._decoded: dict[str, tuple[bytes, int, RecordState]] = {}
 
@@ -102,6 +104,8 @@ class RecordTable:
         with _in_event(event):
             self.table[key.encode()] = raw
         self._decoded[key] = (raw, partition, state)
+        if self._on_write is not None:
+            self._on_write(key)
 
     def home(self, key: str) -> int | None:
         """The partition of a record held here now (None: not held)."""
