@@ -135,7 +135,7 @@ class Memory:
         self._cycle_retries = 0
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
-        self._writes = StateWatch()  # wakes settled() when a record's state is written
+        self._writes = StateWatch()  # wakes settled() once an input's state is written and published
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
                          on_decided=self._decided)
@@ -330,6 +330,9 @@ class Memory:
                 await self.host.apply([arrival])
             finally:
                 self._watched.pop(id(arrival), None)
+                # the record's state is written and what it published delivered (its context among them): a
+                # settled() woken now reads a context that holds what the state says
+                self._writes.changed(key)
             self.engine_seconds += time.perf_counter() - began
             failure = next((error for failed, error in self._failures if failed is arrival), None)
             self._failures = [(a, e) for a, e in self._failures if a is not arrival]
@@ -434,14 +437,12 @@ class _Table:
 
     def __init__(self, memory: Memory) -> None:
         self.states = memory._states
-        self.writes = memory._writes
 
     def get(self, arrival: Arrival) -> RecordState | None:
         return self.states.get(arrival.key)
 
     def set(self, arrival: Arrival, state: RecordState) -> None:
         self.states[arrival.key] = state
-        self.writes.changed(arrival.key)
 
 
 class _Timers:
