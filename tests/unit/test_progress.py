@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from om_stream.core.commands import EmitEvent
 from om_stream.core.events import ProgressEvent
-from om_stream.core.inputs import ClearRecord, ObserveNow, ReflectNow
+from om_stream.core.inputs import ClearRecord, ModelResultArrived, ObserveNow, ReflectNow, ReportProgress
 from om_stream.core.progress import place, progress_event, quiescent, settled
+from om_stream.runtime.host import Arrival
 from tests.support.engine_cases import TEN, buffered, sync_only
 from tests.support.progress_checks import ProgressChecks, ask
 from tests.support.sim import Outcome, Sim
@@ -220,3 +221,30 @@ def test_progress_event_ids_are_deterministic_and_never_repeat() -> None:
 
     first, second = run(), run()
     assert first == second and len(first) == len(set(first)) > 5
+
+
+def test_a_batch_publishes_a_threads_progress_once_its_newest_and_every_answer() -> None:
+    sim = Sim(sync_only(30))
+    for _ in range(3):
+        sim.say("t1", "user", TEN)  # the Observer runs
+    request = sim.requests[-1]
+    state = sim.state()
+    result = ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation="observation", ok=True,
+                                observations="* 🔴 observed")
+    sim._queue.clear()  # the test delivers the result itself, inside one batch
+    published = len(sim.events)
+    batch = [Arrival(state.key, "r1", ReportProgress("t1", "q1", "m3")),
+             Arrival(state.key, "r1", result),  # the observation lands: a change
+             Arrival(state.key, "r1", ReportProgress("t1", "q2", "m3")),
+             Arrival(state.key, "r1", ObserveNow(force=True))]  # m4 goes to the Observer: another change
+    sim.say("t1", "user", TEN, advance_ms=0)  # m4 arrives while the Observer runs; then the batch
+    sim._loop.run_until_complete(sim.host.apply(batch))
+    out = [e.event for e in sim.events[published:] if isinstance(e.event, ProgressEvent)]
+    answers = [e for e in out if e.request_id is not None]
+    changes = [e for e in out if e.request_id is None]
+    assert [(a.request_id, a.through.status if a.through else None) for a in answers] == [
+        ("q1", "observing"), ("q2", "observed")]
+    # two changes, one published: the newest (the landing of m1-m3, and m4 being observed)
+    assert len(changes) == 1 and changes[0].observed_through is not None and changes[0].observed_through.seq == 3
+    assert [c.last_message_id for c in changes[0].in_flight] == ["m4"]
+    assert out.index(changes[0]) > out.index(answers[-1])  # changes go with the statuses, after the batch's events
