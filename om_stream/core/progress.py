@@ -219,6 +219,18 @@ def progress_event(state: RecordState, thread_id: str, *, through: Place | None 
 # -- what decide publishes ---------------------------------------------------------------------------------------
 
 
+def _record_signature(state: RecordState) -> tuple[object, ...]:
+    """Everything the threads' signatures (below) are made of, for the whole record: when it did not change, no
+    thread's did (most decisions: a message taken in that starts nothing), and that is found at the cost of two
+    small tuples."""
+    unobserved: object = bool(state.unobserved) if state.scope == "thread" else \
+        frozenset(m.thread_id for m in state.unobserved)
+    return (state.epoch, state.generation, state.manual_observe_pending, tuple(waiting_for(state)),
+            tuple((c.id, c.thread_ids) for c in state.buffered),
+            tuple((c.id, c.attempt, c.blocking, c.thread_ids) for c in state.cycles),
+            tuple((t, thread.observed_through_seq) for t, thread in state.threads.items()), unobserved)
+
+
 def _signatures(state: RecordState, thread_ids: list[str]) -> dict[str, tuple[object, ...]]:
     """Per thread, everything its progress payload says except what taking a message in changes by itself (its
     newest message, its unobserved counts, and ``settledThrough`` when nothing is pending): the payload changed
@@ -253,7 +265,7 @@ def report_changes(step: Step, before: RecordState) -> None:
     share one: between two decisions with the same counters only timers fired, and a timer that fires without
     drawing an id only takes a reason to wait away (the progress never comes back to where it was)."""
     after = step.state
-    if not after.threads:
+    if not after.threads or _record_signature(after) == _record_signature(before):
         return
     threads = list(after.threads)
     old, new = _signatures(before, threads), _signatures(after, threads)
