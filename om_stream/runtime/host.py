@@ -286,7 +286,9 @@ class Host:
             batch.writes.extend(ordered)
         else:
             await self.store_retry("write", lambda: self.effects.write(ordered))
-        if not created or decision.state != state:  # an input that changed nothing (a refusal) makes no record
+        # an input that changed nothing (a refusal) makes no record; a question (the record itself handed back)
+        # writes nothing
+        if decision.state is not state and (not created or decision.state != state):
             batch.states[arrival.key] = (decision.state, arrival)
         for command in decision.commands:
             if isinstance(command, PersistMessage):
