@@ -4,6 +4,8 @@
 * ``await_context(thread, message_id)``: read-your-writes over the compacted context topic: the first context of the
   thread that includes the message (``through_message_id`` is it, or a message this client published after it).
 * ``events(thread)``: the thread's ``data-om-*`` events, typed, with their CloudEvents attributes.
+* ``settled(thread, message_id)``: wait until the thread's memory has caught up through the message (a ``progress``
+  command on ``om.commands``, answered on ``om.events``: see ``client/settled.py``).
 * ``recall(...)``: the recall tool over the ``om.recall.requests`` → ``om.recall.responses`` topic pair (key =
   resource id), matched by ``correlation_id``.
 * ``erase(thread_id=... | resource_id=...)``: forget a thread, or a resource and every thread of it, for good: an
@@ -23,7 +25,7 @@ import asyncio
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -34,9 +36,10 @@ from pydantic import ValidationError
 
 from om_stream.client.events import EventStream
 from om_stream.client.security import start_checked
+from om_stream.client.settled import settle
 from om_stream.client.tail import TopicTail
 from om_stream.core.config import RetrievalConfig
-from om_stream.core.events import ErasedEvent
+from om_stream.core.events import ErasedEvent, ProgressEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.params import RecallArguments
 from om_stream.wire.codec import encode
@@ -181,6 +184,40 @@ class OMClient:
                 raise TimeoutError(f"no context of thread {thread_id!r} includes message {message_id!r} after "
                                    f"{timeout}s") from None
         return self._latest[thread_id]
+
+    async def wait_context(self, thread_id: str, ready: Callable[[ContextRecord], bool], *,
+                           timeout: float) -> ContextRecord:
+        """The thread's newest context, once ``ready`` holds for it (asked again at each context received);
+        ``TimeoutError`` after ``timeout``."""
+
+        def met() -> bool:
+            latest = self._latest.get(thread_id)
+            return latest is not None and ready(latest)
+
+        async with self._context_changed:
+            await asyncio.wait_for(self._context_changed.wait_for(met), timeout)
+        return self._latest[thread_id]
+
+    # -- has memory caught up? ----------------------------------------------------------------------------------------
+
+    async def ask_progress(self, thread_id: str, through_message_id: str | None = None, *,
+                           resource_id: str | None = None) -> str:
+        """Publish a ``progress`` command (``resource_id`` is required in resource scope); returns its id, which
+        the answering ``data-om-progress`` event carries as ``request_id``."""
+        record = CommandRecord(command_id=str(uuid.uuid4()), thread_id=thread_id, resource_id=resource_id,
+                               command="progress", through_message_id=through_message_id)
+        await self._producer.send_and_wait(self.topics.commands, encode(record), key=thread_id.encode(),
+                                           headers=[("content-type", b"application/json")])
+        return record.command_id
+
+    async def settled(self, thread_id: str, through_message_id: str | None = None, *, timeout: float = 30.0,
+                      resource_id: str | None = None) -> ProgressEvent:
+        """Wait until the thread's memory has settled through ``through_message_id`` (its newest message when the
+        worker answers, when None): the observation covering it has landed in the active log, or nothing in flight
+        or scheduled would observe it without new input (it stays under the message threshold, or buffered until
+        it is reached). Returns the thread's progress; ``TimeoutError`` after ``timeout`` (a worker that is down
+        answers nothing). Needs only Kafka."""
+        return await settle(self, thread_id, through_message_id, timeout=timeout, resource_id=resource_id)
 
     async def _on_context(self, record: ConsumerRecord[bytes, bytes]) -> None:
         if record.value is None:  # a tombstone: the thread was erased, its context is gone

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from om_stream.core import intake, observation, reflection
+from om_stream.core import intake, observation, progress, reflection
 from om_stream.core.commands import ClearStored, Command, RejectInput
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.inputs import (
@@ -19,6 +19,7 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    ReportProgress,
     RestoreRecord,
     TimerFired,
 )
@@ -65,6 +66,8 @@ def record_config(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
 
 def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, accountant: TokenAccountant,
            limits: EngineLimits = _DEFAULT_LIMITS) -> Decision:
+    if isinstance(event, ReportProgress):  # a question: answered, and the record left as it is
+        return Decision(state, [progress.answer(state, event)])
     step = Step(state.clone(), now, record_config(config, state), accountant, limits, base=config)
     if isinstance(event, RestoreRecord):  # the state another deployment held: settled there, not settled again
         restore_record(step, event, lambda restored: record_config(config, restored))
@@ -88,6 +91,7 @@ def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, a
     elif isinstance(event, ClearRecord):
         _on_clear(step, event)
     _settle(step)
+    progress.report_changes(step, state)
     return Decision(step.state, _ordered(step.commands))
 
 

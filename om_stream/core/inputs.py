@@ -18,6 +18,7 @@ __all__ = [
     "ObserveNow",
     "OverrideThresholds",
     "ReflectNow",
+    "ReportProgress",
     "RestoreRecord",
     "ThreadMetadataUpdate",
     "TimerFired",
@@ -138,5 +139,21 @@ class RestoreRecord:
     state: RecordState
 
 
-CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord
+@dataclass(frozen=True)
+class ReportProgress:
+    """A question, not a change: "how far has this thread's memory caught up through ``through_message_id`` (its
+    newest message when None)?" Answered with a ``data-om-progress`` event carrying ``request_id``; the record is
+    left as it is.
+
+    ``stored_seq``: the message's sequence number as the content store holds it, for a message the record no
+    longer names (observed long ago). Drivers send the question alone; the host reads it from the store before
+    deciding when the record cannot place the message (``runtime/host.py``)."""
+
+    thread_id: str
+    request_id: str
+    through_message_id: str | None = None
+    stored_seq: int | None = None
+
+
+CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord | ReportProgress
 Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived | RestoreRecord

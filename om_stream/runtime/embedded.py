@@ -59,9 +59,9 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
-from om_stream.core.engine import record_key
+from om_stream.core.engine import new_record, record_key
 from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
-from om_stream.core.events import ErasedEvent, OMEvent
+from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -74,6 +74,7 @@ from om_stream.core.inputs import (
     TimerFired,
 )
 from om_stream.core.messages import Message
+from om_stream.core.progress import progress_event
 from om_stream.core.recall.params import RecallArguments, RecallScope
 from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
@@ -99,6 +100,7 @@ from om_stream.runtime.exporter import ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host, Outlet, StoreRetry
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.record_locks import RecordLocks
+from om_stream.runtime.settled import StateWatch, wait_settled
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
@@ -173,6 +175,7 @@ class Memory:
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
         self.erasures = _Erasures(self)
+        self._writes = StateWatch()  # wakes settled() once an input's state is written and published
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
                          on_decided=self._decided, erasures=self.erasures)
@@ -274,6 +277,8 @@ class Memory:
                 await held.enter_async_context(self._locks.hold(key))
             await self.host.apply([Arrival(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
                                            erase)])
+        for key in keys:
+            self._writes.changed(key)  # a settled() waiting on an erased record wakes (and finds nothing)
         return self._receipts.pop(erase.erase_id)
 
     def _erased_keys(self, erase: EraseRequested) -> list[str]:
@@ -357,6 +362,36 @@ class Memory:
         texts = await self.store.get_segment_texts([s.id for s in state.log])
         return sum(1 for text in texts.values() for line in text.splitlines() if line.strip())
 
+    def progress(self, thread_id: str, resource_id: str | None = None) -> ProgressEvent:
+        """How far the thread's memory has caught up (its ``data-om-progress`` payload, as it stands now)."""
+        key, resource = self._record_of(thread_id, resource_id)
+        return progress_event(self._states.get(key) or new_record(key, self.config.scope, resource), thread_id)
+
+    async def settled(self, thread_id: str, through: str | None = None, *, timeout: float | None = None,
+                      resource_id: str | None = None) -> ProgressEvent:
+        """Wait until memory has settled through message ``through`` (the thread's newest message now, when None):
+        the observation covering it has landed in the active log, or nothing in flight or scheduled would observe
+        it without new input (it stays under the message threshold, or in a buffered chunk waiting for it). Returns
+        the thread's progress (``through`` says where the message stands); raises ``TimeoutError`` after
+        ``timeout`` seconds. A message not added yet is waited for. Unlike :meth:`settle`, it waits for this thread
+        only, and for what observes it (a reflection may still run). See ``core/progress.py``."""
+        key, resource = self._record_of(thread_id, resource_id)
+        progress = await wait_settled(lambda: self._states.get(key) or new_record(key, self.config.scope, resource),
+                                      self._writes, key=key, thread_id=thread_id, through=through, timeout=timeout,
+                                      store=self.store)
+        if progress is None or progress.through is None or not progress.through.settled:
+            raise TimeoutError(f"memory of thread {thread_id!r} has not settled through "
+                               f"{through or 'its newest message'!r} after {timeout}s")
+        return progress
+
+    def _record_of(self, thread_id: str, resource_id: str | None) -> tuple[str, str]:
+        """The key and resource of the thread's record (in resource scope, the resource it belongs to when none is
+        given)."""
+        _check_id("thread_id", thread_id)
+        resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
+                                       thread_id)
+        return record_key(self.config.scope, thread_id, resource), resource
+
     async def settle(self) -> None:
         """Wait until no Observer/Reflector call is running (their results applied)."""
         while self._tasks:
@@ -404,6 +439,9 @@ class Memory:
             finally:
                 self._watched.pop(id(arrival), None)
                 self._refusals.pop(id(arrival), None)
+                # the record's state is written and what it published delivered (its context among them): a
+                # settled() woken now reads a context that holds what the state says
+                self._writes.changed(key)
             self.engine_seconds += time.perf_counter() - began
             failure = next((error for failed, error in self._failures if failed is arrival), None)
             self._failures = [(a, e) for a, e in self._failures if a is not arrival]

@@ -235,6 +235,8 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
                                                                 "scope": {"const": "resource"}}},
          "then": {"required": ["resource_id"], "properties": {"resource_id": _PRESENT, "thread_id": _ABSENT_OR_NULL}},
          "else": {"required": ["thread_id"], "properties": {"thread_id": _PRESENT}}},
+        {"if": _if_const("command", "progress", negate=True),
+         "then": {"properties": {"through_message_id": _ABSENT_OR_NULL}}},
     ]}},
     RECALL_RESPONSE_SCHEMA: {"": {"oneOf": [
         # RecallResponse._one_outcome: exactly one of result and error

@@ -135,6 +135,12 @@ VALID: list[dict[str, Any]] = [
     vector("command-erase-resource", "om.command/v1",
            {"schema": "om.command/v1", "command_id": "erase-2", "resource_id": "user-1", "command": "erase",
             "scope": "resource", "thread_id": None}),
+    vector("command-progress", "om.command/v1",
+           {"schema": "om.command/v1", "command_id": "cmd-7", "thread_id": "thread-1", "command": "progress",
+            "through_message_id": "m-7"}),
+    vector("command-progress-newest", "om.command/v1",
+           {"schema": "om.command/v1", "command_id": "cmd-8", "thread_id": "thread-1", "resource_id": "user-1",
+            "command": "progress", "through_message_id": None}),
     vector("command-observe-force", "om.command/v1",
            {"schema": "om.command/v1", "command_id": "cmd-5", "thread_id": "thread-1", "command": "observe",
             "force": True}),
@@ -253,6 +259,16 @@ VALID += [
 MARKER = {"messageTokens": 30000, "observationTokens": 40000, "scope": "thread", "activateAfterIdle": "auto"}
 EVENT_BASE = {"recordId": "thread-1", "threadId": "thread-1"}
 CYCLE = {"cycleId": "thread-1:obs:3", "operationType": "observation"}
+PROGRESS = {
+    **EVENT_BASE, "latestMessage": {"messageId": "m-14", "seq": 15}, "observedThrough": {"messageId": "m-3",
+                                                                                        "seq": 3},
+    "settledThrough": {"messageId": "m-3", "seq": 3}, "unobserved": {"messages": 12, "tokens": 9300},
+    "buffered": [{"cycleId": "thread-1:buf:4", "firstMessageId": "m-4", "lastMessageId": "m-8", "firstSeq": 4,
+                  "lastSeq": 8, "messages": 5, "messageTokens": 6000, "observationTokens": 310}],
+    "inFlight": [{"cycleId": "thread-1:buf:6", "kind": "buffer", "operationType": "observation", "attempt": 2,
+                  "startedAt": "2026-03-01T09:05:00.000Z", "tokens": 2900, "messages": 6,
+                  "firstMessageId": "m-9", "lastMessageId": "m-14", "blocking": True}],
+    "waitingFor": ["idle-activation", "buffering-retry"], "pending": True, "generationCount": 1}
 VALID += [
     vector("event-status", "data-om-status/v1", {**EVENT_BASE, "stepNumber": 4, "generationCount": 0, "windows": {
         "active": {"messages": {"tokens": 812, "threshold": 30000},
@@ -313,6 +329,37 @@ VALID += [
                     "recallPoints": 0, "stateRecords": 0, "contexts": 0},
         "requestedAt": "2026-03-01T09:00:00Z", "completedAt": "2026-03-01T09:00:02Z", "verified": True,
         "parts": 12}, style="shuffled"),
+    # a cycle started: a chunk is buffered, another buffering runs, the thread's messages are pending
+    vector("event-progress", "data-om-progress/v1", PROGRESS),
+    # the answer to a progress command: where the message asked about stands
+    vector("event-progress-answer", "data-om-progress/v1", {
+        **EVENT_BASE, "latestMessage": {"messageId": "m-9", "seq": 9},
+        "observedThrough": {"messageId": "m-9", "seq": 9}, "settledThrough": {"messageId": "m-9", "seq": 9},
+        "unobserved": {"messages": 0, "tokens": 0}, "buffered": [],
+        "inFlight": [{"cycleId": "thread-1:refl:5", "kind": "buffer", "operationType": "reflection", "attempt": 1,
+                      "startedAt": "2026-03-01T09:06:00.000Z", "tokens": 41000, "messages": 0,
+                      "firstMessageId": None, "lastMessageId": None, "blocking": False}],
+        "waitingFor": [], "pending": False, "generationCount": 2, "requestId": "cmd-7",
+        "through": {"messageId": "m-7", "seq": None, "status": "observed", "settled": True}}),
+    # resource scope: the log names no message of this thread alone
+    vector("event-progress-resource-answer", "data-om-progress/v1", {
+        "recordId": "resource:user-1", "threadId": "thread-2", "latestMessage": {"messageId": "m-30", "seq": 30},
+        "observedThrough": {"messageId": None, "seq": 21}, "settledThrough": {"messageId": "m-30", "seq": 30},
+        "unobserved": {"messages": 3, "tokens": 410}, "buffered": [], "inFlight": [], "waitingFor": [],
+        "pending": False, "generationCount": 0, "requestId": "0b9c6a8e-6a2f-4f7e-9a55-1f6d2f0e1c2d",
+        "through": {"messageId": "m-30", "seq": 30, "status": "unobserved", "settled": True}}),
+    vector("event-status-with-progress", "data-om-status/v1", {
+        **EVENT_BASE, "stepNumber": 1, "generationCount": 0, "windows": {
+            "active": {"messages": {"tokens": 40, "threshold": 30000},
+                       "observations": {"tokens": 0, "threshold": 40000}},
+            "buffered": {"observations": {"chunks": 0, "messageTokens": 0, "projectedMessageRemoval": 0,
+                                          "observationTokens": 0, "status": "idle"},
+                         "reflection": {"inputObservationTokens": 0, "observationTokens": 0, "status": "idle"}}},
+        "progress": {**EVENT_BASE, "latestMessage": {"messageId": "m-1", "seq": 1}, "observedThrough": None,
+                     "settledThrough": {"messageId": "m-1", "seq": 1}, "unobserved": {"messages": 1, "tokens": 40},
+                     "buffered": [], "inFlight": [], "waitingFor": [], "pending": False, "generationCount": 0,
+                     "requestId": None,
+                     "through": {"messageId": "m-1", "seq": 1, "status": "unobserved", "settled": True}}}),
     vector("event-condensation-as-rendered", "data-om-condensation/v1", {
         **EVENT_BASE, "cycleId": None, "condensedAt": "2026-03-01T09:00:07.000Z", "reason": "context_over_bound",
         "tokensBefore": 5210, "tokensAfter": None, "targetTokens": 4800, "observationsFolded": None}),
@@ -465,6 +512,18 @@ INVALID: list[dict[str, Any]] = [
     invalid("event-marker-config-bad-idle", "data-om-buffering-start/v1", {
         **EVENT_BASE, **CYCLE, "startedAt": T0, "tokensToBuffer": 1, "threadIds": [],
         "config": {**MARKER, "activateAfterIdle": "soon"}}, 'activateAfterIdle is milliseconds or "auto"'),
+    invalid("command-through-on-observe", "om.command/v1",
+            {**CMD, "command": "observe", "through_message_id": "m-1"},
+            "through_message_id is only for the progress command"),
+    invalid("event-progress-unknown-status", "data-om-progress/v1", {
+        **PROGRESS, "requestId": "c", "through": {"messageId": "m-1", "seq": 1, "status": "done", "settled": True}},
+            "through.status must be unknown/unobserved/observing/buffered/observed"),
+    invalid("event-progress-negative-seq", "data-om-progress/v1",
+            {**PROGRESS, "observedThrough": {"messageId": None, "seq": -1}}, "a seq is >= 0"),
+    invalid("event-progress-unknown-timer", "data-om-progress/v1", {**PROGRESS, "waitingFor": ["cron"]},
+            "waitingFor holds idle-activation/buffering-retry/observation-retry"),
+    invalid("event-progress-missing-pending", "data-om-progress/v1", without(PROGRESS, "pending"),
+            "pending is required"),
     invalid("http-command-request-unknown-field", "om.http.command-request/v1", {"reason": "x"},
             "closed content model: unknown field reason"),
     invalid("http-erasure-unknown-state", "om.http.erasure-status/v1", {"erase_id": "e", "state": "pending"},

@@ -51,6 +51,7 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.recall import RecallEndpoint
+from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
@@ -187,8 +188,9 @@ class Worker:
         attributes exist only in the roles that hold the table (``all``, ``memory``)."""
         deps, kafka, worker = self.deps, self.deps.settings.kafka, self.deps.settings.worker
         lifecycle = deps.settings.lifecycle
+        self.watch = StateWatch()  # wakes the HTTP API's settled waits when a record's state is written
         self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
-                                 changelog_config=changelog_config(lifecycle))
+                                 changelog_config=changelog_config(lifecycle), on_write=self.watch.changed)
         # erasures' fences and progress (runtime/worker/erasure.py): a changelog like the record table's
         self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions,
                                           changelog_config=changelog_config(lifecycle))
@@ -534,6 +536,7 @@ class Worker:
             for thread in [t for t in self.contexts if t not in threads]:
                 del self.contexts[thread]
             self.timers.rebuild((record.key, record.state.timers) for record in held)
+            self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
             # a model call in flight when its record changed hands may be lost with the previous owner; asked
             # again, it is answered from the stored result or waits for the call still running elsewhere
             for record in held:

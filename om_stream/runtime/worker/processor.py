@@ -42,6 +42,7 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    ReportProgress,
     RestoreRecord,
     TimerFired,
 )
@@ -456,6 +457,7 @@ def _command_key(value: bytes | None, max_bytes: int) -> bytes | None:
 
 
 def _command_input(command: CommandRecord) -> Input:
+    assert command.thread_id is not None  # the wire contract: only an erase of a resource leaves it out
     if command.command == "observe":
         return ObserveNow(command.thread_id, force=bool(command.force))
     if command.command == "reflect":
@@ -463,4 +465,6 @@ def _command_input(command: CommandRecord) -> Input:
     if command.command == "override":
         return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id,
                                   replace=bool(command.replace))
+    if command.command == "progress":
+        return ReportProgress(command.thread_id, command.command_id, command.through_message_id)
     return ClearRecord(command.thread_id)
