@@ -10,7 +10,8 @@ import (
 )
 
 // EraseRequest names what to erase: a thread (ThreadID; add its ResourceID when the worker runs in resource
-// scope), or a whole resource with every thread of it (ResourceID alone).
+// scope, which dead-letters a command without it, so no receipt comes), or a whole resource with every thread of
+// it (ResourceID alone).
 type EraseRequest struct {
 	ThreadID   string
 	ResourceID string

@@ -202,8 +202,9 @@ export class OMClient {
   // -- erasure -----------------------------------------------------------------------------------------------------
 
   /**
-   * Erase a thread (`{threadId}`; add its `resourceId` when the worker runs in resource scope) or a whole resource
-   * (`{resourceId}`) from every store, and wait for the receipt (rejects after `timeoutMs`; the erase goes on).
+   * Erase a thread (`{threadId}`; add its `resourceId` when the worker runs in resource scope, which dead-letters a
+   * command without it, so no receipt comes) or a whole resource (`{resourceId}`) from every store, and wait for the
+   * receipt (rejects after `timeoutMs`; the erase goes on).
    * Messages published after this resolves start a fresh memory. Erasing something unknown succeeds: the receipt
    * says `found` false. The client forgets what it holds of the erased threads: `latestContext` and `awaitContext`
    * never return a context published before the erase.
