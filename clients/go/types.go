@@ -61,13 +61,17 @@ type MessageRecord struct {
 	Message
 }
 
-// CommandRecord is om.command/v1.
+// CommandRecord is om.command/v1, published to the commands topic with key = thread id (a resource erase:
+// key = resource id). ThreadID is left empty (omitted) only by an erase of a whole resource; Scope and RequestedAt
+// are the erase's.
 type CommandRecord struct {
 	Schema            string  `json:"schema"`
 	CommandID         string  `json:"command_id"`
-	ThreadID          string  `json:"thread_id"`
+	ThreadID          string  `json:"thread_id,omitempty"`
 	ResourceID        *string `json:"resource_id,omitempty"`
 	Command           string  `json:"command"`
+	Scope             *string `json:"scope,omitempty"`
+	RequestedAt       *string `json:"requested_at,omitempty"`
 	Guidance          *string `json:"guidance,omitempty"`
 	MessageTokens     *int64  `json:"message_tokens,omitempty"`
 	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
@@ -395,6 +399,35 @@ type CondensationEvent struct {
 	ObservationsFolded *int64  `json:"observationsFolded,omitempty"`
 }
 
+// ErasedCounts is what an erase removed, per store (counts only, never content).
+type ErasedCounts struct {
+	Messages     int64 `json:"messages"`
+	Observations int64 `json:"observations"`
+	Generations  int64 `json:"generations"`
+	Threads      int64 `json:"threads"`
+	CycleResults int64 `json:"cycleResults"`
+	RecallPoints int64 `json:"recallPoints"`
+	StateRecords int64 `json:"stateRecords"`
+	Contexts     int64 `json:"contexts"`
+}
+
+// ErasedEvent is data-om-erased (om-stream's own): the receipt of an erase, keyed on the events topic by the
+// erased subject (the thread id, or the resource id; ThreadID is nil for a resource erase). Found is false when
+// nothing of the subject was held.
+type ErasedEvent struct {
+	RecordID    string       `json:"recordId"`
+	ThreadID    *string      `json:"threadId,omitempty"`
+	EraseID     string       `json:"eraseId"`
+	Scope       string       `json:"scope"`
+	ResourceID  *string      `json:"resourceId,omitempty"`
+	Found       bool         `json:"found"`
+	Removed     ErasedCounts `json:"removed"`
+	RequestedAt string       `json:"requestedAt"`
+	CompletedAt string       `json:"completedAt"`
+	Verified    bool         `json:"verified"`
+	Parts       int64        `json:"parts"`
+}
+
 // -- HTTP bodies ----------------------------------------------------------------------------------------------
 
 // CommandRequest is the body of POST /v1/threads/{id}/observe, /reflect and /override.
@@ -411,6 +444,22 @@ type CommandRequest struct {
 type CommandAccepted struct {
 	Accepted  bool   `json:"accepted"`
 	CommandID string `json:"command_id"`
+}
+
+// EraseAccepted is the 202 answer of DELETE /v1/threads/{id} and DELETE /v1/resources/{id}.
+type EraseAccepted struct {
+	Accepted bool   `json:"accepted"`
+	EraseID  string `json:"erase_id"`
+	Status   string `json:"status"`
+}
+
+// ErasureStatus is the answer of GET /v1/erasures/{id}: "running", or "done" with what it removed.
+type ErasureStatus struct {
+	EraseID     string            `json:"erase_id"`
+	State       string            `json:"state"`
+	Found       *bool             `json:"found,omitempty"`
+	Removed     *map[string]int64 `json:"removed,omitempty"` // a pointer: an empty map is a value, not an absence
+	CompletedAt *string           `json:"completed_at,omitempty"`
 }
 
 // HTTPError is a 4xx answer of the HTTP API.
@@ -522,8 +571,11 @@ var PayloadTypes = map[string]func() any{
 	"data-om-thread-update/v1":      func() any { return new(ThreadUpdateEvent) },
 	"data-om-temporal-marker/v1":    func() any { return new(TemporalMarkerEvent) },
 	"data-om-condensation/v1":       func() any { return new(CondensationEvent) },
+	"data-om-erased/v1":             func() any { return new(ErasedEvent) },
 	"om.http.command-request/v1":    func() any { return new(CommandRequest) },
 	"om.http.command-accepted/v1":   func() any { return new(CommandAccepted) },
+	"om.http.erase-accepted/v1":     func() any { return new(EraseAccepted) },
+	"om.http.erasure-status/v1":     func() any { return new(ErasureStatus) },
 	"om.http.error/v1":              func() any { return new(HTTPError) },
 	"om.export/v1":                  func() any { return new(ExportLine) },
 }
