@@ -99,6 +99,8 @@ class OMClient:
         self._responses: TopicTail | None = None
         self._responses_ready = asyncio.Lock()
         self._latest: dict[str, ContextRecord] = {}
+        self._erasing: list[set[str]] = []  # erases in flight: the threads whose tombstone each has seen
+        self._awaiting_tombstone: set[str] = set()  # erased threads whose tombstone is still to be read
         self._context_changed = asyncio.Condition()
         self._sent: dict[str, OrderedDict[str, int]] = {}
         self._sequence = 0
@@ -222,7 +224,11 @@ class OMClient:
     async def _on_context(self, record: ConsumerRecord[bytes, bytes]) -> None:
         if record.value is None:  # a tombstone: the thread was erased, its context is gone
             if record.key is not None:
-                self._forget(record.key.decode("utf-8", "replace"))
+                thread = record.key.decode("utf-8", "replace")
+                self._forget(thread)
+                self._awaiting_tombstone.discard(thread)  # what comes after it is a fresh conversation's
+                for seen in self._erasing:
+                    seen.add(thread)
             return
         try:
             context = ContextRecord.model_validate_json(record.value)
@@ -230,6 +236,8 @@ class OMClient:
             log.warning("context at %s[%d]@%d does not match om.context/v1: %s", record.topic, record.partition,
                         record.offset, exc.errors()[:3])
             return
+        if context.thread_id in self._awaiting_tombstone:
+            return  # published before the erase whose tombstone is still to come on this topic
         current = self._latest.get(context.thread_id)
         if current is not None and current.version > context.version:
             return  # an older context replayed (at-least-once)
@@ -256,6 +264,24 @@ class OMClient:
             "scope": "thread" if thread_id is not None else "resource", "thread_id": thread_id,
             "resource_id": resource_id, "requested_at": datetime.now(UTC)})
         key = record_key_of(record)
+        tombstoned: set[str] = set()  # the threads whose tombstone the context topic showed during the erase
+        self._erasing.append(tombstoned)
+        try:
+            receipt = await self._erased(record, key, timeout)
+        finally:
+            self._erasing.remove(tombstoned)
+        # The context topic and the events topic are read apart: the receipt may come before a thread's tombstone.
+        # Until that tombstone is read, a context of the thread read from the topic is the erased conversation's.
+        erased = ([thread_id] if thread_id is not None else
+                  [t for t, c in self._latest.items() if c.resource_id == resource_id])
+        for thread in erased:
+            self._forget(thread)
+            if receipt.removed.contexts and thread not in tombstoned:
+                self._awaiting_tombstone.add(thread)
+        return receipt
+
+    async def _erased(self, record: CommandRecord, key: str, timeout: float) -> ErasedEvent:
+        """Publish the erase command and wait for its receipt."""
         async with self.events(key) as events:  # positioned before the command goes: the receipt is not missed
             await self._producer.send_and_wait(self.topics.commands, encode(record), key=key.encode(),
                                                headers=[("content-type", b"application/json")])
@@ -268,13 +294,7 @@ class OMClient:
                     raise TimeoutError(f"no receipt for erase {record.command_id} after {timeout}s (it goes on; "
                                        f"its receipt will be a data-om-erased event keyed {key!r})") from None
                 if isinstance(event.data, ErasedEvent) and event.data.erase_id == record.command_id:
-                    break
-        if thread_id is not None:
-            self._forget(thread_id)
-        else:
-            for thread in [t for t, c in self._latest.items() if c.resource_id == resource_id]:
-                self._forget(thread)
-        return event.data
+                    return event.data
 
     # -- events -----------------------------------------------------------------------------------------------------
 
