@@ -258,13 +258,29 @@ def test_clearing_a_thread_no_message_reached_makes_no_record() -> None:
     assert "nobody" not in sim.states
 
 
-def test_a_duplicate_message_changes_nothing_but_gets_its_context() -> None:
+def test_a_duplicate_message_changes_nothing_but_gets_its_context_again() -> None:
     sim = Sim(buffered())
     message = sim.say("t1", "user", TEN)
     state = sim.state()
     commands = sim.apply(state.key, state.resource_id, MessageAppended(message))
-    assert sim.state().unobserved_tokens == 10
-    assert [type(c).__name__ for c in commands] == ["PublishContext", "EmitEvent"]
+    assert sim.state() == state  # not even a version or an id: a replay numbers everything as the first time
+    (again,) = commands
+    assert isinstance(again, PublishContext) and again.spec == sim.contexts[-2].spec  # the same context, sent again
+
+
+def test_a_result_read_again_sends_the_context_it_released_again() -> None:
+    """A crash may keep the state a result made and lose the context it released (the agent waits for it): read
+    again, the result finds its cycle resolved, changes nothing, and sends that context again."""
+    sim = Sim(sync_only(40))
+    for _ in range(4):
+        sim.say("t1", "user", TEN)
+    (request,) = [r for r in sim.requests if isinstance(r, RequestObservation)]
+    sim.settle()
+    released, after = sim.last_context(), sim.state()
+    assert released.segment_ids and not after.cycles
+    commands = sim.apply(after.key, after.resource_id, sim._result(request, Outcome()))
+    assert sim.state() == after
+    assert [c.spec for c in commands if isinstance(c, PublishContext)] == [released]
 
 
 # -- purity ------------------------------------------------------------------------------------------------------
