@@ -146,6 +146,12 @@ def _on_model_result(step: Step, event: ModelResultArrived) -> None:
 
 def _on_timer(step: Step, event: TimerFired) -> None:
     state = step.state
+    if event.due_at is not None and state.timers.get(event.timer) != event.due_at:
+        # a schedule the record no longer holds: this firing was taken in already (it is read again after a crash)
+        # or the timer was moved since. It must not take the newer schedule with it (a cycle's next deadline would
+        # be lost); what it published may have been lost with the crash, so the threads get their contexts again
+        step.resend_all_threads()
+        return
     due = state.timers.pop(event.timer, None)
     kind, _, ref = event.timer.partition(":")
     if kind == "resend":

@@ -283,6 +283,26 @@ def test_a_result_read_again_sends_the_context_it_released_again() -> None:
     assert [c.spec for c in commands if isinstance(c, PublishContext)] == [released]
 
 
+def test_a_deadline_read_again_leaves_the_next_attempts_deadline_alone() -> None:
+    """A cycle's deadline fired, the call was asked again with a new deadline; the first firing read again (after a
+    crash) must not take the new deadline with it, or a second lost call would never be asked again."""
+    sim = Sim(buffered(), outcome=lambda r: Outcome(lost=True))
+    for _ in range(3):
+        sim.say("t1", "user", TEN)
+    state = sim.state()
+    (cycle,) = state.cycles
+    timer = f"deadline:{cycle.id}"
+    first = state.timers[timer]
+    sim.run_until(first)
+    retried = sim.state()
+    assert retried.cycles[0].attempt == 2 and retried.timers[timer] > first
+    commands = sim.apply(state.key, state.resource_id, TimerFired(timer, first))
+    assert sim.state() == retried
+    assert [c for c in commands if isinstance(c, RequestObservation)] == []
+    sim.run_until(retried.timers[timer])
+    assert sim.state().cycles[0].attempt == 3  # the second attempt's deadline still fired
+
+
 # -- purity ------------------------------------------------------------------------------------------------------
 
 def test_decide_never_mutates_the_state_it_is_given() -> None:
