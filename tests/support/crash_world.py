@@ -20,8 +20,8 @@ What is modelled, and how it maps onto the worker (``runtime/worker/``):
 * **The model workers**: answer each request from the result stored under its key (``model_calls.request_key``)
   or compute one (observations name each message once; a reflection names, on one line, every message its
   segments named), store it and append it to the results log. A call may be lost (``lost_chance``: a model worker
-  died in it): its deadline timer asks again. Whether a call is lost and how long it takes depend on the call
-  only, so every run of a seed meets the same model.
+  died in it), but not its last attempt: its deadline timer asks again. Whether a call is lost and how long it
+  takes depend on the call only, so every run of a seed meets the same model.
 * **Agents**: each thread publishes its next message once a context through its previous one is out (read your
   writes). A patient agent also waits until its record has nothing in flight, which fixes the order of its
   record's inputs: runs with patient agents and ordered logs must end alike, whatever befell the worker.
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ from tests.support.crash_worker import (
 __all__ = ["PHASES", "TRIGGERS", "Fault", "FaultKind", "Phase", "Trigger", "World", "agent_view"]
 
 START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+_FOLDED = re.compile(r"earlier observations? folded")  # core.condensation's marker line
 
 
 @dataclass(frozen=True)
@@ -288,8 +290,11 @@ class World:
         # the same for the same call in every run of a seed (ids are no part of it: the model does not read them)
         covers = request.message_ids if isinstance(request, RequestObservation) else (str(request.input_tokens),)
         fate = random.Random(f"{self.seed}/{request.kind}/{request.attempt}/{'/'.join(covers)}")
-        if not request.use_offline_model and fate.random() < self.lost_chance:
-            return  # its deadline asks again (the offline model answers a blocking cycle that waited too long)
+        if fate.random() < self.lost_chance and not request.use_offline_model \
+                and request.attempt < self.limits.max_cycle_attempts:
+            # its deadline asks again (the offline model answers a blocking cycle that waited too long); the last
+            # attempt is answered, or a call that fails alike each time would be retried for ever
+            return
         key = request_key(request)
         stored = self.run(self.store.get_result(key))
         if stored is None:
@@ -321,8 +326,13 @@ class World:
     def problems(self) -> list[str]:
         """What an agent would notice, per thread: its final context holding a message of the conversation other
         than once, a context that takes it back (an agent keeps the newest version it read: a newer one that lacks
-        a message the one it kept held), a version that named two contents (whichever life decided them), a
-        message its context never came through."""
+        a message the one it kept held), a message its context never came through; and, when the logs are read in
+        the order they were written, a version that named two contents (whichever life decided them: read in
+        another order, a replay onto a state older than what went out may decide otherwise, see
+        docs/architecture.md).
+
+        A log over its bound (the models did not answer in time) is condensed as it is rendered: some observations
+        are folded into a marker line, by design. Such a context may lack messages, never hold one twice."""
         found = []
         for thread, said in self.scripts.items():
             seen = self.contexts.get(thread, [])
@@ -331,19 +341,21 @@ class World:
                 continue
             final = max(seen, key=lambda c: c.version)
             counts = Counter(covered(final))
+            wanted = range(2) if _FOLDED.search(final.observations) else range(1, 2)
             wrong = {f"{thread}-m{i}": counts[f"{thread}-m{i}"] for i in range(len(said))
-                     if counts[f"{thread}-m{i}"] != 1}
+                     if counts[f"{thread}-m{i}"] not in wanted}
             if wrong:
                 found.append(f"{thread}: final context v{final.version} holds messages other than once: {wrong}")
             kept = seen[0]
             for context in seen[1:]:
                 if context.version > kept.version:
-                    if set(covered(kept)) - set(covered(context)):
-                        found.append(f"{thread}: v{context.version} lacks what v{kept.version} held: "
-                                     f"{sorted(set(covered(kept)) - set(covered(context)))}")
+                    lacking = set(covered(kept)) - set(covered(context))
+                    if lacking and not _FOLDED.search(context.observations):
+                        found.append(f"{thread}: v{context.version} lacks what v{kept.version} held: {sorted(lacking)}")
                     kept = context
-        found += [f"{thread}: v{version} named two contents" for (thread, version), views in self.decided.items()
-                  if len(views) > 1]
+        if self.interleave == "ordered":
+            found += [f"{thread}: v{version} named two contents" for (thread, version), views in self.decided.items()
+                      if len(views) > 1]
         return found
 
 
