@@ -119,7 +119,7 @@ def _on_message(step: Step, event: MessageAppended) -> None:
         state.resource_id = message.resource_id  # a record made by a command before any message: adopt it
     if message.message_id in state.recent_ids or any(m.id == message.message_id for m in state.unobserved):
         # a replay (crash recovery) or an agent re-sending: nothing changes, but the agent still gets its context
-        step.owed.add(message.thread_id)
+        step.resent.add(message.thread_id)
         return
     if not step.config.enabled:
         intake.pass_through(step, message)
@@ -142,7 +142,11 @@ def _on_message(step: Step, event: MessageAppended) -> None:
 def _on_model_result(step: Step, event: ModelResultArrived) -> None:
     cycle = step.state.cycle(event.cycle_id)
     if cycle is None or cycle.operation != event.operation or event.attempt > cycle.attempt:
-        return  # late, duplicate or cleared: the cycle was already resolved
+        # late, duplicate or cleared: the cycle was already resolved, maybe by this very result, read again after
+        # a crash that kept the state it made and lost what it published. As for a message taken in twice, its
+        # threads get their contexts again (an agent may be waiting for the one this result released)
+        step.resend_all_threads()
+        return
     if cycle.operation == "observation":
         observation.on_result(step, event, cycle)
     else:
@@ -151,6 +155,12 @@ def _on_model_result(step: Step, event: ModelResultArrived) -> None:
 
 def _on_timer(step: Step, event: TimerFired) -> None:
     state = step.state
+    if event.due_at is not None and state.timers.get(event.timer) != event.due_at:
+        # a schedule the record no longer holds: this firing was taken in already (it is read again after a crash)
+        # or the timer was moved since. It must not take the newer schedule with it (a cycle's next deadline would
+        # be lost); what it published may have been lost with the crash, so the threads get their contexts again
+        step.resend_all_threads()
+        return
     due = state.timers.pop(event.timer, None)
     kind, _, ref = event.timer.partition(":")
     if kind == "resend":

@@ -82,9 +82,14 @@ class ModelResultArrived:
 @dataclass(frozen=True)
 class TimerFired:
     """A timer came due: ``idle:<operation>`` (activateAfterIdle), ``retry:<what>``, ``deadline:<cycle>``; or
-    ``resend:<cycle>``, sent by the runtime when it takes over a record whose calls may have been lost."""
+    ``resend:<cycle>``, sent by the runtime when it takes over a record whose calls may have been lost.
+
+    ``due_at``: the due time it fired for (``RecordState.timers``), so that a firing read again after a crash, or
+    overtaken by a new schedule of the same timer, is not taken for the newer one. None: a resend (never
+    scheduled), or a timer sent by an older version."""
 
     timer: str
+    due_at: int | None = None
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,15 @@ def pending_tokens(state: RecordState, conversation_overhead: int) -> int:
 
 
 def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, version: int) -> ContextSpec:
-    """The thread's context: the active log, then the current turn's user message and the unobserved messages."""
+    """The thread's context: the active log, then the unobserved messages; while the current turn is open, its user
+    message comes first among them even once observed (as in the reference, the question the agent's model is
+    answering is never left to the log alone). Once the agent's reply has answered it, an observed one is in the log
+    only: every message is then in the context exactly once."""
     thread = state.threads[thread_id]
     raw = [m for m in state.unobserved if m.thread_id == thread_id]
     ids = [m.id for m in raw]
     tokens = sum(m.tokens for m in raw)
-    pinned = thread.turn_message
+    pinned = None if thread.turn_answered else thread.turn_message
     if pinned is not None and pinned.id not in ids:
         ids.insert(0, pinned.id)
         tokens += pinned.tokens

@@ -71,7 +71,6 @@ from om_stream.core.inputs import (
     OverrideThresholds,
     ReflectNow,
     RestoreRecord,
-    TimerFired,
 )
 from om_stream.core.messages import Message
 from om_stream.core.progress import progress_event
@@ -556,7 +555,7 @@ class Memory:
         for key, timer in self.timers.due(now_ms):
             state = self._states.get(key)
             if state is not None:
-                await self._apply(key, state.resource_id, TimerFired(timer))
+                await self._apply(key, state.resource_id, timer)
 
     async def _timer_loop(self) -> None:
         while not self._closed:

@@ -515,11 +515,11 @@ class Worker:
         self.local_state.mark_in_step(held)
         self.local_state.wipe_stale(held=held)
 
-    async def _send_timer(self, key: str, partition: int, timer: str) -> None:
+    async def _send_timer(self, key: str, partition: int, timer: TimerFired) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent
         handles it in order with the record's other inputs)."""
         await self.publisher.send(Publication(self.deps.settings.kafka.topic_model_results, key.encode(),
-                                              encode_internal(TimerFired(timer)), partition=partition))
+                                              encode_internal(timer), partition=partition))
 
     async def _fire_timers(self) -> None:
         if not self.in_flight.open:  # stopping: the records' next owner fires their timers
@@ -541,7 +541,7 @@ class Worker:
             # again, it is answered from the stored result or waits for the call still running elsewhere
             for record in held:
                 for cycle in record.state.cycles:
-                    await self._send_timer(record.key, record.partition, f"resend:{cycle.id}")
+                    await self._send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"))
         for key, timer in self.timers.due(self.clock.now_ms()):
             home = self.table.home(key)
             if home is not None:
