@@ -299,7 +299,7 @@ class World:
         stored = self.run(self.store.get_result(key))
         if stored is None:
             result = self._model(request)
-            self.run(self.store.put_result(key, encode_internal(result)))
+            self.run(self.store.put_result(key, encode_internal(result), record_key=request.record_key))
         else:
             answer = decode_internal(stored)
             assert isinstance(answer, ModelResultArrived)
