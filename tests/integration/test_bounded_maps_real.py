@@ -73,8 +73,11 @@ async def test_the_client_remembers_the_message_ids_of_the_threads_it_published_
         kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(agent_client, "THREADS_KEPT", 100)
     prefix = f"t{uuid.uuid4().hex[:8]}"
-    kafka = KafkaSettings(bootstrap=kafka_bootstrap, partitions=1, replication=1,
-                          topic_messages=f"{prefix}.messages", topic_context=f"{prefix}.context")
+    # every topic named for this test: ensure_topics checks each one, and the shared broker may hold om.* topics
+    # made by another run with other settings
+    names = {field: f"{prefix}.{field.removeprefix('topic_')}" for field in KafkaSettings.model_fields
+             if field.startswith("topic_")}
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap, partitions=1, replication=1, **names)
     await ensure_topics(kafka, LifecycleSettings(), {}, resource_scope=False)
     topics = ClientTopics(messages=kafka.topic_messages, context=kafka.topic_context)
     async with OMClient(kafka_bootstrap, topics=topics) as om:

@@ -41,6 +41,7 @@ __all__ = ["Breach", "breaches", "check_topics"]
 log = logging.getLogger(__name__)
 _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs' config_source of an override set on the topic itself
 REPAIR_VISIBLE_WITHIN_S = 10.0
+UNKNOWN_WITHIN_S = 30.0  # a topic created a moment ago may be unknown to the broker answering for that long
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ async def check_topics(admin: AIOKafkaAdminClient, policies: Sequence[TopicPolic
     are altered first (and logged), and what is left is returned. A topic whose configuration cannot be read is a
     breach too: nothing can be promised about it."""
     by_topic = {policy.topic: policy for policy in policies}
-    described = await _describe(admin, list(by_topic))
+    described = await _described_once_known(admin, list(by_topic))
     found = {topic: _breaches_of(by_topic[topic], entry) for topic, entry in described.items()}
     if not repair or not any(problem.repair is not None for problems in found.values() for problem in problems):
         return [problem for problems in found.values() for problem in problems]
@@ -164,6 +165,19 @@ async def check_topics(admin: AIOKafkaAdminClient, policies: Sequence[TopicPolic
         if not any(problem.topic in altered for problem in left) or time.monotonic() > deadline:
             return left
         await asyncio.sleep(0.2)
+
+
+async def _described_once_known(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, _Described]:
+    """``_describe``, asked again for up to ``UNKNOWN_WITHIN_S`` while a broker answers that it does not know a
+    topic yet: in a cluster, the broker answering may not have the metadata of a topic created a moment ago
+    (measured on three brokers: every topic just created answered UnknownTopicOrPartitionError once)."""
+    deadline = time.monotonic() + UNKNOWN_WITHIN_S
+    while True:
+        described = await _describe(admin, topics)
+        unknown = [t for t, entry in described.items() if entry.error == "UnknownTopicOrPartitionError"]
+        if not unknown or time.monotonic() > deadline:
+            return described
+        await asyncio.sleep(0.5)
 
 
 @dataclass(frozen=True)
