@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from om_stream.core import expiry
 from om_stream.core.commands import (
     ActivateChunks,
     IndexForRecall,
@@ -236,7 +237,7 @@ def request_observation(step: Step, cycle: Cycle) -> None:
         prior_thread_title=thread.title, want_hints=step.config.observation_hints,
         use_offline_model=cycle.fallback, deadline_at=cycle.deadline_at,
         thread_priors=_thread_priors(step, cycle.thread_ids) if state.scope == "resource" else (),
-        epoch=state.epoch))
+        epoch=state.epoch, expire_before=step.expire_before))
 
 
 def _thread_priors(step: Step, thread_ids: tuple[str, ...]) -> tuple[ThreadPrior, ...]:
@@ -289,7 +290,7 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
         state.log.append(SegmentRef(id=chunk.id, tokens=chunk.tokens, kind="observation",
                                     boundary_at=chunk.last_message_at, first_message_id=chunk.first_message_id,
                                     last_message_id=chunk.last_message_id, message_count=chunk.message_count,
-                                    thread_ids=chunk.thread_ids))
+                                    thread_ids=chunk.thread_ids, dated_from=chunk.dated_from))
         state.log_tokens += chunk.tokens
     step.add(ActivateChunks(state.key, state.generation, tuple(c.id for c in chunks), position))
     for chunk in chunks:
@@ -404,7 +405,13 @@ def _covered(step: Step, cycle: Cycle) -> list[MessageRef]:
     return [m for m in step.state.unobserved if m.id in wanted]
 
 
-def _observation_text(step: Step, result: ModelResultArrived, cycle: Cycle) -> str:
+def _observation_text(step: Step, result: ModelResultArrived, cycle: Cycle, boundary_at: int) -> str:
+    """The observations to keep, as the record shows them; entries past the retention window cut out (a call that
+    covered messages expiring while it ran: ``expiry.cut_result``)."""
+    return expiry.cut_result(step, _sections(step, result, cycle), boundary_at)
+
+
+def _sections(step: Step, result: ModelResultArrived, cycle: Cycle) -> str:
     if step.state.scope != "resource":
         return result.observations.strip()
     sections = result.per_thread or {}
@@ -434,14 +441,20 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         step.end_overtaken(cycle, f"overtaken: {len(cycle.message_ids) - len(covered)} of its "
                                   f"{len(cycle.message_ids)} messages were observed before its result arrived")
         return
-    text = _observation_text(step, result, cycle)
+    boundary = max(m.created_at for m in covered)
+    text = _observation_text(step, result, cycle, boundary)
+    if not text:
+        step.end_overtaken(cycle, "overtaken: every observation it made passed the retention window")
+        return
     tokens = step.accountant.count_text(text)
     chunk = ChunkRef(id=step.new_id("seg"), cycle_id=cycle.id, first_seq=covered[0].seq, last_seq=covered[-1].seq,
                      first_message_id=covered[0].id, last_message_id=covered[-1].id, message_count=len(covered),
                      message_tokens=sum(m.tokens for m in covered), tokens=tokens,
-                     last_message_at=max(m.created_at for m in covered), buffered_at=step.now,
+                     last_message_at=boundary, buffered_at=step.now,
                      thread_ids=cycle.thread_ids, current_task=result.current_task,
-                     suggested_response=result.suggested_response, thread_title=result.thread_title)
+                     suggested_response=result.suggested_response, thread_title=result.thread_title,
+                     dated_from=expiry.dated_from(text, boundary))
+    expiry.note(step, chunk.dated_from)
     state.buffered.append(chunk)
     state.buffer_failures = 0
     state.buffer_retry_at = None
@@ -481,11 +494,20 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     if not covered:
         step.end_overtaken(cycle, "overtaken: its messages were observed before its result arrived")
         return
-    text = _observation_text(step, result, cycle)
+    boundary = max(m.created_at for m in covered)
+    text = _observation_text(step, result, cycle, boundary)
+    if not text:
+        # every entry it wrote is dated past the retention window (its messages are at its edge): they are
+        # observed, into nothing, rather than asked again until they expire
+        _remove_observed(step, covered)
+        step.end_overtaken(cycle, "overtaken: every observation it made passed the retention window")
+        step.owe_all_threads()
+        return
     tokens = step.accountant.count_text(text)
-    segment = SegmentRef(id=step.new_id("seg"), tokens=tokens, kind="observation",
-                         boundary_at=max(m.created_at for m in covered), first_message_id=covered[0].id,
-                         last_message_id=covered[-1].id, message_count=len(covered), thread_ids=cycle.thread_ids)
+    segment = SegmentRef(id=step.new_id("seg"), tokens=tokens, kind="observation", boundary_at=boundary,
+                         first_message_id=covered[0].id, last_message_id=covered[-1].id, message_count=len(covered),
+                         thread_ids=cycle.thread_ids, dated_from=expiry.dated_from(text, boundary))
+    expiry.note(step, segment.dated_from)
     step.add(_segment_command(step, segment.id, "active", text, tokens, cycle, covered))
     _remove_observed(step, covered)
     state.log.append(segment)
