@@ -270,6 +270,13 @@ class LifecycleSettings(_Group):
                                           "erased subject published before the erase are dropped for this long. It "
                                           "must outlive the input topics' retention (om.messages, om.records)")
 
+    retention_days: int | None = Field(None, ge=1, le=36_500,
+                                       description="Retention window: messages created, and observation entries "
+                                                   "dated, more than this many days ago are left out of every "
+                                                   "context, recall result and event at once, then purged from every "
+                                                   "store and the recall index (receipt: data-om-expired); a record "
+                                                   "may shorten it with an override. Unset: keep forever")
+
     @property
     def fence_s(self) -> int:
         return int(self.fence_days * 86_400)

@@ -81,6 +81,9 @@ class Metrics:
     erasure_seconds: Histogram
     erasure_fenced_inputs: Counter
     erasure_writes_undone: Counter
+    expirations: Counter
+    expired_items: Counter
+    expired_inputs: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -211,6 +214,16 @@ class Metrics:
                                           "Work of an erased record that finished after its erase and was dropped "
                                           "or removed again (model_call_skipped, cycle_result, recall_points)",
                                           ["what"], registry=reg),
+            expirations=Counter("om_expirations_total", "Retention purges run (their data-om-expired receipt "
+                                "published), one per record and purge", registry=reg),
+            expired_items=Counter("om_expired_items_total",
+                                  "What retention purges removed, by store: messages, observations (segments "
+                                  "removed whole), rewritten (segments written again without expired entries), "
+                                  "entries, threads (derived metadata), cycle_results, recall_points",
+                                  ["store"], registry=reg),
+            expired_inputs=Counter("om_expired_inputs_total",
+                                   "Messages already past the retention window when they arrived (lagging, replayed "
+                                   "or imported): not recorded, and not dead-lettered", registry=reg),
         )
 
 

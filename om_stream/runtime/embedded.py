@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
+from om_stream.adapters.recall_retention import RecallRetention
 from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
@@ -42,6 +43,7 @@ from om_stream.core.commands import (
     ActivateChunks,
     ContextSpec,
     EmitEvent,
+    ExpireIndex,
     IndexForRecall,
     PersistMessage,
     PublishContext,
@@ -50,7 +52,7 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
-from om_stream.core.engine import record_key
+from om_stream.core.engine import record_config, record_key
 from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
 from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.core.inputs import (
@@ -69,6 +71,7 @@ from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
+from om_stream.core.views import context_spec, narrowed
 from om_stream.errors import InputRejected, OMError, RecallError
 from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore, RetryingModel
 from om_stream.runtime.clock import ManualClock, SystemClock
@@ -111,20 +114,24 @@ class Memory:
                  store: ContentStore | None = None, model: ChatModel | None = None,
                  offline: ChatModel | None = None, clock: Clock | None = None,
                  limits: EngineLimits | None = None, on_event: EventListener | None = None,
-                 embedder: Embedder | None = None, index: RecallIndex | None = None) -> None:
+                 embedder: Embedder | None = None, index: RecallIndex | None = None,
+                 retention_days: int | None = None) -> None:
         """``store``: where messages and observations live (default: SQLite in memory; give
         ``SqliteContentStore("om.db")`` to keep them). With ``retrieval`` in the options the recall tool reads that
-        store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory)."""
+        store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory).
+        ``retention_days``: messages created, and observation entries dated, longer ago are left out of every
+        context, recall result and event, then purged from the store and the index (``core.expiry``; a thread may
+        shorten it, ``override(retention_days=)``)."""
         self.options = OMConfig.parse(config)
-        self.config = self.options.resolve()
+        self.config = self.options.resolve().with_retention(retention_days)
         self.counter = TiktokenCounter(self.config.token_encoding)
         self.accountant = TokenAccountant(self.counter.count)
         self.store: ContentStore = store or SqliteContentStore(":memory:")
         self._owns_store = store is None  # a store the caller gave stays open for the caller
-        self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index)
+        self.clock: Clock = clock or SystemClock()
+        self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index, self.clock)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
         self.model: ChatModel = model or self.offline
-        self.clock: Clock = clock or SystemClock()
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,
@@ -198,10 +205,20 @@ class Memory:
         return await asyncio.wait_for(future, timeout)
 
     async def context(self, thread_id: str) -> ContextRecord | None:
-        """The latest context of a thread (rendered on first read after each change)."""
+        """The latest context of a thread (rendered on first read after each change). With a retention window it
+        is rendered as it reads now: nothing that passed the window since it was published is in it."""
         thread = self._threads.get(thread_id)
         if thread is None or thread.spec is None:
             return None
+        state = self._states.get(thread.spec.record_key)
+        own = record_config(self.config, state) if state is not None else self.config
+        if own.retention_ms is not None:
+            now = self.clock.now_ms()
+            if state is not None and thread_id in state.threads and state.blocking_cycle() is None:
+                spec = context_spec(state, thread_id, own, thread.spec.version, now)
+            else:  # contexts are held back for a blocking cycle: the one published, at today's cutoff
+                spec = narrowed(thread.spec, now - own.retention_ms)
+            return await self.effects.context(spec, now_ms=now)
         if thread.rendered is None or thread.rendered.version != thread.spec.version:
             thread.rendered = await self.effects.context(thread.spec, now_ms=self.clock.now_ms())
         return thread.rendered
@@ -262,13 +279,15 @@ class Memory:
 
     async def override(self, thread_id: str, *, message_tokens: int | None = None,
                        observation_tokens: int | None = None, resource_id: str | None = None,
-                       replace: bool = False) -> None:
-        """Per-thread thresholds (per resource in resource scope). Overrides merge: a threshold not given keeps its
-        current override; ``replace=True`` makes the overrides exactly these (``override(t, replace=True)`` removes
-        them all). Raises ``InputRejected``: ``unknown_thread`` when no message reached the thread yet,
-        ``invalid_override`` for a threshold the options would refuse."""
+                       replace: bool = False, retention_days: int | None = None) -> None:
+        """Per-thread thresholds and retention window (per resource in resource scope). Overrides merge: one not
+        given keeps its current override; ``replace=True`` makes the overrides exactly these
+        (``override(t, replace=True)`` removes them all). A retention window may only be shorter than the
+        memory's. Raises ``InputRejected``: ``unknown_thread`` when no message reached the thread yet,
+        ``invalid_override`` for a threshold the options would refuse or a window longer than the memory's."""
         await self._command(thread_id, resource_id,
-                            OverrideThresholds(message_tokens, observation_tokens, thread_id, replace=replace),
+                            OverrideThresholds(message_tokens, observation_tokens, thread_id, replace=replace,
+                                               retention_days=retention_days),
                             raise_refusal=True)
 
     async def recall(self, resource_id: str, arguments: RecallArguments | Mapping[str, Any], *,
@@ -436,6 +455,13 @@ class Memory:
             await self.recall_service.index_segment(command)
         except OMError as exc:  # a weaker search, never a lost conversation
             log.warning("segment %s left out of the recall index: %s", command.segment_id, exc)
+
+    async def _expire_index(self, command: ExpireIndex) -> None:
+        assert self.recall_service is not None
+        try:
+            await self.recall_service.expire(command)
+        except OMError as exc:  # the next purge removes what is past the cutoff again; recall never shows it
+            log.warning("recall index purge of %s failed: %s", command.record_key, exc)
 
     async def _forget(self, resource_id: str, key: str) -> None:
         assert self.recall_service is not None
@@ -611,6 +637,11 @@ class _Outlet:
             self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
                                                                     f"om-index-{command.segment_id}", arrival.key))
 
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None:
+        if self.memory._indexing:
+            self._deliveries.append(lambda: self.memory._background(self.memory._expire_index(command),
+                                                                    f"om-expire-{command.record_key}", arrival.key))
+
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
         if self.memory._indexing:
             self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
@@ -662,10 +693,11 @@ def _check_id(name: str, value: object) -> None:
 
 
 def _recall_service(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,
-                    embedder: Embedder | None, index: RecallIndex | None) -> RecallService | None:
+                    embedder: Embedder | None, index: RecallIndex | None, clock: Clock) -> RecallService | None:
     if not isinstance(store, RecallStore):
         return None
+    retention = RecallRetention(config.retention_ms, config.scope, clock.now_ms)
     if embedder is None or config.retrieval is None or not config.retrieval.vector:
-        return RecallService(store, counter.count)
-    return RecallService(store, counter.count, embedder=embedder,
+        return RecallService(store, counter.count, retention=retention)
+    return RecallService(store, counter.count, embedder=embedder, retention=retention,
                          index=index or QdrantRecallIndex(embedder.model_id, embedder.dimension))

@@ -1,5 +1,6 @@
 """JSON form of the records on the internal topics: model requests, model results, timers, the recall index's
-work (index an observation group; forget a cleared record; erase a subject's points), and the steps of an erase
+work (index an observation group; forget a cleared record; erase a subject's points; a retention purge's points),
+and the steps of an erase
 that spans partitions (``core.erasure``).
 
 These never leave om-stream (no public schema); they only need to survive a round trip between a memory agent
@@ -16,7 +17,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
+from om_stream.core.commands import ExpireIndex, IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone
 from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.errors import WireDecodeError
@@ -45,11 +46,12 @@ class EraseIndexed:
 
 
 InternalRecord = (RequestObservation | RequestReflection | ModelResultArrived | TimerFired | IndexForRecall
-                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone)
+                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone | ExpireIndex)
 _TYPES: dict[str, type[Any]] = {"request-observation": RequestObservation, "request-reflection": RequestReflection,
                                 "result": ModelResultArrived, "timer": TimerFired, "index": IndexForRecall,
                                 "forget-index": ForgetIndexed, "erase-index": EraseIndexed, "erase-part": ErasePart,
-                                "erase-part-done": ErasePartDone, "erase-index-done": EraseIndexDone}
+                                "erase-part-done": ErasePartDone, "erase-index-done": EraseIndexDone,
+                                "expire-index": ExpireIndex}
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
 

@@ -18,6 +18,7 @@ from om_stream.core.commands import (
     Command,
     ContextSpec,
     EmitEvent,
+    ExpireIndex,
     IndexForRecall,
     PersistMessage,
     PersistSegment,
@@ -239,6 +240,8 @@ class _Outlet:
         self.sim._requested(arrival.key, command)
 
     async def index(self, command: IndexForRecall, arrival: Arrival) -> None: ...
+
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None: ...
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
 

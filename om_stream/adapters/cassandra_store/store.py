@@ -39,12 +39,21 @@ from typing import Any, Literal, cast
 from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResults
 from om_stream.adapters.cassandra_store.erasure import CassandraErasure
 from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_TS_BASE, READS, WRITES, thread_page
+from om_stream.adapters.cassandra_store.retention import CassandraRetention
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
-from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.commands import (
+    ActivateChunks,
+    CommitGeneration,
+    ExpireStored,
+    PersistRetention,
+    PersistSegment,
+    PersistThreadMetadata,
+)
 from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
+from om_stream.core.retention import ExpiryCounts, SegmentText
 from om_stream.errors import StorageError
 from om_stream.ports import (
     GenerationRecord,
@@ -93,6 +102,7 @@ class CassandraContentStore:
         self._closed = False
         self._results = CassandraCycleResults(self._run, settings.cycle_result_ttl_s)
         self._erasure = CassandraErasure(self._run)
+        self._retention = CassandraRetention(self._run, self._erasure, self._ttl)
 
     def __repr__(self) -> str:
         return f"CassandraContentStore(hosts={self.settings.hosts!r}, keyspace={self.settings.keyspace!r})"
@@ -532,6 +542,32 @@ class CassandraContentStore:
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         return await self._results.claim(key, owner, lease_s)
+
+    # -- ExpiringStore (``retention.py``) ------------------------------------------------------------------------
+
+    async def segment_texts_of(self, record_key: str, resource_id: str) -> list[SegmentText]:
+        return await self._retention.segment_texts_of(record_key, resource_id)
+
+    async def next_message_at(self, resource_id: str, thread_ids: Sequence[str], at_or_after: int) -> int | None:
+        return await self._retention.next_message_at(resource_id, thread_ids, at_or_after)
+
+    async def expire(self, command: ExpireStored) -> ExpiryCounts:
+        counts, emptied = await self._retention.expire(command)
+        threads = set(command.thread_ids)
+        for message_id in [i for i, (r, m) in self._cache.items() if r == command.resource_id
+                           and m.thread_id in threads and m.created_at_ms < command.before]:
+            del self._cache[message_id]
+        # buckets whose rows went must be written again by the next message into them
+        self._buckets = {b for b in self._buckets if b[0] != command.resource_id or b[1] not in threads}
+        for thread_id in emptied:
+            self._spans.pop((command.resource_id, thread_id), None)
+        return counts
+
+    async def put_retention(self, command: PersistRetention) -> None:
+        await self._retention.put_retention(command)
+
+    async def retention_of(self, record_key: str) -> int | None:
+        return await self._retention.retention_of(record_key)
 
 
 async def _all(calls: Sequence[Any]) -> list[Any]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from om_stream.adapters.offline_model import OfflineModel
+from om_stream.adapters.recall_retention import RecallRetention
 from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import OMConfig, ResolvedConfig
@@ -82,8 +83,9 @@ def build_recall(settings: Settings, config: ResolvedConfig, store: ContentStore
     (the configured embedder and the Qdrant index: a server with ``OM_QDRANT_URL``, else local mode)."""
     if not isinstance(store, RecallStore):
         return None
+    retention = RecallRetention(config.retention_ms, config.scope)
     if config.retrieval is None or not config.retrieval.vector:
-        return RecallService(store, counter.count)
+        return RecallService(store, counter.count, retention=retention)
     from om_stream.adapters.embedders import build_embedder
     from om_stream.adapters.qdrant_index import QdrantRecallIndex
 
@@ -94,7 +96,7 @@ def build_recall(settings: Settings, config: ResolvedConfig, store: ContentStore
                               api_key=qdrant.api_key.get_secret_value() if qdrant.api_key else None,
                               path=qdrant.path, collection_prefix=qdrant.collection_prefix,
                               timeout_s=qdrant.timeout_s)
-    return RecallService(store, counter.count, index=index, embedder=embedder)
+    return RecallService(store, counter.count, index=index, embedder=embedder, retention=retention)
 
 
 def build_deps(settings: Settings) -> WorkerDeps:
@@ -103,7 +105,7 @@ def build_deps(settings: Settings) -> WorkerDeps:
         options = options.model_copy(update={"model": settings.memory.model,
                                              "observation": options.observation.model_copy(update={"model": None}),
                                              "reflection": options.reflection.model_copy(update={"model": None})})
-    config = options.resolve()
+    config = options.resolve().with_retention(settings.lifecycle.retention_days)
     counter = TiktokenCounter(config.token_encoding)
     metrics = Metrics.create()
     model, offline = _models(settings, config, OfflineModel(counter.count), metrics)
