@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import functools
 import logging
 import time
 import uuid
@@ -53,7 +51,7 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
 from om_stream.core.engine import record_config, record_key
-from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
+from om_stream.core.erasure import EraseRequested
 from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.core.inputs import (
     ClearRecord,
@@ -77,8 +75,9 @@ from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallInde
 from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.erasure import Sweeper, receipt
-from om_stream.runtime.host import Arrival, Decided, Host, Outlet, StoreRetry
+from om_stream.runtime.embedded_erasure import EmbeddedErasures
+from om_stream.runtime.embedded_outlet import EmbeddedOutlet
+from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
@@ -157,10 +156,10 @@ class Memory:
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
-        self.erasures = _Erasures(self)
+        self.erasures = EmbeddedErasures(self)
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
-                         outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
-                         on_decided=self._decided, erasures=self.erasures)
+                         outlets=lambda: EmbeddedOutlet(self), timers=_Timers(self), clock=self.clock,
+                         limits=self.limits, on_decided=self._decided, erasures=self.erasures)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -515,90 +514,6 @@ class _Table:
         self.states[arrival.key] = state
 
 
-class _Erasures:
-    """The host's ``Erasures`` in process: an erase runs whole, under its records' locks (``Memory.erase``), so
-    nothing arrives behind it and nothing needs fencing; what runs in the background for those records (model
-    calls, indexing) is cancelled before anything is removed. A record made again for an erased key starts after
-    the erased epoch (kept by digest for the fence window)."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.sweeper = Sweeper(memory.store, memory.effects, StoreRetry(), ledger_ttl_s=8 * 86_400)
-        self._epochs: dict[str, int] = {}  # record key digest -> the erased epoch
-
-    def fenced(self, arrival: Arrival) -> bool:
-        return False
-
-    def epoch_floor(self, arrival: Arrival) -> int:
-        erased = self._epochs.get(record_digest(arrival.key))
-        return erased + 1 if erased is not None else 0
-
-    async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
-        memory = self.memory
-        erase = arrival.input
-        assert isinstance(erase, EraseRequested)
-        keys = memory._erased_keys(erase)
-        await memory._cancel_work(keys)
-        states = [state for key in keys if (state := memory._states.get(key)) is not None]
-        resource = erase.resource_id or (states[0].resource_id if states else None)
-        if resource is None and erase.thread_id is not None:
-            resource = await memory.store.resource_of(erase.thread_id)
-        writes: list[Callable[[], None]] = []
-        counts, found, verified = ErasureCounts(), bool(states), True
-        whole = [s for s in states if not self._one_thread_of(erase, s)]
-        if whole:
-            swept = await self.sweeper.records(whole)
-            counts, verified = swept.counts, swept.verified
-            for state in whole:
-                writes.append(functools.partial(self._drop, state))
-                for thread_id in state.threads:
-                    await outlet.forget_context(thread_id, arrival)
-                counts += ErasureCounts(contexts=len(state.threads))
-        for state in states:
-            if self._one_thread_of(erase, state):
-                counts += await self._thread_of_resource(state, erase.thread_id or "", arrival, outlet, writes)
-        if resource is not None:
-            rest = (await self.sweeper.resource(resource) if erase.scope == "resource" else
-                    await self.sweeper.thread(resource, erase.thread_id or "", epoch=0, record_key=(
-                        erase.thread_id if memory.config.scope == "thread" else None))
-                    if not states else None)
-            if rest is not None:
-                counts, verified, found = counts + rest.counts, verified and rest.verified, found or rest.found
-            if memory.recall_service is not None:
-                removed, remaining = await memory.recall_service.erase(
-                    resource, erase.thread_id if erase.scope == "thread" else None)
-                counts += ErasureCounts(recall_points=removed)
-                verified = verified and remaining == 0
-        saga = ErasureSaga(erase.erase_id, erase.scope, resource, erase.thread_id, erase.requested_at, parts=1,
-                           counts=counts, found=found or counts.total > 0, verified=verified)
-        await outlet.erased(receipt(saga, completed_at=memory.clock.now_ms(), verified=verified), arrival)
-        return writes
-
-    @staticmethod
-    def _one_thread_of(erase: EraseRequested, state: RecordState) -> bool:
-        """A thread erased out of a resource's record (resource scope) that holds other threads too."""
-        return (erase.scope == "thread" and state.scope == "resource" and erase.thread_id in state.threads
-                and len(state.threads) > 1)
-
-    async def _thread_of_resource(self, state: RecordState, thread_id: str, arrival: Arrival, outlet: Outlet,
-                                  writes: list[Callable[[], None]]) -> ErasureCounts:
-        """One thread of a resource's record: its conversation goes, the record's log is rebuilt from the rest."""
-        memory = self.memory
-        swept = await self.sweeper.thread(state.resource_id, thread_id, record_key=None, epoch=state.epoch)
-        observations = await memory.store.erase_record(state.key, state.resource_id)
-        remaining = dataclasses.replace(state, threads={t: s for t, s in state.threads.items() if t != thread_id},
-                                        unobserved=[m for m in state.unobserved if m.thread_id != thread_id])
-        cleared = await memory.host.decide_on(remaining, Arrival(state.key, state.resource_id, ClearRecord(None)),
-                                              outlet)
-        writes.append(functools.partial(memory._states.__setitem__, state.key, cleared))
-        await outlet.forget_context(thread_id, arrival)
-        return swept.counts + observations + ErasureCounts(contexts=1)
-
-    def _drop(self, state: RecordState) -> None:
-        self.memory._states.pop(state.key, None)
-        self._epochs[record_digest(state.key)] = state.epoch
-
-
 class _Timers:
     """The records' timers in a wheel; a new one wakes the timer loop (it may be due before the one it sleeps to)."""
 
@@ -608,80 +523,6 @@ class _Timers:
     def track(self, key: str, timers: Mapping[str, int]) -> None:
         self.memory.timers.track(key, timers)
         self.memory._timer_wakeup.set()
-
-
-class _Outlet:
-    """One batch's publications, delivered in-process once it commits: events to listeners, contexts to the waiting
-    callers, model requests and recall-index work to background tasks, refusals and failures to the caller of
-    ``_apply``. (The host prepares them before it writes the states; each batch has its own outlet.)"""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self._deliveries: list[Callable[[], Awaitable[None] | None]] = []
-
-    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self.memory._emit, event, command))
-
-    async def context(self, command: PublishContext, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self.memory._publish, command))
-
-    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._request, command, arrival))
-
-    def _request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
-        self.memory._cycle_retries += command.attempt > 1
-        self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command)
-
-    async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
-                                                                    f"om-index-{command.segment_id}", arrival.key))
-
-    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._expire_index(command),
-                                                                    f"om-expire-{command.record_key}", arrival.key))
-
-    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
-                                                                    f"om-forget-{key}", key))
-
-    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self.memory._forget_thread, thread_id))
-
-    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._receipt, event))
-
-    async def _receipt(self, event: ErasedEvent) -> None:
-        self.memory._receipts[event.erase_id] = event
-        await self.memory._emit(event, EmitEvent(event.record_id, event, f"erased-{event.erase_id}"))
-
-    async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._refused, command, arrival))
-
-    def _refused(self, command: RejectInput, arrival: Arrival) -> None:
-        memory = self.memory
-        memory.rejections.append(command)
-        memory.rejected += 1
-        waiting = memory._refusals.get(id(arrival))
-        if waiting is not None:
-            waiting.append(command)
-        log.warning("input refused for %s: %s (%s)", command.record_key, command.reason, command.detail)
-
-    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
-        self._deliveries.append(functools.partial(self.memory._failures.append, (arrival, error)))
-
-    async def commit(self) -> None:
-        deliveries, self._deliveries = self._deliveries, []
-        for deliver in deliveries:
-            delivered = deliver()
-            if delivered is not None:
-                await delivered
-
-    def discard(self) -> None:
-        """The embedded runner never fences a batch off; nothing prepared is kept."""
-        self._deliveries.clear()
 
 
 def _check_id(name: str, value: object) -> None:

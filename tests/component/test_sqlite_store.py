@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from om_stream.adapters.sqlite_store import _MIGRATIONS, SqliteContentStore
+from om_stream.adapters.sqlite_schema import MIGRATIONS
+from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, CycleResults, RecallStore
 from tests.support.store_contract import (
@@ -89,7 +90,7 @@ async def test_a_file_database_survives_reopening_and_is_in_wal_mode(tmp_path: P
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
 
 
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -112,7 +113,7 @@ async def test_start_creates_the_schema_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"messages", "segments", "generations", "cycle_results"} <= tables
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     await store.close()
 
 
@@ -131,7 +132,7 @@ async def test_start_refuses_a_path_it_cannot_open_with_a_storage_error(tmp_path
 async def test_a_database_of_schema_version_1_is_upgraded_on_start(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     with sqlite3.connect(path) as conn:
-        conn.executescript(_MIGRATIONS[0])
+        conn.executescript(MIGRATIONS[0])
         conn.execute("PRAGMA user_version = 1")
     old = SqliteContentStore(path)
     await old.start()
