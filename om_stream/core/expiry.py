@@ -44,7 +44,7 @@ from om_stream.core.events import ExpiredCounts, ExpiredEvent
 from om_stream.core.inputs import ExpiryDue
 from om_stream.core.messages import Message, iso
 from om_stream.core.retention import DAY_MS, SegmentText, cut_text, oldest_entry, segment_expired
-from om_stream.core.state import BufferedReflection, ChunkRef, SegmentRef
+from om_stream.core.state import BufferedReflection, ChunkRef, RecordState, SegmentRef
 from om_stream.core.step import Step
 
 __all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "keep_timer", "note", "purge",
@@ -80,16 +80,22 @@ def note(step: Step, at: int) -> None:
     if window is None:
         return
     due = step.state.timers.get(PURGE_TIMER)
-    if due is None or at + window < due:
-        step.schedule(PURGE_TIMER, at + window)
+    if due is None or _expires(at, window) < due:
+        step.schedule(PURGE_TIMER, _expires(at, window))
+
+
+def _expires(at: int, window: int) -> int:
+    """When content dated ``at`` is past the window: the first moment its date is before the cutoff."""
+    return at + window + 1
 
 
 def keep_timer(step: Step) -> None:
-    """After every input: no window, no purge timer; a window and content but no timer (the window was just set,
-    or the record was made before retention was on), a purge now, which sets it exactly."""
+    """After every input: no window, no purge timer; a window and content that will expire but no timer (the window
+    was just set, or the record was made before retention was on), a purge now, which sets it exactly. A purge that
+    left nothing to expire leaves no timer: the next message sets one."""
     if step.config.retention_ms is None:
         step.cancel(PURGE_TIMER)
-    elif PURGE_TIMER not in step.state.timers and step.state.holds_conversation:
+    elif PURGE_TIMER not in step.state.timers and _dates(step.state):
         step.schedule(PURGE_TIMER, step.now)
 
 
@@ -277,9 +283,18 @@ def _expire_metadata(step: Step, before: int) -> tuple[str, ...]:
 
 def _next_purge(step: Step, next_message_at: int | None) -> int | None:
     """When the next thing left expires (None: nothing will), and never within the gap after this purge."""
-    state = step.state
     window = step.config.retention_ms
     assert window is not None
+    dates = _dates(step.state)
+    if next_message_at is not None:
+        dates.append(next_message_at)
+    if not dates:
+        return None
+    return max(_expires(min(dates), window), step.now + step.limits.purge_gap_ms)
+
+
+def _dates(state: RecordState) -> list[int]:
+    """The dates of what the state holds that will expire (stored messages the state no longer lists aside)."""
     dates = [m.created_at for m in state.unobserved]
     dates += [min(s.dated_from, s.boundary_at) for s in state.log]
     dates += [min(c.dated_from, c.last_message_at) for c in state.buffered]
@@ -287,8 +302,4 @@ def _next_purge(step: Step, next_message_at: int | None) -> int | None:
         dates.append(state.buffered_reflection.dated_from)
     dates += [t.last_message_at for t in state.threads.values()
               if not t.metadata_expired and t.last_message_at is not None]
-    if next_message_at is not None:
-        dates.append(next_message_at)
-    if not dates:
-        return None
-    return max(min(dates) + window, step.now + step.limits.purge_gap_ms)
+    return dates

@@ -45,7 +45,7 @@ class EngineLimits:
     max_retry_backoff_ms: int = 600_000
     max_reflection_failures: int = 5
     recent_ids: int = 64
-    purge_gap_ms: int = 60_000  # a record's retention purges run at least this far apart (``core.expiry``)
+    purge_gap_ms: int = 3_600_000  # a record's retention purges run at least this far apart (``core.expiry``)
 
 
 @dataclass
