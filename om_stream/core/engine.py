@@ -259,8 +259,9 @@ def _on_clear(step: Step, event: ClearRecord) -> None:
     fresh.last_actor_cache_retention = old.last_actor_cache_retention
     fresh.override_retention_days = old.override_retention_days  # a privacy promise, not an OM tuning: it stays
     fresh.timers = {t: due for t, due in old.timers.items() if t == expiry.PURGE_TIMER}
+    # the store keeps a thread's extracted values and working memory through a clear: their date stays with them
     fresh.threads = {tid: ThreadState(tid, last_message_id=t.last_message_id, last_message_at=t.last_message_at,
-                                     metadata_expired=t.metadata_expired) for tid, t in old.threads.items()}
+                                     derived_from=t.derived_from) for tid, t in old.threads.items()}
     step.state = fresh
     step.add(ClearStored(old.key, fresh.epoch))
     for cycle in old.cycles:

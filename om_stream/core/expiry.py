@@ -9,10 +9,10 @@ shorter (``engine.record_config``): an override can only shorten the operator's 
   personal data the window removes on a log that cannot be edited, so the refusal is counted and logged (never
   its content), and ``Memory`` tells its caller.
 * **Timer**: the record's state keeps ``retention:purge``, due when its oldest content passes the window: a message
-  (its ``created_at``), an observation entry (a segment's ``dated_from``), a thread's derived metadata (its newest
-  message). New content moves it earlier; the purge sets it exactly from what is left, and never sooner than
-  ``EngineLimits.purge_gap_ms`` after itself, so a busy record is purged at most once a gap (reads do not wait
-  for the purge: everything past the window is left out as it is read).
+  (its ``created_at``), an observation entry (a segment's ``dated_from``), a thread's derived metadata (the oldest
+  message it was written from). New content moves it earlier; the purge sets it exactly from what is left, and
+  never sooner than ``EngineLimits.purge_gap_ms`` (an hour) after itself, so a busy record is purged at most once
+  a gap (reads do not wait for the purge: everything past the window is left out as it is read).
 * **Purge** (``ExpiryDue``, the timer with what the host read from the store): the state drops what expired
   (unobserved messages, the pinned turn message, log segments, buffered chunks and reflection, entries cut out of
   the rest under new segment ids) and the store is told to do the same (``ExpireStored``) and to drop what the
@@ -23,10 +23,11 @@ shorter (``engine.record_config``): an override can only shorten the operator's 
   dated before the cutoff are cut when it is applied (``cut_result``), a reflection whose input the purge changed
   is overtaken, and an observation whose messages all expired finds nothing left to cover.
 
-Derived metadata (title, hints, extracted values, working memory) summarises the whole conversation and is rewritten
-as it goes; it cannot be dated entry by entry. It goes when the thread's newest message passes the window (the
-whole conversation has expired), not before: removing it at every purge would lose the live conversation's
-working state.
+Derived metadata (title, hints, extracted values, working memory) summarises the conversation and is rewritten as it
+goes; it cannot be dated entry by entry. It is dated, all of it together, by the oldest message any of it was
+written from (``ThreadState.derived_from``): when that passes the window the thread's metadata goes whole, and the
+next observation writes it afresh from what is left. A long conversation therefore loses its working memory once
+a window; keeping it would keep what its oldest sources said.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from om_stream.core.messages import Message, iso
 from om_stream.core.retention import DAY_MS, SegmentText, cut_text, oldest_entry, segment_expired
 from om_stream.core.state import BufferedReflection, ChunkRef, RecordState, SegmentRef
 from om_stream.core.step import Step
+from om_stream.core.views import metadata_expired
 
 __all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "keep_timer", "note", "purge",
            "refuse_expired"]
@@ -269,14 +271,14 @@ def _overtake_reflections(step: Step, work: _Purge, old_log: list[SegmentRef]) -
 
 
 def _expire_metadata(step: Step, before: int) -> tuple[str, ...]:
-    """Threads whose newest message passed the window: their derived metadata goes (from the state here, from the
-    store with ``ExpireStored.threads``)."""
+    """Threads whose derived metadata passed the window: it goes (from the state here, from the store with
+    ``ExpireStored.threads``); the next observation of the thread writes it afresh."""
     expired = []
     for thread_id, thread in step.state.threads.items():
-        if thread.metadata_expired or thread.last_message_at is None or thread.last_message_at >= before:
+        if not metadata_expired(thread, before):
             continue
         thread.title = thread.current_task = thread.suggested_response = None
-        thread.metadata_expired = True
+        thread.derived_from = None
         expired.append(thread_id)
     return tuple(expired)
 
@@ -300,6 +302,5 @@ def _dates(state: RecordState) -> list[int]:
     dates += [min(c.dated_from, c.last_message_at) for c in state.buffered]
     if state.buffered_reflection is not None:
         dates.append(state.buffered_reflection.dated_from)
-    dates += [t.last_message_at for t in state.threads.values()
-              if not t.metadata_expired and t.last_message_at is not None]
+    dates += [t.derived_from for t in state.threads.values() if t.derived_from is not None]
     return dates

@@ -83,7 +83,6 @@ def _take_in(step: Step, message: Message, at: int, seq: int, tokens: int) -> Me
     del state.recent_ids[:-step.limits.recent_ids]
     thread.last_message_id = message.message_id
     thread.last_message_at = at
-    thread.metadata_expired = False
     expiry.note(step, at)
     return ref
 

@@ -297,9 +297,11 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
         step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id, state.epoch))
     for thread_id in dict.fromkeys(t for c in chunks for t in c.thread_ids):
         hinted = [c for c in chunks if thread_id in c.thread_ids]
+        since = min((m.created_at for m in removed if m.thread_id == thread_id),
+                    default=min(c.dated_from or c.last_message_at for c in hinted))
         _apply_hints(step, thread_id, hinted[-1].current_task, hinted[-1].suggested_response,
                      next((c.thread_title for c in reversed(hinted) if c.thread_title), None), hinted[-1].cycle_id,
-                     {})
+                     {}, since=since)
     state.last_buffered_at_tokens = step.pending()
     marker = step.marker_config()
     if ttl_ms is not None:  # "auto" is reported as the idle time it resolved to
@@ -332,9 +334,10 @@ def _remove_observed(step: Step, removed: list[MessageRef]) -> None:
 
 def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested_response: str | None,
                  title: str | None, cycle_id: str, extracted: dict[str, object],
-                 working_memory: object = None) -> None:
+                 working_memory: object = None, *, since: int) -> None:
     """New hints replace old ones only when present: an observation without hints keeps the previous ones.
-    Extracted values are merged over the stored ones; a working memory replaces the stored one."""
+    Extracted values are merged over the stored ones; a working memory replaces the stored one. ``since``: the
+    oldest message what is written was made from (retention dates the thread's metadata by it)."""
     thread = step.thread(thread_id)
     changed = False
     if current_task and current_task != thread.current_task:
@@ -347,6 +350,7 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
                                     old_title=thread.title, new_title=new_title, timestamp=step.iso_now()))
         thread.title, changed = new_title, True
     if changed or extracted or working_memory is not None:
+        thread.derived_from = since if thread.derived_from is None else min(thread.derived_from, since)
         step.add(PersistThreadMetadata(thread_id=thread_id, resource_id=step.state.resource_id, title=thread.title,
                                        current_task=thread.current_task,
                                        suggested_response=thread.suggested_response,
@@ -355,10 +359,11 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
                                        working_memory=working_memory))
 
 
-def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived) -> None:
+def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived, *, since: int) -> None:
     """A cycle's extracted values and working memory written to the thread's metadata, its hints and title left
-    as they are (a reflection's values)."""
-    _apply_hints(step, thread_id, None, None, None, cycle_id, result.extracted_values, result.working_memory)
+    as they are (a reflection's values; ``since``: the oldest entry of what it condensed)."""
+    _apply_hints(step, thread_id, None, None, None, cycle_id, result.extracted_values, result.working_memory,
+                 since=since)
 
 
 def reported_values(result: ModelResultArrived) -> dict[str, object] | None:
@@ -465,7 +470,7 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         # titles, extracted values and the working memory are applied as soon as they are known; hints wait for
         # activation
         _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values,
-                     result.working_memory)
+                     result.working_memory, since=min(m.created_at for m in covered))
     step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                 operation_type="observation", completed_at=step.iso_now(),
                                 duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
@@ -514,17 +519,19 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state.log_tokens += tokens
     state.last_buffered_at_tokens = step.pending()
     main = step.primary_thread(cycle.thread_ids)
+    since = min(m.created_at for m in covered)
     if result.thread_metadata:  # a multi-thread observation: each thread its own hints, title and values
         for thread_id in cycle.thread_ids:
             update = result.thread_metadata.get(thread_id)
             if update is not None:
                 _apply_hints(step, thread_id, update.current_task, update.suggested_response, update.thread_title,
-                             cycle.id, update.extracted_values, update.working_memory)
+                             cycle.id, update.extracted_values, update.working_memory,
+                             since=min((m.created_at for m in covered if m.thread_id == thread_id), default=since))
     else:
         single = len(cycle.thread_ids) == 1
         _apply_hints(step, main, result.current_task if single else None,
                      result.suggested_response if single else None, result.thread_title if single else None,
-                     cycle.id, result.extracted_values, result.working_memory)
+                     cycle.id, result.extracted_values, result.working_memory, since=since)
     step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id, state.epoch))
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="observation", completed_at=step.iso_now(),

@@ -245,6 +245,7 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
                                   f"this reflection of generation {cycle.generation} arrived")
         return
     boundary = state.log[cycle.covers - 1].boundary_at
+    source_from = min(s.dated_from or s.boundary_at for s in state.log[:cycle.covers])  # what it was written from
     text = expiry.cut_result(step, text, boundary)  # entries that passed the retention window while it ran
     tokens = step.accountant.count_text(text) if text else 0
     if not result.ok or not text or tokens >= cycle.tokens:
@@ -276,7 +277,7 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         state.buffered_reflection = BufferedReflection(id=segment_id, cycle_id=cycle.id, generation=state.generation,
                                                        covers=cycle.covers, input_tokens=cycle.tokens,
                                                        tokens=tokens, buffered_at=step.now, dated_from=dated)
-        store_extracted(step, main, cycle.id, result)
+        store_extracted(step, main, cycle.id, result, since=source_from)
         step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                     operation_type="reflection", completed_at=step.iso_now(),
                                     duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
@@ -287,7 +288,7 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
             activate(step, "threshold")
         return
     _commit(step, segment_id, tokens, cycle.covers, dated)
-    store_extracted(step, main, cycle.id, result)
+    store_extracted(step, main, cycle.id, result, since=source_from)
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="reflection", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,

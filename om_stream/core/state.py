@@ -130,7 +130,9 @@ class ThreadState:
     step_number: int = 0
     last_message_id: str | None = None
     last_message_at: int | None = None
-    metadata_expired: bool = False  # its newest message passed the retention window: title and hints went with it
+    # retention: the oldest message the thread's derived metadata (title, hints, extracted values, working memory)
+    # was written from; when it passes the window all of it goes, and the next observation writes it afresh
+    derived_from: int | None = None
 
 
 def _shallow(obj: Any) -> Any:

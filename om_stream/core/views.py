@@ -12,10 +12,10 @@ from om_stream.core.commands import ContextSpec
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.events import StatusEvent
 from om_stream.core.retention import cutoff, segment_expired
-from om_stream.core.state import RecordState
+from om_stream.core.state import RecordState, ThreadState
 from om_stream.core.thresholds import select_chunks
 
-__all__ = ["context_spec", "narrowed", "near_block_after", "pending_tokens", "status_event"]
+__all__ = ["context_spec", "metadata_expired", "narrowed", "near_block_after", "pending_tokens", "status_event"]
 
 NEAR_BLOCK_AFTER = 0.9  # share of the blocking limit from which a record counts as about to block its agent
 
@@ -32,6 +32,16 @@ def pending_tokens(state: RecordState, conversation_overhead: int) -> int:
     return tokens + conversation_overhead if tokens else 0
 
 
+def metadata_expired(thread: ThreadState, before: int | None) -> bool:
+    """The thread's derived metadata passed the window: it was written from a message older than the cutoff
+    (``ThreadState.derived_from``; a state written before it was kept: the thread's newest message)."""
+    if before is None:
+        return False
+    since = thread.derived_from if thread.derived_from is not None else (
+        thread.last_message_at if thread.title or thread.current_task or thread.suggested_response else None)
+    return since is not None and since < before
+
+
 def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, version: int,
                  now_ms: int | None = None) -> ContextSpec:
     """The thread's context: the active log, then the current turn's user message and the unobserved messages.
@@ -39,7 +49,7 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
     With a retention window (``config.retention_ms``; ``now_ms`` is then required) nothing past it is in the
     context, whether or not the record's purge has run: messages created before the cutoff and segments whose
     newest message is are left out, the renderer cuts the expired entries of the others (``expire_before``), and a
-    thread whose newest message passed the window shows no hints, title or extracted values."""
+    thread whose derived metadata passed the window shows no hints, title or extracted values."""
     before = cutoff(now_ms, config.retention_ms) if now_ms is not None else None
     thread = state.threads[thread_id]
     raw = [m for m in state.unobserved if m.thread_id == thread_id and (before is None or m.created_at >= before)]
@@ -57,8 +67,7 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
                 grouped.setdefault(message.thread_id, []).append(message.id)
         others = tuple((tid, tuple(mids)) for tid, mids in grouped.items())
     log = [s for s in state.log if not segment_expired(s.boundary_at, before)]
-    expired = before is not None and (thread.metadata_expired or (thread.last_message_at is not None
-                                                                  and thread.last_message_at < before))
+    expired = metadata_expired(thread, before)
     return ContextSpec(
         record_key=state.key, thread_id=thread_id, resource_id=state.resource_id, version=version,
         through_message_id=thread.last_message_id, generation=state.generation,

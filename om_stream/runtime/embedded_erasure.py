@@ -10,24 +10,41 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from om_stream.adapters.recall_service import RecallService
+from om_stream.core.config import ResolvedConfig
 from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
 from om_stream.core.inputs import ClearRecord
 from om_stream.core.state import RecordState
+from om_stream.ports import Clock, ContentStore
+from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper, receipt
-from om_stream.runtime.host import Arrival, Outlet, StoreRetry
+from om_stream.runtime.host import Arrival, Host, Outlet, StoreRetry
 
-if TYPE_CHECKING:
-    from om_stream.runtime.embedded import Memory
+__all__ = ["EmbeddedErasures", "ErasingMemory"]
 
-__all__ = ["EmbeddedErasures"]
+
+class ErasingMemory(Protocol):
+    """What an erase uses of its ``Memory`` (named here, not imported: the runner imports this module)."""
+
+    config: ResolvedConfig
+    store: ContentStore
+    effects: Effects
+    clock: Clock
+    host: Host
+    recall_service: RecallService | None
+    _states: dict[str, RecordState]
+
+    def _erased_keys(self, erase: EraseRequested) -> list[str]: ...
+
+    async def _cancel_work(self, keys: list[str]) -> None: ...
 
 
 class EmbeddedErasures:
     """The host's ``Erasures`` for one ``Memory`` (see the module's docstring)."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: ErasingMemory) -> None:
         self.memory = memory
         self.sweeper = Sweeper(memory.store, memory.effects, StoreRetry(), ledger_ttl_s=8 * 86_400)
         self._epochs: dict[str, int] = {}  # record key digest -> the erased epoch

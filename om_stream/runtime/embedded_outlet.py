@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
 
 from om_stream.core.commands import (
     EmitEvent,
@@ -21,12 +22,39 @@ from om_stream.core.commands import (
 from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.runtime.host import Arrival
 
-if TYPE_CHECKING:
-    from om_stream.runtime.embedded import Memory
-
-__all__ = ["EmbeddedOutlet"]
+__all__ = ["EmbeddedOutlet", "OutletTarget"]
 
 log = logging.getLogger(__name__)
+
+
+class OutletTarget(Protocol):
+    """What the outlet delivers to, of its ``Memory`` (named here, not imported: the runner imports this module)."""
+
+    rejections: deque[RejectInput]
+    rejected: int
+    _cycle_retries: int
+    _receipts: dict[str, ErasedEvent]
+    _refusals: dict[int, list[RejectInput]]
+    _failures: list[tuple[Arrival, BaseException]]
+
+    @property
+    def _indexing(self) -> bool: ...
+
+    async def _emit(self, event: OMEvent, command: EmitEvent) -> None: ...
+
+    async def _publish(self, command: PublishContext) -> None: ...
+
+    def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None: ...
+
+    def _background(self, work: Coroutine[Any, Any, None], name: str, key: str) -> None: ...
+
+    async def _index(self, command: IndexForRecall) -> None: ...
+
+    async def _expire_index(self, command: ExpireIndex) -> None: ...
+
+    async def _forget(self, resource_id: str, key: str) -> None: ...
+
+    def _forget_thread(self, thread_id: str) -> None: ...
 
 
 class EmbeddedOutlet:
@@ -34,7 +62,7 @@ class EmbeddedOutlet:
     callers, model requests and recall-index work to background tasks, refusals and failures to the caller of
     ``_apply``. (The host prepares them before it writes the states; each batch has its own outlet.)"""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: OutletTarget) -> None:
         self.memory = memory
         self._deliveries: list[Callable[[], Awaitable[None] | None]] = []
 

@@ -163,16 +163,17 @@ def test_the_purge_cuts_entries_rewrites_segments_and_counts_what_went() -> None
         assert all(_created(sim, m) >= purge.before for m in _MENTION.findall(text)), text
 
 
-def test_a_thread_whose_last_message_passed_the_window_loses_its_derived_metadata() -> None:
+def test_derived_metadata_goes_when_the_oldest_message_it_was_written_from_passes_the_window() -> None:
     sim = Sim(sync_only(30), retention_days=1, dated=True)
     for index in range(4):
         sim.say("t1", "user" if index % 2 == 0 else "assistant", f"about m{index + 1} a b c d e f g",
                 msg_id=f"m{index + 1}")
     sim.settle()
-    assert sim.state().threads["t1"].current_task == "the current task"
+    thread = sim.state().threads["t1"]
+    assert thread.current_task == "the current task" and thread.derived_from == _created(sim, "m1")
     sim.run_until(sim.now + DAY_MS + 2 * MINUTE)
     thread = sim.state().threads["t1"]
-    assert thread.metadata_expired and thread.current_task is None and thread.title is None
+    assert thread.derived_from is None and thread.current_task is None and thread.title is None
     purge = next(c for c in reversed(sim.commands) if isinstance(c, ExpireStored) and c.threads)
     assert purge.threads == ("t1",)
     context = _render(sim, "t1", sim.config)
