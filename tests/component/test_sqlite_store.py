@@ -14,6 +14,11 @@ from om_stream.adapters.sqlite_schema import MIGRATIONS
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, CycleResults, RecallStore
+from tests.support.retention_contract import (
+    RECALL_RETENTION_CHECKS,
+    RETENTION_CHECKS,
+    check_a_purge_removes_what_expired_and_only_the_tenants,
+)
 from tests.support.store_contract import (
     CHECKS,
     ERASURE_CHECKS,
@@ -61,6 +66,26 @@ async def test_an_erase_leaves_no_copy_in_the_files(tmp_path: Path, check) -> No
         for erased in (b"words of p-t1 ", b"observed in p-t1", b"title of p-t1", b"answer about p-t1",
                        b"words of p-ana-t", b"observed in p-ana-t", b"reflected in p-ana-t", b"answer about p-ana-t"):
             assert erased not in files, erased
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("check", RETENTION_CHECKS + RECALL_RETENTION_CHECKS, ids=lambda c: c.__name__)
+async def test_retention_contract(store: SqliteContentStore, check) -> None:
+    await check(store, "p-")
+
+
+async def test_a_purge_leaves_no_copy_in_the_files(tmp_path: Path) -> None:
+    """What a retention purge removed is gone from the database file and its WAL, not only from what queries
+    return; what it kept is still there."""
+    store = SqliteContentStore(tmp_path / "om.db")
+    try:
+        await check_a_purge_removes_what_expired_and_only_the_tenants(store, "p-")
+        files = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
+        for removed in (b"day 0 of p-t1", b"day 13 of p-t1", b"old of p-t1", b"mid of p-t1", b"title of p-t1"):
+            assert removed not in files, removed
+        for kept in (b"cut of p-t1", b"reflected p-t1", b"day 0 of p-t2", b"title of p-t2"):
+            assert kept in files, kept
     finally:
         await store.close()
 

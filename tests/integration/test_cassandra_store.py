@@ -29,6 +29,7 @@ from tests.support.leak_property import (
     worlds,
 )
 from tests.support.recall_scenarios import ALL_CHECKS, World, seed
+from tests.support.retention_contract import RECALL_RETENTION_CHECKS, RETENTION_CHECKS
 from tests.support.store_contract import (
     CHECKS,
     ERASURE_CHECKS,
@@ -83,7 +84,7 @@ def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
     assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3, 4, 5]
     rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
     assert sorted((r.version, r.name) for r in rows) == [  # type: ignore[attr-defined]
-        (1, "initial"), (2, "cycle_results"), (3, "working_memory"), (4, "erasure")]
+        (1, "initial"), (2, "cycle_results"), (3, "working_memory"), (4, "erasure"), (5, "retention")]
 
 
 async def test_a_missing_keyspace_is_refused_with_the_command_that_fixes_it(cassandra_hosts: str) -> None:
@@ -178,6 +179,11 @@ async def test_store_contract(store: CassandraContentStore, check) -> None:
 
 @pytest.mark.parametrize("check", ERASURE_CHECKS, ids=lambda c: c.__name__)
 async def test_erasure_contract(store: CassandraContentStore, check) -> None:
+    await check(store, _prefix())
+
+
+@pytest.mark.parametrize("check", RETENTION_CHECKS + RECALL_RETENTION_CHECKS, ids=lambda c: c.__name__)
+async def test_retention_contract(store: CassandraContentStore, check) -> None:
     await check(store, _prefix())
 
 

@@ -83,9 +83,10 @@ class CassandraRetention:
             await _all([self._run("erase_message_by_id", (i, resource_id)) for i in ids])
             if whole:
                 await self._run("erase_bucket", (resource_id, thread_id, bucket))
-                await self._run("expire_bucket_row", (resource_id, thread_id, bucket))
             elif ids:
                 await self._run("expire_bucket_before", (resource_id, thread_id, bucket, before))
+            if whole or (ids and not await self._run("bucket_first_from", (resource_id, thread_id, bucket, 0))):
+                await self._run("expire_bucket_row", (resource_id, thread_id, bucket))  # nothing left in it
             removed += len(ids)
         return removed
 
