@@ -277,6 +277,11 @@ class LifecycleSettings(_Group):
                                                    "store and the recall index (receipt: data-om-expired); a record "
                                                    "may shorten it with an override. Unset: keep forever")
 
+    purge_gap_s: float = Field(3600.0, gt=0, le=86_400,
+                               description="A record's retention purges run at least this far apart: what expires "
+                                           "meanwhile stays in the stores (never shown: reads leave it out) until "
+                                           "the next one")
+
     @property
     def fence_s(self) -> int:
         return int(self.fence_days * 86_400)

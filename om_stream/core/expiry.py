@@ -41,6 +41,7 @@ from om_stream.core.commands import (
     RejectInput,
     SegmentRewrite,
 )
+from om_stream.core.config import ResolvedConfig
 from om_stream.core.events import ExpiredCounts, ExpiredEvent
 from om_stream.core.inputs import ExpiryDue
 from om_stream.core.messages import Message, iso
@@ -50,7 +51,7 @@ from om_stream.core.step import Step
 from om_stream.core.views import metadata_expired
 
 __all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "keep_timer", "note", "purge",
-           "refuse_expired"]
+           "purge_missing", "refuse_expired"]
 
 PURGE_TIMER = "retention:purge"
 
@@ -99,6 +100,13 @@ def keep_timer(step: Step) -> None:
         step.cancel(PURGE_TIMER)
     elif PURGE_TIMER not in step.state.timers and _dates(step.state):
         step.schedule(PURGE_TIMER, step.now)
+
+
+def purge_missing(state: RecordState, config: ResolvedConfig) -> bool:
+    """A record that should have a purge timer and has none: retention was turned on (or shortened) while it sat
+    idle. A runtime taking the record over fires one at once, so its purge sets the timer (``keep_timer`` does the
+    same at the record's next input)."""
+    return config.retention_ms is not None and PURGE_TIMER not in state.timers and bool(_dates(state))
 
 
 def dated_from(text: str, boundary_at: int) -> int:

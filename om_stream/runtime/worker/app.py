@@ -40,6 +40,8 @@ from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
 from mode.utils.times import want_seconds
 
+from om_stream.core.engine import record_config
+from om_stream.core.expiry import PURGE_TIMER, purge_missing
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -189,7 +191,8 @@ class Worker:
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
             index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
-                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)),
+                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000),
+                                purge_gap_ms=int(self.deps.settings.lifecycle.purge_gap_s * 1000)),
             on_forget=self._forget_context, erasures=self._erasures)
         self._define_memory_agents()
 
@@ -479,6 +482,9 @@ class Worker:
             for record in held:
                 for cycle in record.state.cycles:
                     await self._send_timer(record.key, record.partition, f"resend:{cycle.id}")
+                if purge_missing(record.state, record_config(self.deps.config, record.state)):
+                    # retention was turned on while the record sat idle: its purge sets its timer
+                    await self._send_timer(record.key, record.partition, PURGE_TIMER)
         for key, timer in self.timers.due(self.clock.now_ms()):
             home = self.table.home(key)
             if home is not None:
