@@ -294,7 +294,8 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
         state.log_tokens += chunk.tokens
     step.add(ActivateChunks(state.key, state.generation, tuple(c.id for c in chunks), position))
     for chunk in chunks:
-        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id, state.epoch))
+        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id, state.epoch,
+                                    retention_ms=step.config.retention_ms))
     for thread_id in dict.fromkeys(t for c in chunks for t in c.thread_ids):
         hinted = [c for c in chunks if thread_id in c.thread_ids]
         since = min((m.created_at for m in removed if m.thread_id == thread_id),
@@ -532,7 +533,8 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         _apply_hints(step, main, result.current_task if single else None,
                      result.suggested_response if single else None, result.thread_title if single else None,
                      cycle.id, result.extracted_values, result.working_memory, since=since)
-    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id, state.epoch))
+    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id, state.epoch,
+                            retention_ms=step.config.retention_ms))
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="observation", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
