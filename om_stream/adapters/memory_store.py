@@ -271,6 +271,7 @@ class InMemoryContentStore:
             if not record.messages:
                 del self._records[record_key]
         results = self.cycle_results.erase_record(record_key)
+        self._retention.pop(record_key, None)
         return ErasureCounts(observations=len(segments), generations=generations, cycle_results=results)
 
     async def erase_resource(self, resource_id: str) -> ErasureCounts:

@@ -32,7 +32,7 @@ from om_stream.core.inputs import ClearRecord, MessageAppended, OverrideThreshol
 from om_stream.core.messages import Message, TextPart
 from om_stream.core.retention import DAY_MS
 from om_stream.core.step import EngineLimits
-from om_stream.core.views import context_spec
+from om_stream.core.views import context_spec, narrowed
 from om_stream.wire.context import ContextRecord
 from tests.support.engine_cases import events, sync_only
 from tests.support.sim import Outcome, Sim
@@ -180,6 +180,16 @@ def test_derived_metadata_goes_when_the_oldest_message_it_was_written_from_passe
     assert context.hints.current_task is None and context.messages == [] and context.observations == ""
     assert not any(isinstance(c, EmitEvent) and isinstance(c.event, ExpiredEvent) and c.event.next_purge_at
                    for c in sim.commands[-3:])
+
+
+def test_a_context_held_back_by_a_blocking_cycle_is_read_at_today_s_cutoff() -> None:
+    sim = Sim(sync_only(60), retention_days=2, dated=True)
+    _day_conversation(sim, 2)
+    published = sim.last_context()
+    later = narrowed(published, published.segment_boundaries[0] + 1)
+    assert later.segment_ids == published.segment_ids[1:] and later.expire_before == published.segment_boundaries[0] + 1
+    assert len(later.segment_dated_from) == len(later.segment_ids)
+    assert narrowed(later, published.segment_boundaries[0]) is later  # an earlier cutoff changes nothing
 
 
 # -- late writers ------------------------------------------------------------------------------------------------------
