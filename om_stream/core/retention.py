@@ -132,10 +132,11 @@ class _Parsed:
     starts: tuple[int, ...]  # each entry's start (epoch ms), by entry index
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)
 def _parse(text: str, undated_at: int) -> _Parsed:
     """The text as lines, each entry dated. Memoised: stored segment texts never change, and a context renders the
-    same segments again and again."""
+    same segments again and again (only those with something expired are cut: ``context.visible_texts``). Bounded
+    lower than the renderer's caches: a parsed text holds its lines apart."""
     lines: list[_Line] = []
     heads: list[int | None] = []  # per entry: the index of the header above it (None: above every header)
     days: dict[int, int | None] = {}  # header line index -> its day's start (None: no date in it)
