@@ -182,6 +182,24 @@ def test_derived_metadata_goes_when_the_oldest_message_it_was_written_from_passe
                    for c in sim.commands[-3:])
 
 
+def test_a_context_changes_only_when_something_in_it_expires() -> None:
+    """Providers' prompt caches: the system blocks of a thread's context stay byte-identical while time passes and
+    nothing in them expires; when the oldest entry does, the blocks before its segment stay identical."""
+    sim = Sim(sync_only(60), retention_days=2, dated=True)
+    _day_conversation(sim, 1)
+    first = min(_created(sim, m) for m in sim.messages)  # its entry starts at that very minute
+    window = 2 * DAY_MS
+    sim.now = first + window  # the cutoff is the entry's start: still inside
+    before = _render(sim, "t1", sim.config).system_blocks
+    sim.now = first + window - 3_600_000
+    assert _render(sim, "t1", sim.config).system_blocks == before
+    sim.now = first + window + 1  # the entry is past the window now; no purge ran
+    after = _render(sim, "t1", sim.config).system_blocks
+    assert after != before and "m1" not in _MENTION.findall("\n".join(after))
+    changed = next(i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b)
+    assert before[:changed] == after[:changed] and "m1" in before[changed]
+
+
 def test_a_context_held_back_by_a_blocking_cycle_is_read_at_today_s_cutoff() -> None:
     sim = Sim(sync_only(60), retention_days=2, dated=True)
     _day_conversation(sim, 2)
