@@ -45,7 +45,7 @@ lint: ## ruff
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy
 
-bench: bench-engine bench-e2e bench-store bench-faults bench-chaos ## run every benchmark and print the figures
+bench: bench-engine bench-e2e bench-store bench-faults bench-chaos bench-lifecycle ## run every benchmark and print the figures
 
 bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka, in memory and on Cassandra (medians of 3)
 	$(PY) bench/e2e.py --trials 3 --workers 1,2 --split
@@ -61,6 +61,10 @@ bench-faults: ## 300 turns through litellm to a local server failing 30% of call
 
 bench-engine: ## engine overhead and drift, model tokens, Reflector calls and the largest observation log, on the 2000-turn reference conversation and six conversation shapes (offline model)
 	$(PY) bench/engine.py --runs 5
+
+.PHONY: bench-lifecycle
+bench-lifecycle: ## erase latency (thread; resource of 100 threads) across 3 workers, the stream's throughput during erasures, export rate and memory for 100,000 messages (SQLite, Cassandra)
+	$(PY) bench/lifecycle.py --trials 3
 
 .PHONY: bench-store
 bench-store: ## messages/s written to Cassandra and recall p50/p99 over 100,000 stored messages (starts Cassandra if OM_CASSANDRA_HOSTS is unset)
@@ -106,8 +110,9 @@ chart-dashboards: ## copy grafana/dashboards into the Helm chart (a contract tes
 chart-sync: chart-dashboards ## regenerate the chart's settings/secrets schema from settings.py
 	$(PY) -m om_stream.observability.settings_doc --sync-chart helm/om-stream/values.schema.json
 
-docs-operate: ## regenerate the settings and metrics tables of docs/operate.md
+docs-operate: ## regenerate the settings and metrics tables of docs/operate.md and the topics' table of docs/lifecycle.md
 	$(PY) -m om_stream.observability.settings_doc --write docs/operate.md
+	$(PY) -m om_stream.observability.settings_doc --write docs/lifecycle.md
 
 .PHONY: image
 image: ## build the worker image om-stream:<version> (podman or docker; base image made with debootstrap, cached)

@@ -43,6 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from om_stream.devservices import start_services  # noqa: E402
 from om_stream.devservices.jvm import free_port  # noqa: E402
+from om_stream.retention import topic_policies  # noqa: E402
+from om_stream.settings import KafkaSettings, LifecycleSettings  # noqa: E402
 
 WORDS = ("latency", "throughput", "partition", "deploy", "review", "budget", "schedule", "metrics", "error", "retry",
          "timeout", "cluster", "query", "index", "window", "customer", "report", "summary", "design", "option")
@@ -56,13 +58,23 @@ def payload(thread: str, index: int, rng: random.Random) -> dict[str, Any]:
             "parts": [{"type": "text", "text": text}]}
 
 
-async def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+async def create_topics(bootstrap: str, names: list[str], partitions: int,
+                        configs: dict[str, dict[str, str]] | None = None) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names])
+        await admin.create_topics([NewTopic(n, num_partitions=partitions, replication_factor=1,
+                                            topic_configs=(configs or {}).get(n, {})) for n in names])
     finally:
         await admin.close()
+
+
+def om_topic_configs(env: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The configuration om-stream's workers create (and check) their topics with: a worker refuses a topic that
+    keeps data longer than its lifecycle settings promise."""
+    kafka = KafkaSettings(**{f"topic_{n}": env[f"OM_KAFKA_TOPIC_{n.upper()}"] for n in ("messages", "context")})
+    return {policy.topic: policy.config()
+            for policy in topic_policies(kafka, LifecycleSettings(), resource_scope=False)}
 
 
 async def preload(bootstrap: str, topic: str, threads: int, per_thread: int) -> dict[str, str]:
@@ -241,7 +253,7 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
         if kind == "om-stream":
             env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
             source, sink, through = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"], True
-            await create_topics(bootstrap, [source, sink], partitions)
+            await create_topics(bootstrap, [source, sink], partitions, om_topic_configs(env))
             processes, ports = start_workers(deployment, env, folder, prefix)
             await wait_ready(processes, ports)
             last = await preload(bootstrap, source, threads, per_thread)
@@ -266,7 +278,7 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     prefix = f"l{uuid.uuid4().hex[:8]}"
     env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
-    await create_topics(bootstrap, [source, sink], partitions)
+    await create_topics(bootstrap, [source, sink], partitions, om_topic_configs(env))
     processes, ports = start_workers(deployment, env, folder, prefix)
     consumer = AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, auto_offset_reset="latest",
                                 group_id=f"lat-{prefix}", metadata_max_age_ms=1000)

@@ -36,7 +36,9 @@ from om_stream.core.inputs import MessageAppended  # noqa: E402
 from om_stream.core.messages import Message, TextPart  # noqa: E402
 from om_stream.core.tokens import TokenAccountant  # noqa: E402
 from om_stream.devservices import start_services  # noqa: E402
+from om_stream.retention import changelog_config  # noqa: E402
 from om_stream.runtime.worker.state_table import TABLE_NAME, encode_held  # noqa: E402
+from om_stream.settings import LifecycleSettings  # noqa: E402
 from tests.support.worker import WorkerProcess, http_call, worker_process  # noqa: E402
 
 PARTITIONS = 12
@@ -63,7 +65,7 @@ async def fill_changelog(bootstrap: str, app_id: str, threads: int) -> None:
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1,
-                                            topic_configs={"cleanup.policy": "compact"})])
+                                            topic_configs=changelog_config(LifecycleSettings()))])
     finally:
         await admin.close()
     template = template_state()

@@ -93,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "OM_WORKER_ROLE (a split deployment runs memory + models (+ recall), never all beside "
                              "them)")
     sub.add_parser("migrate", help="create or upgrade the Cassandra keyspace (idempotent)")
+    export = sub.add_parser("export", help="write everything a worker deployment holds for one resource as "
+                                           "om.export/v1 JSON Lines (settings from OM_* like the worker)")
+    export.add_argument("--resource", required=True, help="the resource id")
+    export.add_argument("--out", type=Path, default=None, help="the file to write (default: standard output)")
+    imports = sub.add_parser("import", help="rebuild a resource's memory from an export in a worker deployment "
+                                            "(settings from OM_* like the worker)")
+    imports.add_argument("file", help="an om.export/v1 file ('-': standard input)")
+    imports.add_argument("--force", action="store_true",
+                         help="import although the deployment holds the resource already (run an import that "
+                              "failed part-way again)")
     schemas = sub.add_parser("schemas", help="export the wire JSON Schemas, or check them against the models")
     schemas.add_argument("action", choices=["export", "check"])
     schemas.add_argument("--dir", type=Path, default=Path("schemas"), help="the schemas folder (default: schemas)")
@@ -260,6 +270,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = migrate(Settings().cassandra)
             print(f"keyspace {report.keyspace}: applied {report.applied or 'nothing new'}; "
                   f"already at {report.already or 'none'}")
+        elif args.command in ("export", "import"):
+            from om_stream.runtime.worker.transfer import export_command, import_command
+            from om_stream.settings import Settings
+
+            if args.command == "export":
+                return export_command(Settings(), args.resource, args.out)
+            return import_command(Settings(), args.file, force=args.force)
         elif args.command == "schemas":
             from om_stream.wire.schemas import check_schemas, export_schemas
 

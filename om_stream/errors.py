@@ -2,6 +2,7 @@
 
     OMError
     ├── ConfigError                 invalid OM configuration or settings (names the field)
+    │   └── LifecycleBreach         a topic (or the settings) would keep data longer than the lifecycle settings say
     ├── WireDecodeError             a record or HTTP body that does not match the wire contract
     ├── InputRejected               the memory refused a well-formed input (``reason`` says why)
     ├── ModelError                  an Observer / Reflector / extractor / embedder call failed
@@ -17,6 +18,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "InputRejected",
+    "LifecycleBreach",
     "ModelError",
     "ModelUnavailable",
     "OMError",
@@ -37,6 +39,16 @@ class ConfigError(OMError, ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.reason = message
+
+
+class LifecycleBreach(ConfigError):
+    """Erased data would outlive what the lifecycle settings (``OM_LIFECYCLE_*``) promise: an existing topic's
+    configuration breaks them, or the settings break their own ``erased_within_days``. ``problems``: one sentence
+    each, naming the topic, the configuration key, the value found and the value promised."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("lifecycle", "; ".join(problems))
+        self.problems = problems
 
 
 class WireDecodeError(OMError, ValueError):

@@ -6,7 +6,7 @@ timeouts, fallbacks) implement the same protocols around another implementation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -21,6 +21,7 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.export_rows import ExportedMessage, ExportedSegment, ExportedThread
 from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import Attachment, ChatMessage, ChatRequest, ChatResponse, Usage
 from om_stream.core.recall.records import (
@@ -51,6 +52,10 @@ __all__ = [
     "Embedder",
     "ErasableStore",
     "ExpiringStore",
+    "ExportSource",
+    "ExportedMessage",
+    "ExportedSegment",
+    "ExportedThread",
     "GenerationRecord",
     "GroupQueries",
     "MessagePage",
@@ -61,6 +66,7 @@ __all__ = [
     "RecallHit",
     "RecallIndex",
     "RecallPoint",
+    "RecallPointSource",
     "RecallStore",
     "RetryingModel",
     "StoredMessage",
@@ -271,6 +277,33 @@ class ContentStore(ErasableStore, ExpiringStore, Protocol):
 
 
 @runtime_checkable
+class ExportSource(Protocol):
+    """A content store that reads back everything it holds of one resource, a page at a time, so an export of a
+    long conversation never holds it whole (``om-stream export``). Importing needs nothing more than the
+    :class:`ContentStore` writes: an import replays the writes the engine made.
+
+    Each iterator reads pages lazily (a page of a few hundred rows at a time); rows written while it runs may or may
+    not be seen. ``resource_threads`` and ``resource_messages`` are in a stable order (thread, then each thread's
+    messages in their order); ``record_segments`` in the store's order."""
+
+    def resource_threads(self, resource_id: str) -> AsyncIterator[ExportedThread]: ...
+
+    def resource_messages(self, resource_id: str) -> AsyncIterator[ExportedMessage]: ...
+
+    async def record_epoch(self, record_key: str) -> int:
+        """How many times the record's observations were cleared (0: never, or no such record)."""
+        ...
+
+    def record_segments(self, record_key: str) -> AsyncIterator[ExportedSegment]:
+        """Every stored segment of the record (the current epoch's: a clear forgets the others)."""
+        ...
+
+    async def record_generations(self, record_key: str) -> list[GenerationRecord]:
+        """The committed generations of the record's current epoch, oldest first."""
+        ...
+
+
+@runtime_checkable
 class BatchedWrites(Protocol):
     """A content store whose writes can be committed together: the SQLite store, where each commit has a cost of
     its own (a transaction, a WAL append) that one commit per input batch pays once."""
@@ -425,3 +458,13 @@ class RecallIndex(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class RecallPointSource(Protocol):
+    """A recall index that lists what it holds of one resource (an export carries the points' payloads, not their
+    vectors: an import embeds the texts again with its own embedder)."""
+
+    def resource_points(self, resource_id: str) -> AsyncIterator[RecallPoint]:
+        """The resource's points, a page at a time, each with an empty ``vector``."""
+        ...

@@ -25,9 +25,9 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 if TYPE_CHECKING:
     from om_stream.ports import Usage
 
-__all__ = ["CassandraSettings", "EmbeddingSettings", "GatewaySettings", "KafkaSettings", "MemorySettings",
-           "ModelPrice", "QdrantSettings", "Settings", "WorkerRole", "WorkerSettings", "is_service_link",
-           "load_om_options", "setting_names", "unknown_settings"]
+__all__ = ["CassandraSettings", "EmbeddingSettings", "GatewaySettings", "KafkaSettings", "LifecycleSettings",
+           "MemorySettings", "ModelPrice", "QdrantSettings", "Settings", "WorkerRole", "WorkerSettings",
+           "is_service_link", "load_om_options", "setting_names", "unknown_settings"]
 
 
 class _Group(BaseModel):
@@ -62,6 +62,61 @@ class KafkaSettings(_Group):
     sasl_username: str | None = Field(None, description="SASL user")
     sasl_password: SecretStr | None = Field(None, description="SASL password")
     ssl_cafile: str | None = Field(None, description="CA bundle for SSL")
+
+
+_DAY_S = 86_400
+
+
+class LifecycleSettings(_Group):
+    """How long om-stream's topics keep what they hold (``OM_LIFECYCLE_*``), so that an erased thread's data is gone
+    from the brokers within a stated window: each topic's configuration, the windows it gives
+    (``om_stream.retention``) and what the worker checks at start are in docs/lifecycle.md."""
+
+    erased_within_days: int = Field(30, ge=1, description="The promise: whatever om-stream's topics hold about an "
+                                                          "erased thread is gone from the brokers within this many "
+                                                          "days; the worker refuses settings whose windows exceed it")
+    messages_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the messages topic (raw chat "
+                                                                    "messages)")
+    commands_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the commands topic")
+    records_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the records topic (resource "
+                                                                   "scope: raw inputs re-keyed by resource)")
+    model_requests_retention_s: int = Field(_DAY_S, ge=1, description="retention.ms of the model requests topic")
+    model_results_retention_s: int = Field(_DAY_S, ge=1, description="retention.ms of the model results topic "
+                                                                     "(observations written by the Observer)")
+    events_retention_s: int = Field(7 * _DAY_S, ge=1, description="retention.ms of the events topic")
+    dlq_retention_s: int = Field(14 * _DAY_S, ge=1, description="retention.ms of the dead-letter topic (whole "
+                                                                "records that could not be processed)")
+    recall_requests_retention_s: int = Field(_DAY_S, ge=1, description="retention.ms of the recall requests topic")
+    recall_responses_retention_s: int = Field(_DAY_S, ge=1, description="retention.ms of the recall responses "
+                                                                        "topic")
+    segment_s: int = Field(_DAY_S, ge=1, description="segment.ms of every om-stream topic: Kafka deletes and "
+                                                     "compacts whole segments only, so a record can outlive its "
+                                                     "topic's retention by this much")
+    max_compaction_lag_s: int = Field(_DAY_S, ge=1, description="max.compaction.lag.ms of the compacted topics (the "
+                                                                "context topic and the state table's changelog): "
+                                                                "how long a record superseded by a tombstone may "
+                                                                "wait for the log cleaner")
+    tombstone_retention_s: int = Field(7 * _DAY_S, ge=1, description="delete.retention.ms of the compacted topics: "
+                                                                     "how long a tombstone stays readable for a "
+                                                                     "consumer that was offline; a worker's local "
+                                                                     "table state older than this is wiped at start")
+    max_timestamp_skew_s: int = Field(3600, ge=1, description="message.timestamp.after.max.ms of every om-stream "
+                                                              "topic: a record stamped further ahead of the "
+                                                              "broker's clock is refused (a future timestamp would "
+                                                              "keep its segment past the retention)")
+    repair_topics: bool = Field(False, description="At start, alter an existing topic whose configuration breaks "
+                                                   "these settings to match them, instead of refusing to start")
+    retention_days: int | None = Field(None, ge=1, le=36_500,
+                                       description="Retention window of the stored memory: messages created, and "
+                                                   "observation entries dated, more than this many days ago are left "
+                                                   "out of every context, recall result and event at once, then "
+                                                   "purged from every store and the recall index (receipt: "
+                                                   "data-om-expired); a record may shorten it with an override. "
+                                                   "Unset: keep forever")
+    purge_gap_s: float = Field(3600.0, gt=0, le=86_400,
+                               description="A record's retention purges run at least this far apart: what expires "
+                                           "meanwhile stays in the stores (never shown: reads leave it out) until "
+                                           "the next one")
 
 
 WorkerRole = Literal["all", "memory", "models", "recall"]
@@ -260,31 +315,6 @@ class GatewaySettings(_Group):
         default_factory=dict, description="USD prices by model (private deployments), winning over litellm's map "
                                           "(JSON object: model -> {input_per_million, output_per_million, "
                                           "cached_input_per_million})")
-
-
-class LifecycleSettings(_Group):
-    """Erasure, retention and export (``OM_LIFECYCLE_*``; the README's "Data lifecycle")."""
-
-    fence_days: float = Field(8.0, gt=0, le=3650,
-                              description="How long an erase keeps its fence and its ledger rows: inputs of the "
-                                          "erased subject published before the erase are dropped for this long. It "
-                                          "must outlive the input topics' retention (om.messages, om.records)")
-
-    retention_days: int | None = Field(None, ge=1, le=36_500,
-                                       description="Retention window: messages created, and observation entries "
-                                                   "dated, more than this many days ago are left out of every "
-                                                   "context, recall result and event at once, then purged from every "
-                                                   "store and the recall index (receipt: data-om-expired); a record "
-                                                   "may shorten it with an override. Unset: keep forever")
-
-    purge_gap_s: float = Field(3600.0, gt=0, le=86_400,
-                               description="A record's retention purges run at least this far apart: what expires "
-                                           "meanwhile stays in the stores (never shown: reads leave it out) until "
-                                           "the next one")
-
-    @property
-    def fence_s(self) -> int:
-        return int(self.fence_days * 86_400)
 
 
 class Settings(BaseSettings):

@@ -3,8 +3,9 @@
 // A Client publishes om.message/v1 records (key = thread id, murmur2-partitioned like the Java client), waits
 // for the context that includes a message it published (read-your-writes over the compacted context topic),
 // follows a thread's data-om-* events with their CloudEvents attributes, and calls the recall tool over the
-// om.recall.requests -> om.recall.responses topic pair. Every payload is validated against the published JSON
-// Schemas (embedded) and written in its RFC 8785 normal form.
+// om.recall.requests -> om.recall.responses topic pair; Erase forgets a thread, or a resource and every thread
+// of it, for good (an erase command on om.commands, and its data-om-erased receipt). Every payload is validated
+// against the published JSON Schemas (embedded) and written in its RFC 8785 normal form.
 package omstream
 
 import (
@@ -22,12 +23,12 @@ import (
 
 // Topics are the om-stream topic names (the worker's OM_KAFKA_TOPIC_* settings).
 type Topics struct {
-	Messages, Events, Context, RecallRequests, RecallResponses string
+	Messages, Commands, Events, Context, RecallRequests, RecallResponses string
 }
 
 // DefaultTopics are the worker's default topic names.
 func DefaultTopics() Topics {
-	return Topics{Messages: "om.messages", Events: "om.events", Context: "om.context",
+	return Topics{Messages: "om.messages", Commands: "om.commands", Events: "om.events", Context: "om.context",
 		RecallRequests: "om.recall.requests", RecallResponses: "om.recall.responses"}
 }
 
@@ -53,14 +54,9 @@ type Client struct {
 	cfg      Config
 	producer *kgo.Client
 	contexts *tail
+	view     *contextView
 
-	mu       sync.Mutex
-	latest   map[string]*ContextRecord
-	changed  chan struct{} // closed and replaced whenever a context arrives
-	sent     map[string]map[string]uint64
-	order    map[string][]string
-	sequence uint64
-
+	mu            sync.Mutex // guards pending
 	responsesOnce sync.Once
 	responses     *tail
 	responsesErr  error
@@ -74,7 +70,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		field    *string
 		fallback string
 	}{
-		{&cfg.Topics.Messages, defaults.Messages}, {&cfg.Topics.Events, defaults.Events},
+		{&cfg.Topics.Messages, defaults.Messages}, {&cfg.Topics.Commands, defaults.Commands},
+		{&cfg.Topics.Events, defaults.Events},
 		{&cfg.Topics.Context, defaults.Context}, {&cfg.Topics.RecallRequests, defaults.RecallRequests},
 		{&cfg.Topics.RecallResponses, defaults.RecallResponses},
 	} {
@@ -97,8 +94,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, producer: producer, latest: map[string]*ContextRecord{}, changed: make(chan struct{}),
-		sent: map[string]map[string]uint64{}, order: map[string][]string{}, pending: map[string]chan *RecallResponse{}}
+	c := &Client{cfg: cfg, producer: producer, view: newContextView(), pending: map[string]chan *RecallResponse{}}
 	c.contexts, err = startTail(ctx, cfg, cfg.Topics.Context, false, nil, c.onContext)
 	if err != nil {
 		producer.Close()
@@ -125,22 +121,7 @@ func (c *Client) Publish(ctx context.Context, message MessageRecord) (Published,
 	if err != nil {
 		return Published{}, err
 	}
-	c.mu.Lock()
-	c.sequence++
-	sent := c.sent[message.ThreadID]
-	if sent == nil {
-		sent = map[string]uint64{}
-		c.sent[message.ThreadID] = sent
-	}
-	if _, seen := sent[message.MessageID]; !seen {
-		c.order[message.ThreadID] = append(c.order[message.ThreadID], message.MessageID)
-	}
-	sent[message.MessageID] = c.sequence
-	if order := c.order[message.ThreadID]; len(order) > rememberedPerThread {
-		delete(sent, order[0])
-		c.order[message.ThreadID] = order[1:]
-	}
-	c.mu.Unlock()
+	c.view.published(message.ThreadID, message.MessageID)
 	record := &kgo.Record{Topic: c.cfg.Topics.Messages, Key: []byte(message.ThreadID), Value: value,
 		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}}
 	if err := c.producer.ProduceSync(ctx, record).FirstErr(); err != nil {
@@ -164,72 +145,29 @@ func (c *Client) encode(name string, payload any) ([]byte, error) {
 // Includes says whether a context reflects messageID: it is the context's last message, or this client published
 // the context's last message after it, or it is among the context's raw messages.
 func (c *Client) Includes(context *ContextRecord, messageID string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.includes(context, messageID)
+	return c.view.includes(context, messageID)
 }
 
-func (c *Client) includes(context *ContextRecord, messageID string) bool {
-	through := context.ThroughMessageID
-	if through != nil && *through == messageID {
-		return true
-	}
-	sent := c.sent[context.ThreadID]
-	mine, known := sent[messageID]
-	if through != nil && known {
-		if last, ok := sent[*through]; ok && last > mine {
-			return true
-		}
-	}
-	for _, m := range context.Messages {
-		if m.MessageID == messageID {
-			return true
-		}
-	}
-	return false
-}
-
-// LatestContext is the newest context of the thread seen since the client started (nil if none).
+// LatestContext is the newest context of the thread seen since the client started (nil if none, or erased since).
 func (c *Client) LatestContext(threadID string) *ContextRecord {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.latest[threadID]
+	return c.view.latestOf(threadID)
 }
 
 // AwaitContext returns the first context of threadID that includes messageID. Bound it with ctx (a deadline).
 func (c *Client) AwaitContext(ctx context.Context, threadID, messageID string) (*ContextRecord, error) {
-	for {
-		c.mu.Lock()
-		latest, changed := c.latest[threadID], c.changed
-		ready := latest != nil && c.includes(latest, messageID)
-		c.mu.Unlock()
-		if ready {
-			return latest, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no context of thread %s includes message %s: %w", threadID, messageID, ctx.Err())
-		}
-	}
+	return c.view.awaitIncluding(ctx, threadID, messageID)
 }
 
 func (c *Client) onContext(record *kgo.Record) error {
-	if record.Value == nil {
-		return nil // a tombstone
+	if record.Value == nil { // a tombstone: the thread was erased, its context is gone
+		c.view.tombstone(string(record.Key))
+		return nil
 	}
 	var context ContextRecord
 	if err := Decode(ContextSchema, record.Value, &context); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if current := c.latest[context.ThreadID]; current != nil && current.Version > context.Version {
-		return nil // an older context, replayed
-	}
-	c.latest[context.ThreadID] = &context
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.view.received(&context)
 	return nil
 }
 

@@ -28,6 +28,27 @@ func env(t *testing.T, name string) string {
 
 const words = "we agreed to move the launch to friday because the staging cluster needs a new partition plan"
 
+func e2eClient(ctx context.Context, t *testing.T) *Client {
+	t.Helper()
+	client, err := New(ctx, Config{
+		Brokers: strings.Split(env(t, "OM_KAFKA_BOOTSTRAP"), ","),
+		Topics: Topics{Messages: env(t, "OM_KAFKA_TOPIC_MESSAGES"), Commands: env(t, "OM_KAFKA_TOPIC_COMMANDS"),
+			Events: env(t, "OM_KAFKA_TOPIC_EVENTS"), Context: env(t, "OM_KAFKA_TOPIC_CONTEXT"),
+			RecallRequests:  env(t, "OM_KAFKA_TOPIC_RECALL_REQUESTS"),
+			RecallResponses: env(t, "OM_KAFKA_TOPIC_RECALL_RESPONSES")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func randomSuffix() string {
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	return hex.EncodeToString(suffix)
+}
+
 func TestE2EConversationContextEventsAndRecall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -35,19 +56,9 @@ func TestE2EConversationContextEventsAndRecall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := New(ctx, Config{
-		Brokers: strings.Split(env(t, "OM_KAFKA_BOOTSTRAP"), ","),
-		Topics: Topics{Messages: env(t, "OM_KAFKA_TOPIC_MESSAGES"), Events: env(t, "OM_KAFKA_TOPIC_EVENTS"),
-			Context: env(t, "OM_KAFKA_TOPIC_CONTEXT"), RecallRequests: env(t, "OM_KAFKA_TOPIC_RECALL_REQUESTS"),
-			RecallResponses: env(t, "OM_KAFKA_TOPIC_RECALL_RESPONSES")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := e2eClient(ctx, t)
 	defer client.Close()
-	suffix := make([]byte, 4)
-	_, _ = rand.Read(suffix)
-	thread := "go-e2e-" + hex.EncodeToString(suffix) + "-ü😀"
+	thread := "go-e2e-" + randomSuffix() + "-ü😀"
 	events, err := client.Events(ctx, thread, false)
 	if err != nil {
 		t.Fatal(err)

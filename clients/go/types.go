@@ -61,13 +61,17 @@ type MessageRecord struct {
 	Message
 }
 
-// CommandRecord is om.command/v1.
+// CommandRecord is om.command/v1, published to the commands topic with key = thread id (a resource erase:
+// key = resource id). ThreadID is left empty (omitted) only by an erase of a whole resource; Scope and RequestedAt
+// are the erase's.
 type CommandRecord struct {
 	Schema            string  `json:"schema"`
 	CommandID         string  `json:"command_id"`
-	ThreadID          string  `json:"thread_id"`
+	ThreadID          string  `json:"thread_id,omitempty"`
 	ResourceID        *string `json:"resource_id,omitempty"`
 	Command           string  `json:"command"`
+	Scope             *string `json:"scope,omitempty"`
+	RequestedAt       *string `json:"requested_at,omitempty"`
 	Guidance          *string `json:"guidance,omitempty"`
 	MessageTokens     *int64  `json:"message_tokens,omitempty"`
 	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
@@ -395,6 +399,35 @@ type CondensationEvent struct {
 	ObservationsFolded *int64  `json:"observationsFolded,omitempty"`
 }
 
+// ErasedCounts is what an erase removed, per store (counts only, never content).
+type ErasedCounts struct {
+	Messages     int64 `json:"messages"`
+	Observations int64 `json:"observations"`
+	Generations  int64 `json:"generations"`
+	Threads      int64 `json:"threads"`
+	CycleResults int64 `json:"cycleResults"`
+	RecallPoints int64 `json:"recallPoints"`
+	StateRecords int64 `json:"stateRecords"`
+	Contexts     int64 `json:"contexts"`
+}
+
+// ErasedEvent is data-om-erased (om-stream's own): the receipt of an erase, keyed on the events topic by the
+// erased subject (the thread id, or the resource id; ThreadID is nil for a resource erase). Found is false when
+// nothing of the subject was held.
+type ErasedEvent struct {
+	RecordID    string       `json:"recordId"`
+	ThreadID    *string      `json:"threadId,omitempty"`
+	EraseID     string       `json:"eraseId"`
+	Scope       string       `json:"scope"`
+	ResourceID  *string      `json:"resourceId,omitempty"`
+	Found       bool         `json:"found"`
+	Removed     ErasedCounts `json:"removed"`
+	RequestedAt string       `json:"requestedAt"`
+	CompletedAt string       `json:"completedAt"`
+	Verified    bool         `json:"verified"`
+	Parts       int64        `json:"parts"`
+}
+
 // -- HTTP bodies ----------------------------------------------------------------------------------------------
 
 // CommandRequest is the body of POST /v1/threads/{id}/observe, /reflect and /override.
@@ -413,10 +446,110 @@ type CommandAccepted struct {
 	CommandID string `json:"command_id"`
 }
 
+// EraseAccepted is the 202 answer of DELETE /v1/threads/{id} and DELETE /v1/resources/{id}.
+type EraseAccepted struct {
+	Accepted bool   `json:"accepted"`
+	EraseID  string `json:"erase_id"`
+	Status   string `json:"status"`
+}
+
+// ErasureStatus is the answer of GET /v1/erasures/{id}: "running", or "done" with what it removed.
+type ErasureStatus struct {
+	EraseID     string            `json:"erase_id"`
+	State       string            `json:"state"`
+	Found       *bool             `json:"found,omitempty"`
+	Removed     *map[string]int64 `json:"removed,omitempty"` // a pointer: an empty map is a value, not an absence
+	CompletedAt *string           `json:"completed_at,omitempty"`
+}
+
 // HTTPError is a 4xx answer of the HTTP API.
 type HTTPError struct {
 	Error  string          `json:"error"`
 	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+// -- exports ---------------------------------------------------------------------------------------------------
+
+// ExportLine is one line of an om.export/v1 file (JSON Lines: om-stream export, GET /v1/resources/{id}/export):
+// the fields of every line type in one struct, Type saying which apply (header, state, thread, message, record,
+// segment, generation, recall-point, end).
+type ExportLine struct {
+	Type string `json:"type"`
+	// header
+	Schema        *string `json:"schema,omitempty"`
+	ResourceID    *string `json:"resource_id,omitempty"`
+	Scope         *string `json:"scope,omitempty"`
+	TokenEncoding *string `json:"token_encoding,omitempty"`
+	ExportedAt    *string `json:"exported_at,omitempty"`
+	Generator     *string `json:"generator,omitempty"`
+	// every line of a record
+	RecordKey *string `json:"record_key,omitempty"`
+	// state: the record's control state, in the form the worker's state table holds it
+	State json.RawMessage `json:"state,omitempty"`
+	// thread
+	ThreadID              *string         `json:"thread_id,omitempty"`
+	CreatedAt             *int64          `json:"created_at,omitempty"`
+	UpdatedAt             *int64          `json:"updated_at,omitempty"`
+	Title                 *string         `json:"title,omitempty"`
+	CurrentTask           *string         `json:"current_task,omitempty"`
+	SuggestedResponse     *string         `json:"suggested_response,omitempty"`
+	Extracted             json.RawMessage `json:"extracted,omitempty"`
+	LastObservedMessageID *string         `json:"last_observed_message_id,omitempty"`
+	WorkingMemory         json.RawMessage `json:"working_memory,omitempty"`
+	// message
+	Seq     *int64   `json:"seq,omitempty"`
+	Tokens  *int64   `json:"tokens,omitempty"`
+	Message *Message `json:"message,omitempty"`
+	// record
+	Epoch *int64 `json:"epoch,omitempty"`
+	// segment and generation
+	SegmentID          *string       `json:"segment_id,omitempty"`
+	Kind               *string       `json:"kind,omitempty"`
+	Generation         *int64        `json:"generation,omitempty"`
+	Text               *string       `json:"text,omitempty"`
+	CycleID            *string       `json:"cycle_id,omitempty"`
+	ThreadIDs          []string      `json:"thread_ids,omitempty"`
+	FirstMessageID     *string       `json:"first_message_id,omitempty"`
+	LastMessageID      *string       `json:"last_message_id,omitempty"`
+	MessageIDs         []string      `json:"message_ids,omitempty"`
+	MessageTokens      *int64        `json:"message_tokens,omitempty"`
+	BoundaryAt         *int64        `json:"boundary_at,omitempty"`
+	Generations        []int64       `json:"generations,omitempty"`
+	Ranges             []ExportRange `json:"ranges,omitempty"`
+	Replaced           []string      `json:"replaced,omitempty"`
+	SegmentIDs         []string      `json:"segment_ids,omitempty"`
+	ReflectionID       *string       `json:"reflection_id,omitempty"`
+	ReplacedSegmentIDs []string      `json:"replaced_segment_ids,omitempty"`
+	ObservationTokens  *int64        `json:"observation_tokens,omitempty"`
+	// recall-point
+	SourceID   *string `json:"source_id,omitempty"`
+	Chunk      *int64  `json:"chunk,omitempty"`
+	ObservedAt *int64  `json:"observed_at,omitempty"`
+	Range      *string `json:"range,omitempty"`
+	Cursor     *string `json:"cursor,omitempty"`
+	// end
+	Counts              *ExportCounts `json:"counts,omitempty"`
+	RecordsWithoutState []string      `json:"records_without_state,omitempty"`
+}
+
+// ExportRange is a run of one thread's messages an exported segment covers.
+type ExportRange struct {
+	ThreadID       string `json:"thread_id"`
+	FirstMessageID string `json:"first_message_id"`
+	LastMessageID  string `json:"last_message_id"`
+	FirstSeq       *int64 `json:"first_seq,omitempty"`
+	LastSeq        *int64 `json:"last_seq,omitempty"`
+}
+
+// ExportCounts is how many lines of each type an export holds (its end line).
+type ExportCounts struct {
+	States       int64 `json:"states"`
+	Threads      int64 `json:"threads"`
+	Messages     int64 `json:"messages"`
+	Records      int64 `json:"records"`
+	Segments     int64 `json:"segments"`
+	Generations  int64 `json:"generations"`
+	RecallPoints int64 `json:"recall_points"`
 }
 
 // PayloadTypes maps every schema name to a new value of its Go type.
@@ -438,7 +571,11 @@ var PayloadTypes = map[string]func() any{
 	"data-om-thread-update/v1":      func() any { return new(ThreadUpdateEvent) },
 	"data-om-temporal-marker/v1":    func() any { return new(TemporalMarkerEvent) },
 	"data-om-condensation/v1":       func() any { return new(CondensationEvent) },
+	"data-om-erased/v1":             func() any { return new(ErasedEvent) },
 	"om.http.command-request/v1":    func() any { return new(CommandRequest) },
 	"om.http.command-accepted/v1":   func() any { return new(CommandAccepted) },
+	"om.http.erase-accepted/v1":     func() any { return new(EraseAccepted) },
+	"om.http.erasure-status/v1":     func() any { return new(ErasureStatus) },
 	"om.http.error/v1":              func() any { return new(HTTPError) },
+	"om.export/v1":                  func() any { return new(ExportLine) },
 }

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from om_stream.adapters.memory_export import InMemoryExports
 from om_stream.core.commands import (
     ActivateChunks,
     CommitGeneration,
@@ -41,7 +42,7 @@ class StoredSegment:
 class _Record:
     resource_id: str = ""  # the tenant of the record's first message
     messages: dict[str, tuple[Message, int, int]] = field(default_factory=dict)  # id -> (message, seq, tokens)
-    generations: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    generations: dict[int, CommitGeneration] = field(default_factory=dict)  # the first commit of each generation
     replaced: dict[str, tuple[str, ...]] = field(default_factory=dict)  # reflection id -> segments it condensed
     epoch: int = 0
 
@@ -128,7 +129,7 @@ class InMemoryCycleResults:
         return len(self._results)
 
 
-class InMemoryContentStore:
+class InMemoryContentStore(InMemoryExports):
     def __init__(self, *, result_ttl_s: float = RESULT_TTL_S, max_results: int = 10_000) -> None:
         self._records: dict[str, _Record] = {}
         self._messages: dict[str, dict[str, Message]] = {}  # message id -> resource id -> message
@@ -185,7 +186,7 @@ class InMemoryContentStore:
 
     async def commit_generation(self, command: CommitGeneration) -> None:
         record = self._record(command.record_key)
-        record.generations.setdefault(command.generation, command.segment_ids)  # first writer wins
+        record.generations.setdefault(command.generation, command)  # first writer wins
         record.replaced[command.reflection_id] = command.replaced_segment_ids
         for segment_id in command.segment_ids:
             stored = self.segments.get(segment_id)

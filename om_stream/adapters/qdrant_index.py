@@ -19,7 +19,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, cast
 
 from om_stream.adapters.qdrant_scrub import scrub_local_collection
@@ -214,6 +214,36 @@ class QdrantRecallIndex:
         (``qdrant_scrub``). A server compacts its own segments (its optimizer)."""
         if self.local and "path" in self._options:
             scrub_local_collection(self._client, self.collection)
+
+    async def resource_points(self, resource_id: str) -> AsyncIterator[RecallPoint]:
+        """``ports.RecallPointSource``: the tenant's points, scrolled a page at a time by point id, their payloads
+        only (an export carries no vectors: the importer embeds the texts again)."""
+        client = await self._ensure()
+        from qdrant_client import models
+
+        tenant = models.Filter(must=[models.FieldCondition(key="resource_id",
+                                                           match=models.MatchValue(value=resource_id))])
+        offset: Any = None
+        while True:
+            try:
+                points, offset = await client.scroll(self.collection, scroll_filter=tenant, limit=_UPSERT_BATCH,
+                                                     offset=offset, with_payload=True, with_vectors=False)
+            except Exception as exc:
+                raise StorageError(f"recall index {self.collection}: scroll failed: {type(exc).__name__}: "
+                                   f"{exc}") from exc
+            for point in points:
+                payload = point.payload or {}
+                if payload.get("resource_id") != resource_id:  # the filter makes this impossible; keep it so
+                    continue
+                yield RecallPoint(
+                    resource_id=resource_id, record_key=str(payload.get("record_key", "")),
+                    thread_id=str(payload.get("thread_id", "")),
+                    kind=cast(Literal["message", "group"], payload.get("kind", "message")),
+                    source_id=str(payload.get("source_id", "")), chunk=int(payload.get("chunk", 0)),
+                    text=str(payload.get("text", "")), observed_at=int(payload.get("observed_at", 0)), vector=(),
+                    range=payload.get("range"), cursor=payload.get("cursor"))
+            if offset is None:
+                return
 
     async def count(self, resource_id: str | None = None, thread_id: str | None = None) -> int:
         """Points stored: all, a tenant's, or one thread's of a tenant."""

@@ -43,6 +43,7 @@ from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
 from om_stream.adapters.sqlite_batch import HeldWrites
 from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
+from om_stream.adapters.sqlite_export import SqliteExports
 from om_stream.adapters.sqlite_schema import MIGRATIONS
 from om_stream.core.commands import (
     ActivateChunks,
@@ -83,7 +84,7 @@ def _chunks(items: Sequence[str]) -> list[Sequence[str]]:
     return [items[i:i + _MAX_VARIABLES] for i in range(0, len(items), _MAX_VARIABLES)]
 
 
-class SqliteContentStore:
+class SqliteContentStore(SqliteExports):
     """Content store on SQLite: ``SqliteContentStore(":memory:")`` or ``SqliteContentStore("memory.db")``."""
 
     def __init__(self, path: str | Path = ":memory:", *, timeout_s: float = 30.0,

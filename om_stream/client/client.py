@@ -4,6 +4,8 @@
 * ``await_context(thread, message_id)``: read-your-writes over the compacted context topic: the first context of the
   thread that includes the message (``through_message_id`` is it, or a message this client published after it).
 * ``events(thread)``: the thread's ``data-om-*`` events, typed, with their CloudEvents attributes.
+* ``settled(thread, message_id)``: wait until the thread's memory has caught up through the message (a ``progress``
+  command on ``om.commands``, answered on ``om.events``: see ``client/settled.py``).
 * ``recall(...)``: the recall tool over the ``om.recall.requests`` → ``om.recall.responses`` topic pair (key =
   resource id), matched by ``correlation_id``.
 * ``erase(thread_id=... | resource_id=...)``: forget a thread, or a resource and every thread of it, for good: an
@@ -23,7 +25,7 @@ import asyncio
 import logging
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -34,9 +36,10 @@ from pydantic import ValidationError
 
 from om_stream.client.events import EventStream
 from om_stream.client.security import start_checked
+from om_stream.client.settled import settle
 from om_stream.client.tail import TopicTail
 from om_stream.core.config import RetrievalConfig
-from om_stream.core.events import ErasedEvent
+from om_stream.core.events import ErasedEvent, ProgressEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.params import RecallArguments
 from om_stream.wire.codec import encode
@@ -96,6 +99,8 @@ class OMClient:
         self._responses: TopicTail | None = None
         self._responses_ready = asyncio.Lock()
         self._latest: dict[str, ContextRecord] = {}
+        self._erasing: list[set[str]] = []  # erases in flight: the threads whose tombstone each has seen
+        self._awaiting_tombstone: set[str] = set()  # erased threads whose tombstone is still to be read
         self._context_changed = asyncio.Condition()
         self._sent: dict[str, OrderedDict[str, int]] = {}
         self._sequence = 0
@@ -182,10 +187,48 @@ class OMClient:
                                    f"{timeout}s") from None
         return self._latest[thread_id]
 
+    async def wait_context(self, thread_id: str, ready: Callable[[ContextRecord], bool], *,
+                           timeout: float) -> ContextRecord:
+        """The thread's newest context, once ``ready`` holds for it (asked again at each context received);
+        ``TimeoutError`` after ``timeout``."""
+
+        def met() -> bool:
+            latest = self._latest.get(thread_id)
+            return latest is not None and ready(latest)
+
+        async with self._context_changed:
+            await asyncio.wait_for(self._context_changed.wait_for(met), timeout)
+        return self._latest[thread_id]
+
+    # -- has memory caught up? ----------------------------------------------------------------------------------------
+
+    async def ask_progress(self, thread_id: str, through_message_id: str | None = None, *,
+                           resource_id: str | None = None) -> str:
+        """Publish a ``progress`` command (``resource_id`` is required in resource scope); returns its id, which
+        the answering ``data-om-progress`` event carries as ``request_id``."""
+        record = CommandRecord(command_id=str(uuid.uuid4()), thread_id=thread_id, resource_id=resource_id,
+                               command="progress", through_message_id=through_message_id)
+        await self._producer.send_and_wait(self.topics.commands, encode(record), key=thread_id.encode(),
+                                           headers=[("content-type", b"application/json")])
+        return record.command_id
+
+    async def settled(self, thread_id: str, through_message_id: str | None = None, *, timeout: float = 30.0,
+                      resource_id: str | None = None) -> ProgressEvent:
+        """Wait until the thread's memory has settled through ``through_message_id`` (its newest message when the
+        worker answers, when None): the observation covering it has landed in the active log, or nothing in flight
+        or scheduled would observe it without new input (it stays under the message threshold, or buffered until
+        it is reached). Returns the thread's progress; ``TimeoutError`` after ``timeout`` (a worker that is down
+        answers nothing). Needs only Kafka."""
+        return await settle(self, thread_id, through_message_id, timeout=timeout, resource_id=resource_id)
+
     async def _on_context(self, record: ConsumerRecord[bytes, bytes]) -> None:
         if record.value is None:  # a tombstone: the thread was erased, its context is gone
             if record.key is not None:
-                self._forget(record.key.decode("utf-8", "replace"))
+                thread = record.key.decode("utf-8", "replace")
+                self._forget(thread)
+                self._awaiting_tombstone.discard(thread)  # what comes after it is a fresh conversation's
+                for seen in self._erasing:
+                    seen.add(thread)
             return
         try:
             context = ContextRecord.model_validate_json(record.value)
@@ -193,6 +236,8 @@ class OMClient:
             log.warning("context at %s[%d]@%d does not match om.context/v1: %s", record.topic, record.partition,
                         record.offset, exc.errors()[:3])
             return
+        if context.thread_id in self._awaiting_tombstone:
+            return  # published before the erase whose tombstone is still to come on this topic
         current = self._latest.get(context.thread_id)
         if current is not None and current.version > context.version:
             return  # an older context replayed (at-least-once)
@@ -219,6 +264,24 @@ class OMClient:
             "scope": "thread" if thread_id is not None else "resource", "thread_id": thread_id,
             "resource_id": resource_id, "requested_at": datetime.now(UTC)})
         key = record_key_of(record)
+        tombstoned: set[str] = set()  # the threads whose tombstone the context topic showed during the erase
+        self._erasing.append(tombstoned)
+        try:
+            receipt = await self._erased(record, key, timeout)
+        finally:
+            self._erasing.remove(tombstoned)
+        # The context topic and the events topic are read apart: the receipt may come before a thread's tombstone.
+        # Until that tombstone is read, a context of the thread read from the topic is the erased conversation's.
+        erased = ([thread_id] if thread_id is not None else
+                  [t for t, c in self._latest.items() if c.resource_id == resource_id])
+        for thread in erased:
+            self._forget(thread)
+            if receipt.removed.contexts and thread not in tombstoned:
+                self._awaiting_tombstone.add(thread)
+        return receipt
+
+    async def _erased(self, record: CommandRecord, key: str, timeout: float) -> ErasedEvent:
+        """Publish the erase command and wait for its receipt."""
         async with self.events(key) as events:  # positioned before the command goes: the receipt is not missed
             await self._producer.send_and_wait(self.topics.commands, encode(record), key=key.encode(),
                                                headers=[("content-type", b"application/json")])
@@ -231,13 +294,7 @@ class OMClient:
                     raise TimeoutError(f"no receipt for erase {record.command_id} after {timeout}s (it goes on; "
                                        f"its receipt will be a data-om-erased event keyed {key!r})") from None
                 if isinstance(event.data, ErasedEvent) and event.data.erase_id == record.command_id:
-                    break
-        if thread_id is not None:
-            self._forget(thread_id)
-        else:
-            for thread in [t for t, c in self._latest.items() if c.resource_id == resource_id]:
-                self._forget(thread)
-        return event.data
+                    return event.data
 
     # -- events -----------------------------------------------------------------------------------------------------
 

@@ -23,16 +23,21 @@ log = logging.getLogger(__name__)
 
 
 async def topic_partitions(consumer: AIOKafkaConsumer, topic: str, timeout: float) -> list[int]:
-    """The partition ids of ``topic``, waiting (up to ``timeout`` seconds) for the worker to create it."""
+    """The partition ids of ``topic``, waiting (up to ``timeout`` seconds) for the worker to create it.
+
+    The consumer learns a topic's partitions from its own metadata, which it refreshes every
+    ``metadata_max_age_ms`` (``topics()`` reads the brokers' metadata without updating it): measured, a tail took
+    5.2 s to start. Assigning partition 0, which every topic has, makes the consumer ask for the topic's metadata
+    at once (about 20 ms); the caller then assigns the partitions it wants."""
     deadline = time.monotonic() + timeout
+    consumer.assign([TopicPartition(topic, 0)])
     while True:
-        await consumer.topics()  # refreshes the cluster metadata
         partitions = consumer.partitions_for_topic(topic)
         if partitions:
             return sorted(partitions)
         if time.monotonic() > deadline:
             raise TimeoutError(f"topic {topic!r} does not exist (is the om-stream worker running?)")
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.05)
 
 
 class TopicTail:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from om_stream.core import expiry, intake, observation, reflection
+from om_stream.core import expiry, intake, observation, progress, reflection
 from om_stream.core.commands import ClearStored, Command, PersistRetention, RejectInput
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.inputs import (
@@ -20,8 +20,11 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    ReportProgress,
+    RestoreRecord,
     TimerFired,
 )
+from om_stream.core.restore import restore_record
 from om_stream.core.retention import DAY_MS, MAX_RETENTION_DAYS, cutoff
 from om_stream.core.state import RecordState, ThreadState
 from om_stream.core.step import EngineLimits, Step
@@ -74,7 +77,12 @@ def retention_cutoff(config: ResolvedConfig, state: RecordState, now_ms: int) ->
 
 def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, accountant: TokenAccountant,
            limits: EngineLimits = _DEFAULT_LIMITS) -> Decision:
+    if isinstance(event, ReportProgress):  # a question: answered, and the record left as it is
+        return Decision(state, [progress.answer(state, event)])
     step = Step(state.clone(), now, record_config(config, state), accountant, limits, base=config)
+    if isinstance(event, RestoreRecord):  # the state another deployment held: settled there, not settled again
+        restore_record(step, event, lambda restored: record_config(config, restored))
+        return Decision(step.state, _ordered(step.commands))
     expiry.drop_expired(step)
     if isinstance(event, MessageAppended):
         _on_message(step, event)
@@ -97,6 +105,7 @@ def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, a
     elif isinstance(event, ExpiryDue):
         expiry.purge(step, event)
     _settle(step)
+    progress.report_changes(step, state)
     return Decision(step.state, _ordered(step.commands))
 
 
@@ -127,7 +136,7 @@ def _on_message(step: Step, event: MessageAppended) -> None:
         return  # the fence: past the retention window already, it is not recorded
     if message.message_id in state.recent_ids or any(m.id == message.message_id for m in state.unobserved):
         # a replay (crash recovery) or an agent re-sending: nothing changes, but the agent still gets its context
-        step.owed.add(message.thread_id)
+        step.resent.add(message.thread_id)
         return
     if not step.config.enabled:
         intake.pass_through(step, message)
@@ -150,7 +159,11 @@ def _on_message(step: Step, event: MessageAppended) -> None:
 def _on_model_result(step: Step, event: ModelResultArrived) -> None:
     cycle = step.state.cycle(event.cycle_id)
     if cycle is None or cycle.operation != event.operation or event.attempt > cycle.attempt:
-        return  # late, duplicate or cleared: the cycle was already resolved
+        # late, duplicate or cleared: the cycle was already resolved, maybe by this very result, read again after
+        # a crash that kept the state it made and lost what it published. As for a message taken in twice, its
+        # threads get their contexts again (an agent may be waiting for the one this result released)
+        step.resend_all_threads()
+        return
     if cycle.operation == "observation":
         observation.on_result(step, event, cycle)
     else:
@@ -159,6 +172,12 @@ def _on_model_result(step: Step, event: ModelResultArrived) -> None:
 
 def _on_timer(step: Step, event: TimerFired) -> None:
     state = step.state
+    if event.due_at is not None and state.timers.get(event.timer) != event.due_at:
+        # a schedule the record no longer holds: this firing was taken in already (it is read again after a crash)
+        # or the timer was moved since. It must not take the newer schedule with it (a cycle's next deadline would
+        # be lost); what it published may have been lost with the crash, so the threads get their contexts again
+        step.resend_all_threads()
+        return
     due = state.timers.pop(event.timer, None)
     kind, _, ref = event.timer.partition(":")
     if kind == "resend":

@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "EVENT_TYPES",
     "ActivationEvent",
+    "BufferedChunk",
     "BufferingEndEvent",
     "BufferingFailedEvent",
     "BufferingStartEvent",
@@ -26,13 +27,18 @@ __all__ = [
     "ExpiredEvent",
     "ExtractionFailure",
     "MarkerConfig",
+    "MessageMark",
     "OMEvent",
     "ObservationEndEvent",
     "ObservationFailedEvent",
     "ObservationStartEvent",
+    "ProgressEvent",
+    "RunningCycle",
     "StatusEvent",
     "TemporalMarkerEvent",
     "ThreadUpdateEvent",
+    "ThroughMessage",
+    "UnobservedMessages",
 ]
 
 OperationType = Literal["observation", "reflection"]
@@ -99,11 +105,95 @@ class _Windows(_Payload):
     buffered: _BufferedWindows
 
 
+class MessageMark(_Payload):
+    """A message of the thread and its place in the record: ``seq`` numbers the record's messages in arrival
+    order (temporal markers included), so every message of a thread up to ``seq`` is at or before it."""
+
+    message_id: str | None = Field(None, description="null when the record does not name it: in resource scope a "
+                                                     "log segment covering several threads names only its newest "
+                                                     "message")
+    seq: int = Field(ge=0)
+
+
+class UnobservedMessages(_Payload):
+    messages: int = Field(ge=0)
+    tokens: int = Field(ge=0)
+
+
+class BufferedChunk(_Payload):
+    """An observation chunk computed in the background, waiting for activation (its messages stay unobserved)."""
+
+    cycle_id: str
+    first_message_id: str
+    last_message_id: str
+    first_seq: int
+    last_seq: int
+    messages: int
+    message_tokens: int
+    observation_tokens: int
+
+
+class RunningCycle(_Payload):
+    """An Observer or Reflector call in flight."""
+
+    cycle_id: str
+    kind: Literal["buffer", "sync", "manual"]
+    operation_type: OperationType
+    attempt: int
+    started_at: str
+    tokens: int = Field(description="observation: message tokens it covers; reflection: log tokens it condenses")
+    messages: int = Field(description="messages it covers (0 for a reflection)")
+    first_message_id: str | None = None
+    last_message_id: str | None = None
+    blocking: bool = Field(description="contexts wait for it")
+
+
+class ThroughMessage(_Payload):
+    """Where one message stands, and whether memory has settled through it (see ``core/progress.py``)."""
+
+    message_id: str | None = Field(None, description="null: the thread has no message yet")
+    seq: int | None = Field(None, description="null when the record does not name it (observed long ago)")
+    status: Literal["unknown", "unobserved", "observing", "buffered", "observed"] = Field(
+        description="unknown: not ingested (yet); unobserved: nothing covers it yet; observing: an observation in "
+                    "flight covers it; buffered: a buffered chunk covers it, waiting for activation; observed: the "
+                    "active observation log covers it")
+    settled: bool = Field(description="observed, or nothing pending would observe it without new input")
+
+
+class ProgressEvent(OMEvent):
+    """om-stream addition: how far a thread's memory has caught up. Published when it changes (an observation
+    landing, an activation, a cycle starting or ending, a retry or idle activation becoming due or done; a message
+    taken in does not by itself: its context says so), at most once per thread per batch, and in answer to an
+    ``om.commands`` ``progress`` command (with that command's id and the message asked about)."""
+
+    event_type: ClassVar[str] = "data-om-progress"
+    latest_message: MessageMark | None = Field(None, description="the thread's newest message taken in")
+    observed_through: MessageMark | None = Field(None, description="the newest message of the thread the active "
+                                                                   "observation log covers (every one before it too)")
+    settled_through: MessageMark | None = Field(None, description="memory has settled through this message: "
+                                                                  "latestMessage when nothing is pending, else "
+                                                                  "observedThrough")
+    unobserved: UnobservedMessages = Field(description="the thread's messages no observation in the log covers")
+    buffered: list[BufferedChunk] = Field(description="chunks covering the thread's messages, waiting for "
+                                                      "activation")
+    in_flight: list[RunningCycle] = Field(description="Observer and Reflector calls involving the thread")
+    waiting_for: list[Literal["idle-activation", "buffering-retry", "observation-retry"]] = Field(
+        description="timers of the record that will observe or activate without new input")
+    pending: bool = Field(description="something in flight or scheduled may still observe the thread's unobserved "
+                                      "messages without new input")
+    generation_count: int
+    request_id: str | None = Field(None, description="the id of the progress command this event answers")
+    through: ThroughMessage | None = Field(None, description="the message the progress command (or the HTTP call) "
+                                                             "asked about")
+
+
 class StatusEvent(OMEvent):
     event_type: ClassVar[str] = "data-om-status"
     windows: _Windows
     step_number: int
     generation_count: int
+    progress: ProgressEvent | None = Field(None, description="the thread's progress; only in the answer of GET "
+                                                             "/v1/threads/{id}/status, never on the events topic")
 
     @classmethod
     def build(cls, *, record_id: str, thread_id: str, step_number: int, generation_count: int,
@@ -341,4 +431,4 @@ class ExpiredEvent(OMEvent):
 EVENT_TYPES: dict[str, type[OMEvent]] = {cls.event_type: cls for cls in (
     StatusEvent, ObservationStartEvent, ObservationEndEvent, ObservationFailedEvent, BufferingStartEvent,
     BufferingEndEvent, BufferingFailedEvent, ActivationEvent, ThreadUpdateEvent, TemporalMarkerEvent,
-    CondensationEvent, ErasedEvent, ExpiredEvent)}
+    CondensationEvent, ErasedEvent, ExpiredEvent, ProgressEvent)}

@@ -43,14 +43,14 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.events import ExpiredCounts, ExpiredEvent
-from om_stream.core.inputs import ExpiryDue
+from om_stream.core.inputs import ExpiryDue, TimerFired
 from om_stream.core.messages import Message, iso
 from om_stream.core.retention import DAY_MS, SegmentText, cut_text, oldest_entry, segment_expired
 from om_stream.core.state import BufferedReflection, ChunkRef, RecordState, SegmentRef
 from om_stream.core.step import Step
 from om_stream.core.views import metadata_expired
 
-__all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "keep_timer", "note", "purge",
+__all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "fires_purge", "keep_timer", "note", "purge",
            "purge_missing", "refuse_expired"]
 
 PURGE_TIMER = "retention:purge"
@@ -100,6 +100,12 @@ def keep_timer(step: Step) -> None:
         step.cancel(PURGE_TIMER)
     elif PURGE_TIMER not in step.state.timers and _dates(step.state):
         step.schedule(PURGE_TIMER, step.now)
+
+
+def fires_purge(state: RecordState, timer: TimerFired) -> bool:
+    """The firing of the record's purge timer as it is scheduled now (one read again after a crash, or overtaken by
+    a new schedule, is the engine's to ignore: no purge is read for it)."""
+    return timer.timer == PURGE_TIMER and (timer.due_at is None or state.timers.get(PURGE_TIMER) == timer.due_at)
 
 
 def purge_missing(state: RecordState, config: ResolvedConfig) -> bool:

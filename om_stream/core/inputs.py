@@ -8,6 +8,7 @@ from typing import Any, Literal
 from om_stream.core.messages import Message
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.retention import SegmentText
+from om_stream.core.state import RecordState
 
 __all__ = [
     "ClearRecord",
@@ -19,6 +20,8 @@ __all__ = [
     "ObserveNow",
     "OverrideThresholds",
     "ReflectNow",
+    "ReportProgress",
+    "RestoreRecord",
     "ThreadMetadataUpdate",
     "TimerFired",
 ]
@@ -81,9 +84,14 @@ class ModelResultArrived:
 @dataclass(frozen=True)
 class TimerFired:
     """A timer came due: ``idle:<operation>`` (activateAfterIdle), ``retry:<what>``, ``deadline:<cycle>``; or
-    ``resend:<cycle>``, sent by the runtime when it takes over a record whose calls may have been lost."""
+    ``resend:<cycle>``, sent by the runtime when it takes over a record whose calls may have been lost.
+
+    ``due_at``: the due time it fired for (``RecordState.timers``), so that a firing read again after a crash, or
+    overtaken by a new schedule of the same timer, is not taken for the newer one. None: a resend (never
+    scheduled), or a timer sent by an older version."""
 
     timer: str
+    due_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,5 +152,30 @@ class ClearRecord:
     conversation: tuple[StoredMessage, ...] = ()
 
 
-CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord
-Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived | ExpiryDue
+@dataclass(frozen=True)
+class RestoreRecord:
+    """The record becomes ``state``: its memory as another deployment held it (``om-stream import``), whose content
+    store rows were imported first. Sent by the importer, not by agents; the record's contexts are published as
+    they stand (same versions), and the Observer/Reflector calls it had in flight are asked again."""
+
+    state: RecordState
+
+
+@dataclass(frozen=True)
+class ReportProgress:
+    """A question, not a change: "how far has this thread's memory caught up through ``through_message_id`` (its
+    newest message when None)?" Answered with a ``data-om-progress`` event carrying ``request_id``; the record is
+    left as it is.
+
+    ``stored_seq``: the message's sequence number as the content store holds it, for a message the record no
+    longer names (observed long ago). Drivers send the question alone; the host reads it from the store before
+    deciding when the record cannot place the message (``runtime/host.py``)."""
+
+    thread_id: str
+    request_id: str
+    through_message_id: str | None = None
+    stored_seq: int | None = None
+
+
+CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord | ReportProgress
+Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived | RestoreRecord | ExpiryDue

@@ -39,13 +39,8 @@ def append_message(step: Step, message: Message) -> None:
                                       message_id=marker.message_id, precedes_message_id=message.message_id,
                                       gap_ms=gap, gap_text=gap_text(gap), text=marker.text))
     ref = _add(step, message, at)
-    if message.role == "user":
-        thread.turn_message = ref
-        thread.step_number = 0
-    else:
-        thread.step_number += 1
+    _follow_turn(step, ref, message)
     if message.role == "assistant":
-        state.last_assistant_at = at
         retention = actor_cache_retention(message, state.last_actor_cache_retention)
         idle = resolve_idle_ms(step.config.observation_idle, message.model or state.last_actor_model, retention)
         if idle is not None:
@@ -90,7 +85,7 @@ def _take_in(step: Step, message: Message, at: int, seq: int, tokens: int) -> Me
 def pass_through(step: Step, message: Message) -> None:
     """OM off: the message is stored and counted, and stays in its thread's context as it came. Nothing observes
     it (no threshold, no temporal marker, no idle timer); if OM is turned on later, it is unobserved like any."""
-    _follow_turn(step, _add(step, message, message.created_at_ms))
+    _follow_turn(step, _add(step, message, message.created_at_ms), message)
     step.owed.add(message.thread_id)
 
 
@@ -99,15 +94,20 @@ def restore_conversation(step: Step, conversation: Sequence[StoredMessage]) -> N
     the next observation covers them. They keep their sequence numbers and token counts; nothing is stored again."""
     for stored in sorted(conversation, key=attrgetter("seq")):
         message = stored.message
-        _follow_turn(step, _take_in(step, message, message.created_at_ms, stored.seq, stored.tokens))
+        _follow_turn(step, _take_in(step, message, message.created_at_ms, stored.seq, stored.tokens), message)
 
 
-def _follow_turn(step: Step, ref: MessageRef) -> None:
-    """A user message starts its thread's turn; every other message is a step of it."""
+def _follow_turn(step: Step, ref: MessageRef, message: Message) -> None:
+    """A user message opens its thread's turn; every other message is a step of it, and the agent's reply (an
+    assistant message that calls no tool) answers it. While the turn is open its user message stays raw in the
+    context even once observed: the agent's model is answering it. Once answered, an observed one is in the log only,
+    so the context holds each message once (``core.views.context_spec``)."""
     thread = step.thread(ref.thread_id)
     if ref.role == "user":
-        thread.turn_message, thread.step_number = ref, 0
-    else:
-        thread.step_number += 1
+        thread.turn_message, thread.step_number, thread.turn_answered = ref, 0, False
+        return
+    thread.step_number += 1
     if ref.role == "assistant":
         step.state.last_assistant_at = ref.created_at
+        if not message.tool_call_ids():
+            thread.turn_answered = True

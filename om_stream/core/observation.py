@@ -13,7 +13,7 @@ The promises kept here (each has a test):
 * every message is observed exactly once: buffered chunks cover disjoint runs of the oldest unobserved messages,
   a synchronous observation covers only messages no chunk or buffering cycle covers;
 * a cycle never separates a tool call from its result (the agent's context stays valid for providers);
-* the current turn's user message stays in the raw context even once observed;
+* the current turn's user message stays in the raw context even once observed, until the agent's reply answers it;
 * activation keeps the continuation hints unless the activated chunk brings new ones;
 * the observation cursor never moves backwards.
 """

@@ -124,7 +124,10 @@ class ThreadState:
     title: str | None = None
     current_task: str | None = None
     suggested_response: str | None = None
-    turn_message: MessageRef | None = None  # the current turn's user message: never removed from the raw context
+    # the current turn's user message: raw in the context while the turn is open, even once observed (the agent's
+    # model is answering it); once the agent's reply ends the turn (``turn_answered``), an observed one is not
+    turn_message: MessageRef | None = None
+    turn_answered: bool = False
     observed_through_seq: int = -1  # the observation cursor of this thread (never moves backwards)
     open_tool_calls: list[str] = field(default_factory=list)  # tool calls still waiting for their result
     step_number: int = 0
@@ -271,7 +274,7 @@ class RecordState:
             thread = dict(raw)
             if thread.get("turn_message"):
                 thread["turn_message"] = _message_ref(thread["turn_message"])
-            threads[tid] = ThreadState(**thread)
+            threads[tid] = ThreadState(**{k: v for k, v in thread.items() if k in _THREAD_FIELDS})
         values["threads"] = threads
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
@@ -280,3 +283,4 @@ class RecordState:
 _CONTAINERS = {"unobserved", "buffered", "log", "cycles", "buffered_reflection", "threads", "recent_ids", "timers",
                "owed_threads"}
 _SCALARS = tuple(f.name for f in fields(RecordState) if f.name not in _CONTAINERS)
+_THREAD_FIELDS = frozenset(ThreadState.__slots__)  # a state written by a newer version may hold fields not known here

@@ -57,7 +57,10 @@ class Step:
     limits: EngineLimits
     base: ResolvedConfig  # the configuration before per-record overrides
     commands: list[Command] = field(default_factory=list)
-    owed: set[str] = field(default_factory=set)  # threads whose context must be (re)published
+    owed: set[str] = field(default_factory=set)  # threads whose context changed: published under a new version
+    # threads whose context is sent again as it stands, under its version: an input the record had taken in already
+    # (read again after a crash) changes nothing, but what it published may have been lost with the crash
+    resent: set[str] = field(default_factory=set)
     _key_hash: str = ""
 
     def __post_init__(self) -> None:
@@ -195,21 +198,37 @@ class Step:
     def owe_all_threads(self) -> None:
         self.owed.update(self.state.threads)
 
+    def resend_all_threads(self) -> None:
+        self.resent.update(self.state.threads)
+
     # -- context -------------------------------------------------------------------------------------------------
 
     def publish_owed(self) -> None:
-        """Publish the contexts owed, unless a blocking cycle holds them back (they stay owed in the state)."""
+        """Publish the contexts owed, unless a blocking cycle holds them back (they stay owed in the state), and
+        send again the ones to resend.
+
+        A context sent again keeps its version and takes no id: an input read again (at-least-once delivery)
+        leaves the state as it found it, so a record replayed from any point after a crash numbers its contexts,
+        cycles and segments as the first time, and one version of a thread's context is one content. (Were a
+        replay to number anew, a context read again from an older state would reuse the version the lost one
+        was published under, with other content, and an agent that keeps the newest version would take it.)"""
         state = self.state
         if state.blocking_cycle() is not None:
+            # held back; when the cycle ends every thread's context is published
             state.owed_threads = sorted(set(state.owed_threads) | self.owed)
             self.owed.clear()
+            self.resent.clear()
             return
         owed = self.owed | set(state.owed_threads)
         state.owed_threads = []
         for thread_id in sorted(owed):
             if thread_id in state.threads:
                 self._publish(thread_id)
+        for thread_id in sorted(self.resent - owed):
+            if thread_id in state.threads and state.context_version:
+                self.add(PublishContext(context_spec(state, thread_id, self.config, state.context_version, self.now)))
         self.owed.clear()
+        self.resent.clear()
 
     def _publish(self, thread_id: str) -> None:
         self.state.context_version += 1

@@ -44,7 +44,10 @@ def metadata_expired(thread: ThreadState, before: int | None) -> bool:
 
 def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, version: int,
                  now_ms: int | None = None) -> ContextSpec:
-    """The thread's context: the active log, then the current turn's user message and the unobserved messages.
+    """The thread's context: the active log, then the unobserved messages; while the current turn is open, its user
+    message comes first among them even once observed (as in the reference, the question the agent's model is
+    answering is never left to the log alone). Once the agent's reply has answered it, an observed one is in the log
+    only: every message is then in the context exactly once.
 
     With a retention window (``config.retention_ms``; ``now_ms`` is then required) nothing past it is in the
     context, whether or not the record's purge has run: messages created before the cutoff and segments whose
@@ -55,7 +58,7 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
     raw = [m for m in state.unobserved if m.thread_id == thread_id and (before is None or m.created_at >= before)]
     ids = [m.id for m in raw]
     tokens = sum(m.tokens for m in raw)
-    pinned = thread.turn_message
+    pinned = None if thread.turn_answered else thread.turn_message
     if pinned is not None and pinned.id not in ids and (before is None or pinned.created_at >= before):
         ids.insert(0, pinned.id)
         tokens += pinned.tokens

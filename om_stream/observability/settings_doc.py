@@ -1,8 +1,9 @@
-"""Operator documentation generated from the code: the ``OM_*`` settings table, the metrics table, and the part of
-the Helm chart's ``values.schema.json`` that maps every setting 1:1 — so none of them can drift from
-``settings.py`` or ``observability.metrics``.
+"""Operator documentation generated from the code: the ``OM_*`` settings table, the metrics table, the topics' data
+lifecycle table (docs/lifecycle.md), and the part of the Helm chart's ``values.schema.json`` that maps every setting
+1:1 — so none of them can drift from ``settings.py``, ``observability.metrics`` or ``retention``.
 
     python -m om_stream.observability.settings_doc --write docs/operate.md   rewrite the generated sections
+    python -m om_stream.observability.settings_doc --write docs/lifecycle.md (the same, for that page)
     python -m om_stream.observability.settings_doc --check docs/operate.md   exit 1 if they are out of date
     python -m om_stream.observability.settings_doc --chart-schema            the chart's settings/secrets schema
     python -m om_stream.observability.settings_doc --sync-chart SCHEMA       write it into values.schema.json
@@ -24,10 +25,11 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, SecretStr
 
 from om_stream.observability.metrics import describe_metrics
-from om_stream.settings import Settings
+from om_stream.retention import CompactedPolicy, erasure_windows, segment_roll_interval_ms, topic_policies
+from om_stream.settings import KafkaSettings, LifecycleSettings, Settings
 
-__all__ = ["CHART_MANAGED", "SettingDoc", "chart_settings_schema", "metrics_table", "render", "settings_docs",
-           "settings_table"]
+__all__ = ["CHART_MANAGED", "SettingDoc", "chart_settings_schema", "lifecycle_table", "metrics_table", "render",
+           "settings_docs", "settings_table"]
 
 # set by the chart itself from other values (the pod must listen on every interface for probes and scrapes)
 CHART_MANAGED = {"OM_WORKER_WEB_HOST": "0.0.0.0 (always, in the pod)", "OM_WORKER_WEB_PORT": "`service.port`",
@@ -125,6 +127,35 @@ def metrics_table() -> str:
     return "\n".join(lines)
 
 
+def lifecycle_table() -> str:
+    """Every topic that can hold a thread's data, what it holds, how it is kept and how long after an erase it may
+    still hold it, at the default settings."""
+    lifecycle = LifecycleSettings()
+    roll = segment_roll_interval_ms(lifecycle)
+    policies = topic_policies(KafkaSettings(), lifecycle, resource_scope=True,
+                              changelogs=["<app_id>-om_records-changelog"])
+    lines = ["| topic | holds | kept | gone within, after an erase | set by |", "|---|---|---|---|---|"]
+    for policy in policies:
+        found = erasure_windows(policy, roll_interval_ms=roll)
+        if isinstance(policy, CompactedPolicy):
+            kept = (f"compacted; max.compaction.lag.ms {_days(policy.max_compaction_lag_ms)}, delete.retention.ms "
+                    f"{_days(policy.tombstone_retention_ms)}")
+            gone = f"its records: {found[0]}; the tombstone (the key alone): {found[1]}"
+            by = "`OM_LIFECYCLE_MAX_COMPACTION_LAG_S`, `OM_LIFECYCLE_TOMBSTONE_RETENTION_S`"
+        else:
+            kept = f"retention.ms {_days(policy.retention_ms)}, segment.ms {_days(policy.segment_ms)}"
+            gone = str(found[0])
+            by = f"`{policy.setting}`"
+        note = " (resource scope only)" if policy.topic == KafkaSettings().topic_records else ""
+        lines.append(f"| `{policy.topic}`{note} | {_cell(policy.holds)} | {kept} | {gone} | {by} |")
+    return "\n".join(lines)
+
+
+def _days(ms: int) -> str:
+    days, rest = divmod(ms, 86_400_000)
+    return f"{days} d" if not rest else f"{ms // 1000} s"
+
+
 def chart_settings_schema() -> dict[str, Any]:
     """JSON schemas of the chart's ``settings`` (plain ``OM_*`` values → ConfigMap) and ``secrets`` (``SecretStr``
     settings → Secret) objects: one property per variable, nothing else accepted."""
@@ -157,7 +188,7 @@ _SECTION = re.compile(r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(.*?)(<!-
 
 def render(document: str) -> str:
     """``document`` with every generated section rewritten."""
-    makers = {"settings-table": settings_table, "metrics-table": metrics_table}
+    makers = {"settings-table": settings_table, "metrics-table": metrics_table, "lifecycle-table": lifecycle_table}
 
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")

@@ -27,7 +27,16 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,9 +59,9 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
-from om_stream.core.engine import record_config, record_key
+from om_stream.core.engine import new_record, record_config, record_key
 from om_stream.core.erasure import EraseRequested
-from om_stream.core.events import ErasedEvent, OMEvent
+from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -61,24 +70,38 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
-    TimerFired,
+    RestoreRecord,
 )
 from om_stream.core.messages import Message
+from om_stream.core.progress import progress_event
 from om_stream.core.recall.params import RecallArguments, RecallScope
 from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, narrowed
-from om_stream.errors import InputRejected, OMError, RecallError
-from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore, RetryingModel
+from om_stream.errors import InputRejected, OMError, RecallError, StorageError
+from om_stream.ports import (
+    ChatModel,
+    Clock,
+    ContentStore,
+    Embedder,
+    ExportSource,
+    RecallIndex,
+    RecallPointSource,
+    RecallStore,
+    RetryingModel,
+)
 from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded_erasure import EmbeddedErasures
 from om_stream.runtime.embedded_outlet import EmbeddedOutlet
+from om_stream.runtime.exporter import ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.record_locks import RecordLocks
+from om_stream.runtime.settled import StateWatch, wait_settled
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
@@ -157,6 +180,7 @@ class Memory:
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
         self.erasures = EmbeddedErasures(self)
+        self._writes = StateWatch()  # wakes settled() once an input's state is written and published
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
                          outlets=lambda: EmbeddedOutlet(self), timers=_Timers(self), clock=self.clock,
                          limits=self.limits, on_decided=self._decided, erasures=self.erasures)
@@ -268,6 +292,8 @@ class Memory:
                 await held.enter_async_context(self._locks.hold(key))
             await self.host.apply([Arrival(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
                                            erase)])
+        for key in keys:
+            self._writes.changed(key)  # a settled() waiting on an erased record wakes (and finds nothing)
         return self._receipts.pop(erase.erase_id)
 
     def _erased_keys(self, erase: EraseRequested) -> list[str]:
@@ -300,6 +326,39 @@ class Memory:
                             retrieval=self.config.retrieval or RetrievalConfig())
         return await self.recall_service.recall(scope, arguments)
 
+    async def export_resource(self, resource_id: str) -> AsyncIterator[bytes]:
+        """Everything this memory holds for ``resource_id`` (messages, observations, reflections, thread metadata,
+        record states, recall payloads) as ``om.export/v1`` lines, each ending with a newline, read from the store
+        a page at a time: write them where they go. The export is the resource's personal data. Raises
+        ``StorageError`` when the store cannot export (a store that is no ``ports.ExportSource``)."""
+        if not isinstance(self.store, ExportSource):
+            raise StorageError(f"{self.store!r} cannot export (it is no ports.ExportSource)", transient=False)
+        index = self.recall_service.index if self.recall_service is not None else None
+        spec = ExportSpec(resource_id, self.store, HeldStates(self._states), self.config.scope,
+                          self.config.token_encoding, index if isinstance(index, RecallPointSource) else None)
+        async for line in export_lines(spec):
+            yield line
+
+    async def import_resource(self, lines: AsyncIterable[bytes] | Iterable[bytes], *,
+                              force: bool = False) -> ImportReport:
+        """Rebuild the memory of one resource from an export (``export_resource`` here or elsewhere, ``om-stream
+        export``): its rows are written to the store, then each record takes its state, and its threads' contexts
+        are as they were. Refused (``InputRejected``) when this memory already holds the resource or one of its
+        records (``force``: run an import that failed part-way again), or has another scope; a file that is not a
+        complete export raises ``WireDecodeError``."""
+        service = self.recall_service
+        recall = (RecallTarget(service.index, service.embedder) if service is not None and service.index is not None
+                  and service.embedder is not None else None)
+
+        async def holds(keys: Collection[str]) -> list[str]:
+            return [key for key in keys if key in self._states]
+
+        async def restore(state: RecordState) -> list[RejectInput]:
+            return await self._apply(state.key, state.resource_id, RestoreRecord(state))
+
+        return await import_lines(lines, store=self.store, restorer=AppliedRestorer(restore),
+                                  scope=self.config.scope, recall=recall, force=force, holds=holds)
+
     @property
     def _indexing(self) -> bool:
         return self.recall_service is not None and self.recall_service.search_available
@@ -319,6 +378,36 @@ class Memory:
             return 0
         texts = await self.store.get_segment_texts([s.id for s in state.log])
         return sum(1 for text in texts.values() for line in text.splitlines() if line.strip())
+
+    def progress(self, thread_id: str, resource_id: str | None = None) -> ProgressEvent:
+        """How far the thread's memory has caught up (its ``data-om-progress`` payload, as it stands now)."""
+        key, resource = self._record_of(thread_id, resource_id)
+        return progress_event(self._states.get(key) or new_record(key, self.config.scope, resource), thread_id)
+
+    async def settled(self, thread_id: str, through: str | None = None, *, timeout: float | None = None,
+                      resource_id: str | None = None) -> ProgressEvent:
+        """Wait until memory has settled through message ``through`` (the thread's newest message now, when None):
+        the observation covering it has landed in the active log, or nothing in flight or scheduled would observe
+        it without new input (it stays under the message threshold, or in a buffered chunk waiting for it). Returns
+        the thread's progress (``through`` says where the message stands); raises ``TimeoutError`` after
+        ``timeout`` seconds. A message not added yet is waited for. Unlike :meth:`settle`, it waits for this thread
+        only, and for what observes it (a reflection may still run). See ``core/progress.py``."""
+        key, resource = self._record_of(thread_id, resource_id)
+        progress = await wait_settled(lambda: self._states.get(key) or new_record(key, self.config.scope, resource),
+                                      self._writes, key=key, thread_id=thread_id, through=through, timeout=timeout,
+                                      store=self.store)
+        if progress is None or progress.through is None or not progress.through.settled:
+            raise TimeoutError(f"memory of thread {thread_id!r} has not settled through "
+                               f"{through or 'its newest message'!r} after {timeout}s")
+        return progress
+
+    def _record_of(self, thread_id: str, resource_id: str | None) -> tuple[str, str]:
+        """The key and resource of the thread's record (in resource scope, the resource it belongs to when none is
+        given)."""
+        _check_id("thread_id", thread_id)
+        resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
+                                       thread_id)
+        return record_key(self.config.scope, thread_id, resource), resource
 
     async def settle(self) -> None:
         """Wait until no Observer/Reflector call is running (their results applied)."""
@@ -367,6 +456,9 @@ class Memory:
             finally:
                 self._watched.pop(id(arrival), None)
                 self._refusals.pop(id(arrival), None)
+                # the record's state is written and what it published delivered (its context among them): a
+                # settled() woken now reads a context that holds what the state says
+                self._writes.changed(key)
             self.engine_seconds += time.perf_counter() - began
             failure = next((error for failed, error in self._failures if failed is arrival), None)
             self._failures = [(a, e) for a, e in self._failures if a is not arrival]
@@ -488,7 +580,7 @@ class Memory:
         for key, timer in self.timers.due(now_ms):
             state = self._states.get(key)
             if state is not None:
-                await self._apply(key, state.resource_id, TimerFired(timer))
+                await self._apply(key, state.resource_id, timer)
 
     async def _timer_loop(self) -> None:
         while not self._closed:

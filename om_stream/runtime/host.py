@@ -9,8 +9,9 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
      that commits writes together (``ports.BatchedWrites``: SQLite) is given the whole batch's writes, in that
      order, once every input is decided: one transaction per batch. Then
      the publications are prepared, in order, through the outlet (the Kafka outlet renders them, reading the
-     store): refusals and failures, events (a thread's status once per batch, its newest), model requests and
-     recall-index work, contexts (once per thread per batch, the newest). Nothing leaves the process yet.
+     store): refusals and failures, events (a thread's status and progress once per batch, their newest), model
+     requests and recall-index work, contexts (once per thread per batch, the newest). Nothing leaves the process
+     yet.
   2. **the state table**: every record's new state, only if the driver still may commit (``may_commit``).
   3. **publications**: ``outlet.commit()`` lets them go, in order (the Kafka outlet queues them on its one
      producer).
@@ -64,9 +65,10 @@ from om_stream.core.commands import (
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import decide, new_record, retention_cutoff
 from om_stream.core.erasure import ErasureInput
-from om_stream.core.events import ErasedEvent, OMEvent, StatusEvent
-from om_stream.core.expiry import PURGE_TIMER
-from om_stream.core.inputs import ClearRecord, ExpiryDue, Input, TimerFired
+from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent, StatusEvent
+from om_stream.core.expiry import fires_purge
+from om_stream.core.inputs import ClearRecord, ExpiryDue, Input, ReportProgress, TimerFired
+from om_stream.core.progress import needs_stored_seq
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -74,6 +76,7 @@ from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import StorageError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.settled import stored_seq
 
 __all__ = ["Arrival", "Decided", "Erasures", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
 
@@ -203,6 +206,7 @@ class _Batch:
     decided: list[Decided] = field(default_factory=list)  # told ``on_decided`` once phase 1's writes are done
     out: list[tuple[Command, Arrival]] = field(default_factory=list)  # phase 3, in order
     statuses: dict[str, tuple[EmitEvent, Arrival]] = field(default_factory=dict)
+    progress: dict[str, tuple[EmitEvent, Arrival]] = field(default_factory=dict)  # changes, not answers
     contexts: dict[str, tuple[PublishContext, Arrival]] = field(default_factory=dict)
     failures: list[tuple[Arrival, str, str, BaseException]] = field(default_factory=list)
 
@@ -371,7 +375,9 @@ class Host:
         now_ms = self.clock.now_ms()
         if isinstance(event, ClearRecord) and state.holds_conversation:
             event = await self._with_conversation(event, state, batch)
-        elif isinstance(event, TimerFired) and event.timer == PURGE_TIMER:
+        elif isinstance(event, ReportProgress) and needs_stored_seq(state, event):
+            event = await self._with_stored_seq(event, state)
+        elif isinstance(event, TimerFired) and fires_purge(state, event):
             event = await self._expiry_due(event, state, now_ms)
         began = time.perf_counter()
         decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
@@ -383,7 +389,9 @@ class Host:
             batch.writes.extend(ordered)
         else:
             await self.store_retry("write", lambda: self.effects.write(ordered))
-        if not created or decision.state != state:  # an input that changed nothing (a refusal) makes no record
+        # an input that changed nothing (a refusal) makes no record; a question (the record itself handed back)
+        # writes nothing
+        if decision.state is not state and (not created or decision.state != state):
             batch.states[arrival.key] = (decision.state, arrival)
         for command in decision.commands:
             if isinstance(command, PersistMessage):
@@ -392,6 +400,9 @@ class Host:
                 batch.contexts[command.spec.thread_id] = (command, arrival)
             elif isinstance(command, EmitEvent) and isinstance(command.event, StatusEvent):
                 batch.statuses[command.event.thread_id] = (command, arrival)  # a snapshot: the newest says it all
+            elif (isinstance(command, EmitEvent) and isinstance(command.event, ProgressEvent)
+                  and command.event.request_id is None):
+                batch.progress[command.event.thread_id] = (command, arrival)  # likewise (an answer is not)
             elif isinstance(command, EmitEvent | RequestObservation | RequestReflection | IndexForRecall
                             | ExpireIndex | RejectInput | ClearStored):
                 batch.out.append((command, arrival))
@@ -414,12 +425,18 @@ class Host:
         by_id = {s.message.message_id: s for s in [*stored, *pending]}
         return replace(event, conversation=tuple(sorted(by_id.values(), key=lambda s: s.seq)))
 
+    async def _with_stored_seq(self, event: ReportProgress, state: RecordState) -> ReportProgress:
+        """A progress question about a message the record no longer names, with its seq as the store holds it."""
+        seq = await self.store_retry("read", partial(stored_seq, self.effects.store, state, event.thread_id,
+                                                     event.through_message_id or ""))
+        return replace(event, stored_seq=seq)
+
     async def _publish(self, batch: _Batch, outlet: Outlet) -> None:
         for arrival, reason, detail, error in batch.failures:
             await outlet.failed(arrival, reason, detail, error)
         for command, arrival in batch.out:
             await self._isolated(partial(self._publish_one, outlet, command, arrival, batch))
-        for status, arrival in batch.statuses.values():
+        for status, arrival in [*batch.statuses.values(), *batch.progress.values()]:
             await self._isolated(partial(self._publish_one, outlet, status, arrival, batch))
         for context, arrival in batch.contexts.values():
             await self._isolated(partial(outlet.context, context, arrival))

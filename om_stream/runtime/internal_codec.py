@@ -1,7 +1,7 @@
 """JSON form of the records on the internal topics: model requests, model results, timers, the recall index's
 work (index an observation group; forget a cleared record; erase a subject's points; a retention purge's points),
-and the steps of an erase
-that spans partitions (``core.erasure``).
+the steps of an erase that spans partitions (``core.erasure``), and restores (``om-stream import``: a record's
+state, in its table form, to its home partition of the results topic).
 
 These never leave om-stream (no public schema); they only need to survive a round trip between a memory agent
 and a model worker, possibly across a restart or a version of the same deployment.
@@ -19,7 +19,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from om_stream.core.commands import ExpireIndex, IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone
-from om_stream.core.inputs import ModelResultArrived, TimerFired
+from om_stream.core.inputs import ModelResultArrived, RestoreRecord, TimerFired
+from om_stream.core.restore import checked_state
 from om_stream.errors import WireDecodeError
 from om_stream.wire.codec import decode_json
 
@@ -46,17 +47,20 @@ class EraseIndexed:
 
 
 InternalRecord = (RequestObservation | RequestReflection | ModelResultArrived | TimerFired | IndexForRecall
-                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone | ExpireIndex)
+                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone | RestoreRecord
+                  | ExpireIndex)
 _TYPES: dict[str, type[Any]] = {"request-observation": RequestObservation, "request-reflection": RequestReflection,
                                 "result": ModelResultArrived, "timer": TimerFired, "index": IndexForRecall,
                                 "forget-index": ForgetIndexed, "erase-index": EraseIndexed, "erase-part": ErasePart,
                                 "erase-part-done": ErasePartDone, "erase-index-done": EraseIndexDone,
-                                "expire-index": ExpireIndex}
+                                "restore": RestoreRecord, "expire-index": ExpireIndex}
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
 
 def encode_internal(record: InternalRecord) -> bytes:
-    payload = {"type": _NAMES[type(record)], **dataclasses.asdict(record)}
+    # a state travels in the form its table holds (``RecordState.to_dict``), which is also the export's
+    body = {"state": record.state.to_dict()} if isinstance(record, RestoreRecord) else dataclasses.asdict(record)
+    payload = {"type": _NAMES[type(record)], **body}
     return json.dumps(payload, separators=(",", ":"), default=str).encode()
 
 
@@ -79,6 +83,11 @@ def decode_internal(value: bytes | None, *, max_bytes: int = INTERNAL_MAX_BYTES)
     if not isinstance(name, str) or name not in _TYPES:
         raise WireDecodeError("unknown_schema", f"internal record type {str(name)[:80]!r} is not one of "
                                                 f"{sorted(_TYPES)}")
+    if name == "restore":
+        try:
+            return RestoreRecord(checked_state(data.get("state") or {}))
+        except ValueError as exc:
+            raise WireDecodeError("invalid_fields", f"internal restore record: {exc}") from None
     # fields this version does not know are left out: a newer version of the deployment may have added them
     known = {field.name for field in dataclasses.fields(_TYPES[name])}
     try:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 
+from om_stream.core.inputs import TimerFired
+
 __all__ = ["TimerWheel"]
 
 _MIN_COMPACT = 1024
@@ -54,15 +56,16 @@ class TimerWheel:
         for key, timers in states:
             self.track(key, timers)
 
-    def due(self, now_ms: int) -> list[tuple[str, str]]:
-        """(record key, timer) pairs due now, each at most once per due time."""
+    def due(self, now_ms: int) -> list[tuple[str, TimerFired]]:
+        """(record key, firing) pairs due now, each at most once per due time; a firing names the due time it is
+        for (a record takes in one firing per schedule)."""
         ready = []
         while self._heap and self._heap[0][0] <= now_ms:
             due, key, timer = heapq.heappop(self._heap)
             if self._wanted.get(key, {}).get(timer) != due or (key, timer, due) in self._sent:
                 continue
             self._sent.add((key, timer, due))
-            ready.append((key, timer))
+            ready.append((key, TimerFired(timer, due)))
         if len(self._sent) > 100_000:
             self._sent = {e for e in self._sent if self._wanted.get(e[0], {}).get(e[1]) == e[2]}
         return ready

@@ -17,7 +17,8 @@ COMMAND_SCHEMA: Literal["om.command/v1"] = "om.command/v1"
 class CommandRecord(BaseModel):
     """``observe`` (``force``: whatever the message threshold) / ``reflect`` (optional ``guidance``) / ``override``
     (threshold overrides and a retention window, merged into the thread's; ``replace``: exactly these) / ``clear``
-    / ``erase``.
+    / ``erase`` / ``progress`` (a question: answered on the events topic with a ``data-om-progress`` event carrying
+    ``requestId`` = this ``command_id``, and where ``through_message_id``, or the thread's newest message, stands).
 
     ``observe`` observes only once the thread's unobserved messages reach the message threshold, as the
     reference's ``observe()``; below it nothing happens. An ``override`` for a thread no message reached is
@@ -34,7 +35,7 @@ class CommandRecord(BaseModel):
     thread_id: str | None = Field(None, min_length=1, max_length=256,
                                   description="the thread; left out only by an erase of a whole resource")
     resource_id: str | None = Field(None, min_length=1, max_length=256)
-    command: Literal["observe", "reflect", "override", "clear", "erase"]
+    command: Literal["observe", "reflect", "override", "clear", "erase", "progress"]
     scope: Literal["thread", "resource"] | None = Field(None, description="erase: a thread, or a whole resource")
     requested_at: AwareDatetime | None = Field(None, description="erase: when it was requested (the receipt says "
                                                                  "so); the record's time when left out")
@@ -48,6 +49,9 @@ class CommandRecord(BaseModel):
     replace: bool | None = Field(None, strict=True,
                                  description="override: the thread's overrides become exactly these (a threshold "
                                              "or window left out loses its override) instead of merging")
+    through_message_id: str | None = Field(None, min_length=1, max_length=256,
+                                           description="progress: the message asked about (default: the thread's "
+                                                       "newest)")
 
     @model_validator(mode="after")
     def _fields_fit_the_command(self) -> CommandRecord:
@@ -69,6 +73,8 @@ class CommandRecord(BaseModel):
             raise ValueError("force is only for the observe command")
         if self.command != "override" and self.replace is not None:
             raise ValueError("replace is only for the override command")
+        if self.command != "progress" and self.through_message_id is not None:
+            raise ValueError("through_message_id is only for the progress command")
         return self
 
 

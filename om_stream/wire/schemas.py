@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -42,6 +42,7 @@ from om_stream.wire.codec import decode_json
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
 from om_stream.wire.context import CONTEXT_SCHEMA, ContextRecord
 from om_stream.wire.dlq import DLQ_SCHEMA, DeadLetterRecord
+from om_stream.wire.export import EXPORT_SCHEMA, ExportLine
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
 from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RECALL_RESPONSE_SCHEMA, RecallRequest, RecallResponse
 
@@ -180,6 +181,8 @@ def _catalogue() -> tuple[Payload, ...]:
         Payload("om.http.erasure-status/v1", ErasureStatus,
                 "GET /v1/erasures/{id}; DELETE /v1/threads/{id} or /v1/resources/{id} with wait_s, once done"),
         Payload("om.http.error/v1", HttpError, "4xx answers of the HTTP API"),
+        Payload(EXPORT_SCHEMA, ExportLine, "each line of an export (JSON Lines): om-stream export, "
+                                           "GET /v1/resources/{id}/export; read by om-stream import"),
     ]
     return (*topics, *events, *http)
 
@@ -234,6 +237,8 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
                                                                 "scope": {"const": "resource"}}},
          "then": {"required": ["resource_id"], "properties": {"resource_id": _PRESENT, "thread_id": _ABSENT_OR_NULL}},
          "else": {"required": ["thread_id"], "properties": {"thread_id": _PRESENT}}},
+        {"if": _if_const("command", "progress", negate=True),
+         "then": {"properties": {"through_message_id": _ABSENT_OR_NULL}}},
     ]}},
     RECALL_RESPONSE_SCHEMA: {"": {"oneOf": [
         # RecallResponse._one_outcome: exactly one of result and error
@@ -380,6 +385,8 @@ def decode_payload(name: str, raw: bytes | str) -> BaseModel:
 def wire_form(model: BaseModel) -> dict[str, Any]:
     """The normal form of a payload, as JSON values: wire (alias) names, defaults written out, optional fields that
     are null left out, required fields kept even when null. RFC 8785 of this is the payload's canonical bytes."""
+    if isinstance(model, RootModel):  # a union of records (om.export/v1's lines): the record it holds
+        return wire_form(model.root)
     data: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     _keep_required_nulls(model, data)
     return data

@@ -135,6 +135,12 @@ VALID: list[dict[str, Any]] = [
     vector("command-erase-resource", "om.command/v1",
            {"schema": "om.command/v1", "command_id": "erase-2", "resource_id": "user-1", "command": "erase",
             "scope": "resource", "thread_id": None}),
+    vector("command-progress", "om.command/v1",
+           {"schema": "om.command/v1", "command_id": "cmd-7", "thread_id": "thread-1", "command": "progress",
+            "through_message_id": "m-7"}),
+    vector("command-progress-newest", "om.command/v1",
+           {"schema": "om.command/v1", "command_id": "cmd-8", "thread_id": "thread-1", "resource_id": "user-1",
+            "command": "progress", "through_message_id": None}),
     vector("command-observe-force", "om.command/v1",
            {"schema": "om.command/v1", "command_id": "cmd-5", "thread_id": "thread-1", "command": "observe",
             "force": True}),
@@ -216,9 +222,58 @@ VALID: list[dict[str, Any]] = [
                                                   {"loc": [0], "msg": "x"}]}),
 ]
 
+# om.export/v1: one line of each kind an importer must read (a state's inner form is the state table's, free-form
+# to the schema: kept as written)
+EXPORT_STATE = {"key": "thread-1", "scope": "thread", "resource_id": "user-1", "epoch": 0, "id_seq": 12,
+                "msg_seq": 9, "unobserved": [["m-9", "thread-1", 9, 1772355600000, 12, "user", True]],
+                "buffer_retry_at": None, "threads": {"thread-1": {"thread_id": "thread-1", "title": "Trip"}}}
+VALID += [
+    vector("export-header", "om.export/v1", {
+        "type": "header", "schema": "om.export/v1", "resource_id": "user-1", "scope": "thread",
+        "token_encoding": "o200k_base", "exported_at": "2026-03-01T09:00:00.5Z", "generator": "om-stream 0.1.0"}),
+    vector("export-state", "om.export/v1", {"type": "state", "record_key": "thread-1", "state": EXPORT_STATE},
+           style="shuffled"),
+    vector("export-thread", "om.export/v1", {
+        "type": "thread", "thread_id": "thread-1", "created_at": 1772355600000, "updated_at": 1772355660000,
+        "title": "Trip to Zürich", "current_task": None, "extracted": {"city": "Zürich"},
+        "working_memory": "# User\n- likes trains"}),
+    vector("export-message", "om.export/v1", {
+        "type": "message", "record_key": "thread-1", "seq": 9, "tokens": 12,
+        "message": without(message(message_id="m-9", parts=EVERY_PART[:2]), "schema")}),
+    vector("export-record", "om.export/v1", {"type": "record", "record_key": "thread-1", "epoch": 2}),
+    vector("export-segment", "om.export/v1", {
+        "type": "segment", "record_key": "thread-1", "segment_id": "ref-1", "kind": "reflection", "generation": 1,
+        "text": "* 🔴 (09:00) User likes trains.", "tokens": 9, "cycle_id": "refl-1", "thread_ids": ["thread-1"],
+        "first_message_id": "m-1", "last_message_id": "m-9", "message_ids": ["m-1"], "message_tokens": 120,
+        "boundary_at": 1772355600000, "created_at": 1772355601000, "generations": [2, 3],
+        "ranges": [{"thread_id": "thread-1", "first_message_id": "m-1", "last_message_id": "m-4", "first_seq": 1,
+                    "last_seq": 4}, {"thread_id": "thread-1", "first_message_id": "m-6", "last_message_id": "m-9"}],
+        "replaced": ["seg-1", "seg-2"]}),
+    vector("export-generation", "om.export/v1", {
+        "type": "generation", "record_key": "thread-1", "generation": 2, "segment_ids": ["ref-1", "seg-3"],
+        "reflection_id": "ref-1", "replaced_segment_ids": ["seg-1", "seg-2"], "observation_tokens": 31}),
+    vector("export-recall-point", "om.export/v1", {
+        "type": "recall-point", "record_key": "thread-1", "thread_id": "thread-1", "kind": "group",
+        "source_id": "ref-1", "chunk": 0, "text": "User likes trains.", "observed_at": 1772355600000,
+        "range": "m-1:m-4,m-6:m-9", "cursor": "m-1"}),
+    vector("export-end", "om.export/v1", {
+        "type": "end", "counts": {"states": 1, "threads": 1, "messages": 9, "records": 1, "segments": 3,
+                                  "generations": 1, "recall_points": 4}}),
+]
+
 MARKER = {"messageTokens": 30000, "observationTokens": 40000, "scope": "thread", "activateAfterIdle": "auto"}
 EVENT_BASE = {"recordId": "thread-1", "threadId": "thread-1"}
 CYCLE = {"cycleId": "thread-1:obs:3", "operationType": "observation"}
+PROGRESS = {
+    **EVENT_BASE, "latestMessage": {"messageId": "m-14", "seq": 15}, "observedThrough": {"messageId": "m-3",
+                                                                                        "seq": 3},
+    "settledThrough": {"messageId": "m-3", "seq": 3}, "unobserved": {"messages": 12, "tokens": 9300},
+    "buffered": [{"cycleId": "thread-1:buf:4", "firstMessageId": "m-4", "lastMessageId": "m-8", "firstSeq": 4,
+                  "lastSeq": 8, "messages": 5, "messageTokens": 6000, "observationTokens": 310}],
+    "inFlight": [{"cycleId": "thread-1:buf:6", "kind": "buffer", "operationType": "observation", "attempt": 2,
+                  "startedAt": "2026-03-01T09:05:00.000Z", "tokens": 2900, "messages": 6,
+                  "firstMessageId": "m-9", "lastMessageId": "m-14", "blocking": True}],
+    "waitingFor": ["idle-activation", "buffering-retry"], "pending": True, "generationCount": 1}
 VALID += [
     vector("event-status", "data-om-status/v1", {**EVENT_BASE, "stepNumber": 4, "generationCount": 0, "windows": {
         "active": {"messages": {"tokens": 812, "threshold": 30000},
@@ -292,6 +347,37 @@ VALID += [
         "expiredAt": "2026-03-01T09:00:00Z",
         "removed": {"messages": 3, "observations": 2, "rewritten": 0, "entries": 0, "threads": 2,
                     "cycleResults": 0}}, style="shuffled"),
+    # a cycle started: a chunk is buffered, another buffering runs, the thread's messages are pending
+    vector("event-progress", "data-om-progress/v1", PROGRESS),
+    # the answer to a progress command: where the message asked about stands
+    vector("event-progress-answer", "data-om-progress/v1", {
+        **EVENT_BASE, "latestMessage": {"messageId": "m-9", "seq": 9},
+        "observedThrough": {"messageId": "m-9", "seq": 9}, "settledThrough": {"messageId": "m-9", "seq": 9},
+        "unobserved": {"messages": 0, "tokens": 0}, "buffered": [],
+        "inFlight": [{"cycleId": "thread-1:refl:5", "kind": "buffer", "operationType": "reflection", "attempt": 1,
+                      "startedAt": "2026-03-01T09:06:00.000Z", "tokens": 41000, "messages": 0,
+                      "firstMessageId": None, "lastMessageId": None, "blocking": False}],
+        "waitingFor": [], "pending": False, "generationCount": 2, "requestId": "cmd-7",
+        "through": {"messageId": "m-7", "seq": None, "status": "observed", "settled": True}}),
+    # resource scope: the log names no message of this thread alone
+    vector("event-progress-resource-answer", "data-om-progress/v1", {
+        "recordId": "resource:user-1", "threadId": "thread-2", "latestMessage": {"messageId": "m-30", "seq": 30},
+        "observedThrough": {"messageId": None, "seq": 21}, "settledThrough": {"messageId": "m-30", "seq": 30},
+        "unobserved": {"messages": 3, "tokens": 410}, "buffered": [], "inFlight": [], "waitingFor": [],
+        "pending": False, "generationCount": 0, "requestId": "0b9c6a8e-6a2f-4f7e-9a55-1f6d2f0e1c2d",
+        "through": {"messageId": "m-30", "seq": 30, "status": "unobserved", "settled": True}}),
+    vector("event-status-with-progress", "data-om-status/v1", {
+        **EVENT_BASE, "stepNumber": 1, "generationCount": 0, "windows": {
+            "active": {"messages": {"tokens": 40, "threshold": 30000},
+                       "observations": {"tokens": 0, "threshold": 40000}},
+            "buffered": {"observations": {"chunks": 0, "messageTokens": 0, "projectedMessageRemoval": 0,
+                                          "observationTokens": 0, "status": "idle"},
+                         "reflection": {"inputObservationTokens": 0, "observationTokens": 0, "status": "idle"}}},
+        "progress": {**EVENT_BASE, "latestMessage": {"messageId": "m-1", "seq": 1}, "observedThrough": None,
+                     "settledThrough": {"messageId": "m-1", "seq": 1}, "unobserved": {"messages": 1, "tokens": 40},
+                     "buffered": [], "inFlight": [], "waitingFor": [], "pending": False, "generationCount": 0,
+                     "requestId": None,
+                     "through": {"messageId": "m-1", "seq": 1, "status": "unobserved", "settled": True}}}),
     vector("event-condensation-as-rendered", "data-om-condensation/v1", {
         **EVENT_BASE, "cycleId": None, "condensedAt": "2026-03-01T09:00:07.000Z", "reason": "context_over_bound",
         "tokensBefore": 5210, "tokensAfter": None, "targetTokens": 4800, "observationsFolded": None}),
@@ -453,6 +539,18 @@ INVALID: list[dict[str, Any]] = [
     invalid("event-marker-config-bad-idle", "data-om-buffering-start/v1", {
         **EVENT_BASE, **CYCLE, "startedAt": T0, "tokensToBuffer": 1, "threadIds": [],
         "config": {**MARKER, "activateAfterIdle": "soon"}}, 'activateAfterIdle is milliseconds or "auto"'),
+    invalid("command-through-on-observe", "om.command/v1",
+            {**CMD, "command": "observe", "through_message_id": "m-1"},
+            "through_message_id is only for the progress command"),
+    invalid("event-progress-unknown-status", "data-om-progress/v1", {
+        **PROGRESS, "requestId": "c", "through": {"messageId": "m-1", "seq": 1, "status": "done", "settled": True}},
+            "through.status must be unknown/unobserved/observing/buffered/observed"),
+    invalid("event-progress-negative-seq", "data-om-progress/v1",
+            {**PROGRESS, "observedThrough": {"messageId": None, "seq": -1}}, "a seq is >= 0"),
+    invalid("event-progress-unknown-timer", "data-om-progress/v1", {**PROGRESS, "waitingFor": ["cron"]},
+            "waitingFor holds idle-activation/buffering-retry/observation-retry"),
+    invalid("event-progress-missing-pending", "data-om-progress/v1", without(PROGRESS, "pending"),
+            "pending is required"),
     invalid("http-command-request-unknown-field", "om.http.command-request/v1", {"reason": "x"},
             "closed content model: unknown field reason"),
     invalid("http-erasure-unknown-state", "om.http.erasure-status/v1", {"erase_id": "e", "state": "pending"},
@@ -460,6 +558,17 @@ INVALID: list[dict[str, Any]] = [
     invalid("http-command-accepted-false", "om.http.command-accepted/v1", {"accepted": False, "command_id": "c"},
             "accepted is always true (refusals are 4xx errors)"),
     invalid("http-error-unknown-code", "om.http.error/v1", {"error": "teapot"}, "unknown error code"),
+    invalid("export-unknown-line-type", "om.export/v1", {"type": "bookmark", "record_key": "thread-1"},
+            "type must name a line type of om.export/v1"),
+    invalid("export-header-without-schema", "om.export/v1", {
+        "type": "header", "resource_id": "user-1", "scope": "thread", "token_encoding": "o200k_base",
+        "exported_at": T0, "generator": "om-stream"}, "the header carries the schema tag"),
+    invalid("export-message-without-tokens", "om.export/v1", {
+        "type": "message", "record_key": "thread-1", "seq": 1, "message": without(M, "schema")},
+            "a message line counts its tokens"),
+    invalid("export-record-unknown-field", "om.export/v1", {
+        "type": "record", "record_key": "thread-1", "epoch": 0, "vector": [0.1]},
+            "closed content model: unknown field vector"),
 ]
 
 PARTITION_KEYS = ["thread-1", "thread-2", "21", "foobar", "a-little-bit-long-string", "abc", "", "😀",

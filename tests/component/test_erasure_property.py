@@ -4,7 +4,7 @@ resources at random moments. Afterwards, no place holds a marker of an erased me
 should holds each of the others:
 
 * the SQLite file and its WAL (bytes, not queries), and the Qdrant index's local file;
-* every context, every recall search, every record state;
+* every context, every recall search, every export, every record state;
 * each message published after an erase of its subject is kept (a fresh memory).
 
 Every message carries a marker (``MK<seed>x<n>Q``); the model copies the markers it reads into what it writes, so
@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,7 +40,7 @@ WORDS = ("ferry", "invoice", "tide", "lighthouse", "budget", "hotel", "kafka", "
 
 
 def markers_in(text: str) -> list[str]:
-    return sorted({word.strip(".,:;()") for word in text.split() if word.startswith("MK") and word.endswith("Q")})
+    return sorted(set(re.findall(r"MK\d+x\d+Q", text)))
 
 
 @dataclass
@@ -146,6 +147,10 @@ async def test_nothing_of_an_erased_subject_survives_anywhere_and_nothing_else_i
                     assert not any(t == thread for t, _ in world.live.values()), (seed, thread, "live lost")
             found = await om.recall(resource, {"mode": "search", "query": " ".join(WORDS)})
             assert not set(markers_in(json.dumps(found.model_dump(mode="json")))) & world.erased, seed
+            exported = b"".join([line async for line in om.export_resource(resource)]).decode()
+            assert not set(markers_in(exported)) & world.erased, (seed, "in the export")
+            kept = {m for m, (_, r) in world.live.items() if r == resource}
+            assert kept <= set(markers_in(exported)), (seed, "the export lost kept messages")
         stored = files_bytes(tmp_path / "qdrant")
         assert not [m for m in world.erased if m.encode() in stored], (seed, "in the recall index's file")
     await store.close()

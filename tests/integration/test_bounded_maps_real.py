@@ -18,7 +18,7 @@ from om_stream.client import client as agent_client
 from om_stream.client.client import ClientTopics, OMClient
 from om_stream.core.messages import Message
 from om_stream.runtime.worker.topics import ensure_topics
-from om_stream.settings import CassandraSettings, KafkaSettings
+from om_stream.settings import CassandraSettings, KafkaSettings, LifecycleSettings
 from tests.integration.test_cassandra_store import _cql
 
 START_MS = int(datetime(2026, 3, 2, 9, 0, tzinfo=UTC).timestamp() * 1000)
@@ -73,9 +73,12 @@ async def test_the_client_remembers_the_message_ids_of_the_threads_it_published_
         kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(agent_client, "THREADS_KEPT", 100)
     prefix = f"t{uuid.uuid4().hex[:8]}"
-    kafka = KafkaSettings(bootstrap=kafka_bootstrap, partitions=1, replication=1,
-                          topic_messages=f"{prefix}.messages", topic_context=f"{prefix}.context")
-    await ensure_topics(kafka, {}, resource_scope=False)
+    # every topic named for this test: ensure_topics checks each one, and the shared broker may hold om.* topics
+    # made by another run with other settings
+    names = {field: f"{prefix}.{field.removeprefix('topic_')}" for field in KafkaSettings.model_fields
+             if field.startswith("topic_")}
+    kafka = KafkaSettings(bootstrap=kafka_bootstrap, partitions=1, replication=1, **names)
+    await ensure_topics(kafka, LifecycleSettings(), {}, resource_scope=False)
     topics = ClientTopics(messages=kafka.topic_messages, context=kafka.topic_context)
     async with OMClient(kafka_bootstrap, topics=topics) as om:
         for thread in range(400):

@@ -127,3 +127,29 @@ def test_the_python_partitioner_matches_the_shared_vectors() -> None:
     assert [partition_for(c["key"], c["partitions"]) for c in cases] == [c["partition"] for c in cases]
     with pytest.raises(ValueError, match="at least one partition"):
         partition_for("k", 0)
+
+
+async def test_erase_gets_its_receipt_forgets_the_context_and_a_fresh_conversation_starts(
+        worker: WorkerProcess) -> None:
+    topics = dataclasses.replace(_topics(worker), commands=worker.topics["commands"])
+    thread, other = "py-erase-ana", "py-erase-bob"
+    async with OMClient(worker.bootstrap, topics=topics) as om:
+        for name in (thread, other):
+            record = message_record(name, 0, "user", f"MKpyerase {WORDS}", resource="ana")
+            sent = await om.publish(MessageRecord.model_validate(record))
+            await om.await_context(name, sent.message_id, timeout=60)
+        started = asyncio.get_running_loop().time()
+        receipt = await om.erase(thread_id=thread, timeout=60)
+        took = asyncio.get_running_loop().time() - started
+        assert receipt.found and receipt.removed.messages == 1 and receipt.removed.contexts == 1, receipt
+        assert receipt.verified and receipt.thread_id == thread and receipt.resource_id == "ana"
+        assert took < 5.0, f"an erase of one thread took {took:.1f}s through the client"
+        assert om.latest_context(thread) is None and om.latest_context(other) is not None
+        with pytest.raises(TimeoutError):
+            await om.await_context(thread, f"{thread}-m0", timeout=3)  # the erased conversation stays gone
+        fresh = await om.publish(MessageRecord.model_validate(
+            message_record(thread, 7, "user", "a fresh start", resource="ana")))
+        context = await om.await_context(thread, fresh.message_id, timeout=60)
+        assert [m.message_id for m in context.messages] == [fresh.message_id]
+        unknown = await om.erase(resource_id="nobody-here", timeout=60)
+        assert not unknown.found and unknown.parts == PARTITIONS

@@ -200,7 +200,9 @@ async def test_nothing_comes_back_from_a_late_model_answer_lagging_messages_or_a
                                      key=b"t-lag", topic="commands")
         async with started(process) as worker, agent_for(worker) as agent:
             lag = await receipt_for(agent, "erase-lag")
-            assert lag["found"] is False, lag  # the fence dropped them: nothing was ever recorded
+            # the worker read the commands and the messages in some order: the messages it handled before the erase
+            # are swept (found), those after it are dropped by the fence; either way none is kept
+            assert lag["found"] is (lag["removed"]["messages"] > 0), lag
             await converse(agent, "t-lag", "cy", 2, first=50)
             fresh = await http_call(worker.port, "GET", "/v1/threads/t-lag/context")
             assert [m["message_id"] for m in fresh["messages"]] == ["t-lag-m50", "t-lag-m51"]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from om_stream import ContextRecord, Memory
 from om_stream.core.context import CONTINUATION_REMINDER, INTRO, render_context
 from om_stream.core.extractors import Extractor
+from om_stream.core.messages import ToolCallPart
 from om_stream.ports import ChatRequest
 from om_stream.runtime.embedded import ManualClock
 from om_stream.testing import FunctionModel
@@ -132,7 +133,7 @@ async def test_resource_wide_recall_instructions_are_given_before_anything_is_ob
 
 # -- 2e.3 the raw messages and the continuation reminder ------------------------------------------------------------
 
-async def test_the_raw_messages_are_the_unobserved_ones_and_the_turns_user_message() -> None:
+async def test_the_raw_messages_are_the_unobserved_ones_and_the_open_turns_user_message() -> None:
     model = FunctionModel(observe_all)
     async with Memory({"model": "openai/gpt-5-mini", "observation": {"messageTokens": 10_000}}, model=model,
                       clock=ManualClock(START_MS)) as om:
@@ -140,9 +141,17 @@ async def test_the_raw_messages_are_the_unobserved_ones_and_the_turns_user_messa
             await om.add_message(message(i, f"turn {i}", "user" if i % 2 else "assistant"))
         await om.observe("t1", force=True)
         await om.settle()
-        context = await om.add_message(message(4, "a new answer", "assistant"))
-    assert context is not None
-    assert [m.message_id for m in context.messages] == ["m3", "m4"]  # m3 is the turn's question, already observed
+        step = message(4, "let me look", "assistant")
+        step = step.model_copy(update={"parts": (*step.parts, ToolCallPart(tool_call_id="c1", tool_name="search",
+                                                                            args={"q": "lyon"}))})
+        during = await om.add_message(step)
+        answered = await om.add_message(message(5, "here it is", "assistant"))
+    assert during is not None and answered is not None
+    # while its turn is open, m3 (the question the agent's model is answering) stays raw though already observed,
+    # as the reference keeps a turn's input; once the reply answers it, it is in the log only
+    assert [m.message_id for m in during.messages] == ["m3", "m4"]
+    assert [m.message_id for m in answered.messages] == ["m4", "m5"]
+    assert "m3" in answered.observations
 
 
 async def test_the_continuation_reminder_is_a_user_message_between_the_memory_and_the_raw_messages() -> None:

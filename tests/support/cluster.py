@@ -6,16 +6,17 @@ keyspace, each with its own data folder and HTTP port; members join, leave (SIGT
 includes it (read-your-writes), thinks, and publishes the next; all threads at once. It records every context
 seen on ``om.context``, the publish→context latency of every message, and the final context of each thread.
 
-What a run is judged on (``Outcome``): no context version of a thread ever goes backwards, every user message
-appears exactly once in its thread's final context (observed or still raw: the offline Observer writes one line
-per user message, so a message observed twice shows twice), every thread was served through its last message,
-and the final contexts equal those of an uninterrupted single-worker run of the same conversation.
+What a run is judged on (``Outcome``): no context takes its thread back (a version lower than one published before
+is only ever the very context that version was published with, sent again after a crash), no version of a thread's
+context is published with two contents, every user message appears exactly once in its thread's final context (the
+newest version, the one an agent keeps: observed or still raw, and the offline Observer writes one line per user
+message, so a message observed twice shows twice), every thread was served through its last message, and the final
+contexts equal those of an uninterrupted single-worker run of the same conversation.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import re
 import statistics
@@ -202,6 +203,7 @@ async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
     finally:
         group.stop_all()
     assert not outcome.unserved and not outcome.version_regressions(), group.logs()
+    assert not outcome.versions_with_two_contents(), group.logs()
     assert outcome.lost_and_duplicated(conversation.turns) == (0, 0), outcome.miscounted(conversation.turns)
     return outcome
 
@@ -222,12 +224,32 @@ class Outcome:
     unserved: list[str]
 
     def version_regressions(self) -> dict[str, list[tuple[int, int]]]:
+        """Per thread, (newest version before, version) of each context published under a lower version than one
+        before it, unless it is the very context that version was published with (an input read again after a
+        crash sends its context again as it was; an agent keeps the newest version, so it changes nothing)."""
         found = {}
         for thread, seen in self.contexts.items():
-            versions = [c["version"] for c in seen]
-            drops = [(a, b) for a, b in itertools.pairwise(versions) if b < a]
+            first: dict[int, dict[str, Any]] = {}
+            newest = -1
+            drops = []
+            for context in seen:
+                version = context["version"]
+                if version < newest and first.get(version) != context:
+                    drops.append((newest, version))
+                first.setdefault(version, context)
+                newest = max(newest, version)
             if drops:
                 found[thread] = drops
+        return found
+
+    def versions_with_two_contents(self) -> dict[str, list[int]]:
+        """Per thread, the versions its context was published under with different contents."""
+        found = {}
+        for thread, seen in self.contexts.items():
+            first: dict[int, dict[str, Any]] = {}
+            twice = sorted({c["version"] for c in seen if first.setdefault(c["version"], c) != c})
+            if twice:
+                found[thread] = twice
         return found
 
     def marker_counts(self, turns: int) -> dict[str, dict[int, int]]:
@@ -384,7 +406,9 @@ class ContextWatcher:
             await asyncio.sleep(quiet_s)
 
     def final(self, thread: str) -> dict[str, Any]:
-        context = self.seen[thread][-1]
+        """The thread's newest context: the one its agent keeps (the last of the newest version)."""
+        newest = max(c["version"] for c in self.seen[thread])
+        context = [c for c in self.seen[thread] if c["version"] == newest][-1]
         return {"observations": context["observations"], "generation": context["generation"],
                 "messages": [m["message_id"] for m in context["messages"]],
                 "message_texts": [p.get("text", "") for m in context["messages"] for p in m.get("parts", [])],

@@ -8,7 +8,8 @@ checked at the end. The invariants:
 1. **the bound**: no published context holds an observation log over ``reflection.observationTokens ×
    blockAfter`` (``observation_limit``; the threshold itself when reflection is not buffered), and the largest
    one, recounted from the stored texts, is within it too (the engine's accounting cannot hide an overrun);
-2. **the current user message** (the thread's latest) is in every context published after it arrived;
+2. **the current user message** (the thread's latest) is raw in every context published while its turn is open,
+   and in every context after it (raw, or in the log once observed and answered: never in both then);
 3. **every message observed exactly once**: never twice while the conversation runs, and each exactly once after
    a final ``observe()``;
 4. **planted facts retained**: every current fact the user asked to keep is in the context the agent holds after
@@ -68,6 +69,7 @@ class ContextWatch:
         self.limit = limit
         self.violations: list[str] = []
         self.current_user: dict[str, str] = {}  # thread id -> its latest user message
+        self.answered: set[str] = set()  # threads whose latest user message the agent's reply has answered
         self.persisted: list[str] = []
         self.observed: Counter[str] = Counter()
         self.largest: ContextSpec | None = None
@@ -78,8 +80,12 @@ class ContextWatch:
         for command in decided.commands:
             if isinstance(command, PersistMessage):
                 self.persisted.append(command.message.message_id)
-                if command.message.role == "user":
-                    self.current_user[command.message.thread_id] = command.message.message_id
+                message = command.message
+                if message.role == "user":
+                    self.current_user[message.thread_id] = message.message_id
+                    self.answered.discard(message.thread_id)
+                elif message.role == "assistant" and not message.tool_call_ids():
+                    self.answered.add(message.thread_id)
             elif isinstance(command, PersistSegment) and command.kind == "observation":
                 for message_id in command.message_ids:
                     self.observed[message_id] += 1
@@ -99,7 +105,8 @@ class ContextWatch:
         if self.largest is None or spec.observation_tokens > self.largest.observation_tokens:
             self.largest = spec
         current = self.current_user.get(spec.thread_id)
-        if current is not None and current not in spec.message_ids:
+        if current is not None and current not in spec.message_ids \
+                and (spec.thread_id not in self.answered or not self.observed[current]):
             self.violations.append(f"context v{spec.version} lacks the current user message {current}")
 
 

@@ -30,7 +30,7 @@ from om_stream.core.commands import (
 from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.engine import record_key
 from om_stream.core.events import OMEvent
-from om_stream.core.inputs import Input, MessageAppended, ModelResultArrived, TimerFired
+from om_stream.core.inputs import Input, MessageAppended, ModelResultArrived
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -161,7 +161,7 @@ class Sim:
             if due is not None and (queued is None or due <= queued):
                 self.now = max(self.now, due)
                 for key, timer in self.timers.due(due):
-                    self._deliver(key, TimerFired(timer))
+                    self._deliver(key, timer)
             else:
                 at, _, key, event = heapq.heappop(self._queue)
                 self.now = max(self.now, at)

@@ -170,8 +170,10 @@ class Agent:
         batch = await self.consumer.getmany(timeout_ms=timeout_ms)
         for tp, records in batch.items():
             for record in records:
-                if record.value is None:  # a tombstone (an erased thread's context)
-                    self.tombstones.append(record.key.decode())
+                if record.value is None:  # a tombstone: an erased thread's context (or the segment roll's key)
+                    key = (record.key or b"").decode("utf-8", "replace")
+                    if not key.startswith("\ufffd"):
+                        self.tombstones.append(key)
                     continue
                 value = json.loads(record.value)
                 if tp.topic == self.worker.topics["context"]:

@@ -115,8 +115,13 @@ class Invariants:
         # while the turn waits for a tool result the agent's model is not called: the bound holds once it is in
         if held > threshold and not awaiting_tool_results(thread):
             self.violations.append(f"context holds {held} unobserved tokens (+{arrived} new) over {threshold}")
-        if thread.turn_message is not None and thread.turn_message.id not in spec.message_ids:
+        open_turn = thread.turn_message if not thread.turn_answered else None
+        if open_turn is not None and open_turn.id not in spec.message_ids:
             self.violations.append("the current turn's user message is missing from the context")
+        # an observed message is in the log; only the open turn's question is also raw (its model is answering it)
+        observed_raw = set(spec.message_ids) - {m.id for m in unobserved} - ({open_turn.id} if open_turn else set())
+        if observed_raw:
+            self.violations.append(f"observed messages are raw in the context too: {sorted(observed_raw)}")
         ids = set(spec.message_ids)
         for mid in spec.message_ids:
             message = sim.messages[mid]

@@ -120,7 +120,9 @@ def test_without_buffering_the_observer_runs_at_the_threshold_and_the_context_wa
     published_before = len(sim.contexts)
     sim.say("t1", "user", TEN)  # reaches 50
     assert len(sim.contexts) == published_before  # no context until the observation is done
-    assert [e.event_type for e in (x.event for x in sim.events)][-1] == "data-om-observation-start"
+    # the cycle's start, then the thread's progress saying it runs
+    assert [e.event_type for e in (x.event for x in sim.events)][-2:] == ["data-om-observation-start",
+                                                                         "data-om-progress"]
     sim.settle()
     context = sim.last_context()
     assert context.through_message_id == "m5"

@@ -24,6 +24,7 @@ OM_STREAM = [
     "FilePart",
     "ImagePart",
     "InputRejected",
+    "LifecycleBreach",
     "Memory",
     "Message",
     "ModelError",

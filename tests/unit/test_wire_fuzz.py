@@ -270,6 +270,8 @@ def _strategy_for(hint: Any) -> st.SearchStrategy[Any]:
         return st.lists(_strategy_for(args[0]), max_size=3).map(tuple)
     if origin is tuple:
         return st.tuples(*(_strategy_for(arg) for arg in args))
+    if origin is list:  # a restore's record state
+        return st.lists(_strategy_for(args[0]), max_size=3)
     if origin is dict:
         return st.dictionaries(st.text(max_size=6), _strategy_for(args[1]), max_size=3)
     raise AssertionError(f"no strategy for {hint!r}")

@@ -203,24 +203,45 @@ async def test_a_coordinator_that_does_not_answer_fences_the_batch() -> None:
 
 # -- stranded partitions ------------------------------------------------------------------------------------------
 
-def test_a_partition_whose_last_records_never_came_is_sought_back_once_the_agents_are_idle_long_enough() -> None:
+async def test_a_partition_whose_last_records_never_came_is_sought_back_once_the_agents_are_idle_long_enough() -> None:
     clock = Clock()
     committed = {("m", 0): 40, ("m", 1): 12}
     ledger = OffsetLedger(Committer(), lambda topic, partition: (topic, partition), committed=committed.get,
                           clock=clock)
     ends = {("m", 0): 42, ("m", 1): 12, ("m", 2): 5}
-    assert ledger.stranded(ends) == [], "first seen now: nothing to judge yet"
+    assert await ledger.stranded(ends) == [], "first seen now: nothing to judge yet"
     clock.now += STRANDED_AFTER_S + 0.1
-    assert ledger.stranded(ends) == [(("m", 0), 40)], (
+    assert await ledger.stranded(ends) == [(("m", 0), 40)], (
         "40 and 41 are in the log, nothing was handled: read again from 40; partition 1 has nothing waiting, and "
-        "partition 2 has no offset to go back to")
-    assert ledger.stranded(ends) == [], "sought once per period"
+        "partition 2 has no offset to go back to (no brokers to ask)")
+    assert await ledger.stranded(ends) == [], "sought once per period"
     ledger.handled([("m", 0, 40), ("m", 0, 41)])
     clock.now += STRANDED_AFTER_S + 0.1
-    assert ledger.stranded(ends) == [], "handled through the end"
+    assert await ledger.stranded(ends) == [], "handled through the end"
     ledger.handled([("m", 0, 42)])
     clock.now += 1.0
-    assert ledger.stranded({("m", 0): 45}) == [], "handled a moment ago: records are on their way"
+    assert await ledger.stranded({("m", 0): 45}) == [], "handled a moment ago: records are on their way"
+
+
+async def test_a_partition_the_group_never_committed_on_is_judged_from_where_the_brokers_say_it_starts() -> None:
+    """The first records of a partition with no committed offset, dropped by Faust around a rebalance: nothing
+    handled, Faust sought it to no offset, and nothing follows them. The ledger asks the brokers where the group
+    reads it (the log's start, 0) and reads them again."""
+    clock = Clock()
+    asked: list[tuple[str, int]] = []
+
+    async def group_start(tp: tuple[str, int]) -> int | None:
+        asked.append(tp)
+        return 0 if tp[1] == 3 else None
+
+    ledger = OffsetLedger(Committer(), lambda topic, partition: (topic, partition), clock=clock,
+                          group_start=group_start)
+    ends = {("c", 3): 2, ("c", 4): 7, ("c", 5): 0}
+    assert await ledger.stranded(ends) == [] and asked == [], "first seen now: nothing to judge, nothing asked"
+    clock.now += STRANDED_AFTER_S + 0.1
+    assert await ledger.stranded(ends) == [(("c", 3), 0)], "partition 4: the brokers did not answer"
+    assert asked == [("c", 3), ("c", 4)], "an empty partition (end 0) is not asked about"
+    assert ledger.next_offset(("c", 3)) == 0
 
 
 async def test_a_batch_a_revocation_has_waited_for_asks_even_with_recent_heartbeats() -> None:

@@ -14,10 +14,11 @@ from pydantic import ValidationError
 
 from om_stream.cli import WORKER_ROLES, build_parser
 from om_stream.observability.metrics import Metrics
+from om_stream.retention import changelog_config
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.deps import build_deps
 from om_stream.runtime.worker.roles import ROLES, role_plan, with_role
-from om_stream.settings import Settings, WorkerRole
+from om_stream.settings import LifecycleSettings, Settings, WorkerRole
 
 
 @pytest.mark.parametrize(("role", "agents", "group"), [
@@ -128,19 +129,21 @@ async def test_a_recall_worker_consumes_recall_requests_only(monkeypatch: pytest
 
 
 @pytest.mark.parametrize(("role", "expected"), [
-    ("memory", {"om-roles-om_records-changelog": (-1, {"cleanup.policy": "compact"}),
-                "om-roles-om_erasures-changelog": (-1, {"cleanup.policy": "compact"}),
+    ("memory", {"om-roles-om_records-changelog": (-1, changelog_config(LifecycleSettings())),
+                "om-roles-om_erasures-changelog": (-1, changelog_config(LifecycleSettings())),
                 "om-roles-__assignor-__leader": (1, {})}),
     ("models", {"om-roles-models-__assignor-__leader": (1, {})}),
 ])
 async def test_the_app_s_own_topics_are_named_for_creation_before_the_app_starts(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, role: WorkerRole,
         expected: dict[str, tuple[int, dict[str, str]]]) -> None:
-    """The changelog as Faust itself would create it (compacted, the inputs' partitions), so that ``ensure_topics``
-    makes it and waits for its metadata before the app starts (Faust's own creation is then a no-op)."""
+    """The changelog as Faust itself would create it (compacted with the lifecycle settings' bounds, the inputs'
+    partitions), so that ``ensure_topics`` makes it and waits for its metadata before the app starts (Faust's own
+    creation is then a no-op)."""
     worker = _worker(monkeypatch, tmp_path, role)
     partitions = worker.deps.settings.kafka.partitions  # -1 above: the inputs' partition count
     assert worker.internal_topics() == {name: (partitions if n == -1 else n, config)
                                         for name, (n, config) in expected.items()}
     for table in worker.app.tables.values():
         assert table.changelog_topic.get_topic_name() in expected
+    assert worker.changelogs() == tuple(name for name in expected if name.endswith("-changelog"))

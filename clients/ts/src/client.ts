@@ -6,10 +6,15 @@
  * - `events(thread)`: the thread's `data-om-*` events, validated, with their CloudEvents attributes.
  * - `recall(resourceId, args)`: the recall tool over `om.recall.requests` -> `om.recall.responses` (key = resource id),
  *   matched by `correlation_id`.
+ * - `erase({threadId} | {resourceId})`: forget a thread, or a resource and every thread of it, for good: an `erase`
+ *   command on `om.commands`, and its receipt (`data-om-erased`) waited for on `om.events`.
  */
 import { randomUUID } from "node:crypto";
 import { Kafka, logLevel, Partitioners, type KafkaConfig, type KafkaMessage, type Producer } from "kafkajs";
+import { ContextView } from "./contexts.js";
 import { ContractError, decode, encodeCanonical, normalize, validate } from "./contract.js";
+import { commandKey, eraseCommand, type EraseSubject } from "./erase.js";
+import type { ErasedEvent } from "./generated/data-om-erased.v1.js";
 import type { Payloads } from "./generated/index.js";
 import type { ContextRecord } from "./generated/om.context.v1.js";
 import type { MessageRecord } from "./generated/om.message.v1.js";
@@ -17,9 +22,11 @@ import type { RecallRequest } from "./generated/om.recall.request.v1.js";
 import type { RecallResponse } from "./generated/om.recall.response.v1.js";
 import { partitionFor } from "./partition.js";
 import { TopicTail } from "./tail.js";
+import { withTimeout } from "./wait.js";
 
 export interface Topics {
   messages: string;
+  commands: string;
   events: string;
   context: string;
   recallRequests: string;
@@ -27,7 +34,7 @@ export interface Topics {
 }
 
 export const DEFAULT_TOPICS: Topics = {
-  messages: "om.messages", events: "om.events", context: "om.context",
+  messages: "om.messages", commands: "om.commands", events: "om.events", context: "om.context",
   recallRequests: "om.recall.requests", recallResponses: "om.recall.responses",
 };
 
@@ -64,8 +71,6 @@ export interface EventEnvelope<T extends EventType = EventType> {
   offset: string;
 }
 
-const REMEMBERED_PER_THREAD = 4096;
-
 function headerText(headers: KafkaMessage["headers"]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [key, value] of Object.entries(headers ?? {})) {
@@ -73,14 +78,6 @@ function headerText(headers: KafkaMessage["headers"]): Record<string, string> {
     if (first !== undefined) out[key] = first.toString();
   }
   return out;
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number, message: string, onTimeout: () => void): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => { onTimeout(); reject(new Error(message)); }, ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** A thread's events: `await stream.start()` (or `client.events()` which starts it) before publishing. */
@@ -143,10 +140,7 @@ export class OMClient {
   private readonly producer: Producer;
   private readonly contexts: TopicTail;
   private responses: Promise<TopicTail> | undefined;
-  private readonly latest = new Map<string, ContextRecord>();
-  private readonly contextWaiters = new Set<() => void>();
-  private readonly sent = new Map<string, Map<string, number>>();
-  private sequence = 0;
+  private readonly view = new ContextView();
   private readonly pending = new Map<string, (response: RecallResponse) => void>();
 
   constructor(private readonly options: ClientOptions) {
@@ -173,11 +167,7 @@ export class OMClient {
   /** Publish one message (key = thread id); resolves on the broker's acknowledgement. */
   async publish(input: MessageInput): Promise<Published> {
     const record = normalize("om.message/v1", validate("om.message/v1", { ...input, schema: "om.message/v1" }));
-    let sent = this.sent.get(record.thread_id);
-    if (sent === undefined) this.sent.set(record.thread_id, (sent = new Map()));
-    sent.delete(record.message_id);
-    sent.set(record.message_id, ++this.sequence);
-    if (sent.size > REMEMBERED_PER_THREAD) sent.delete(sent.keys().next().value as string);
+    this.view.published(record.thread_id, record.message_id);
     const [meta] = await this.producer.send({
       topic: this.topics.messages, acks: -1,
       messages: [{ key: record.thread_id, value: Buffer.from(encodeCanonical("om.message/v1", record)),
@@ -188,47 +178,73 @@ export class OMClient {
 
   /** Whether `context` reflects `messageId` (its last message, or one this client published after it). */
   includes(context: ContextRecord, messageId: string): boolean {
-    const through = context.through_message_id;
-    if (through === messageId) return true;
-    const sent = this.sent.get(context.thread_id);
-    const mine = sent?.get(messageId);
-    const last = through === null ? undefined : sent?.get(through);
-    if (mine !== undefined && last !== undefined && last > mine) return true;
-    return context.messages.some((m) => m.message_id === messageId);
+    return this.view.includes(context, messageId);
   }
 
+  /** The newest context of the thread read since the client started (undefined if none, or erased since). */
   latestContext(threadId: string): ContextRecord | undefined {
-    return this.latest.get(threadId);
+    return this.view.latestOf(threadId);
   }
 
   /** The first context of `threadId` that includes `messageId`; rejects after `timeoutMs`. */
   awaitContext(threadId: string, messageId: string, timeoutMs = 30_000): Promise<ContextRecord> {
-    const ready = (): ContextRecord | undefined => {
-      const context = this.latest.get(threadId);
-      return context !== undefined && this.includes(context, messageId) ? context : undefined;
-    };
-    const now = ready();
-    if (now !== undefined) return Promise.resolve(now);
-    let check: () => void = () => undefined;
-    const arrival = new Promise<ContextRecord>((resolve) => {
-      check = () => {
-        const context = ready();
-        if (context !== undefined) { this.contextWaiters.delete(check); resolve(context); }
-      };
-      this.contextWaiters.add(check);
-    });
-    return withTimeout(arrival, timeoutMs,
-      `no context of thread ${threadId} includes message ${messageId} after ${timeoutMs}ms`,
-      () => this.contextWaiters.delete(check));
+    return this.view.awaitIncluding(threadId, messageId, timeoutMs);
   }
 
   private async onContext(message: KafkaMessage): Promise<void> {
-    if (message.value === null) return; // a tombstone
-    const context = decode("om.context/v1", message.value);
-    const current = this.latest.get(context.thread_id);
-    if (current !== undefined && current.version > context.version) return; // an older one, replayed
-    this.latest.set(context.thread_id, context);
-    for (const check of [...this.contextWaiters]) check();
+    if (message.value === null) { // a tombstone: the thread was erased, its context is gone
+      if (message.key !== null) this.view.tombstone(message.key.toString());
+      return;
+    }
+    this.view.received(decode("om.context/v1", message.value));
+  }
+
+  // -- erasure -----------------------------------------------------------------------------------------------------
+
+  /**
+   * Erase a thread (`{threadId}`; add its `resourceId` when the worker runs in resource scope, which dead-letters a
+   * command without it, so no receipt comes) or a whole resource (`{resourceId}`) from every store, and wait for the
+   * receipt (rejects after `timeoutMs`; the erase goes on).
+   * Messages published after this resolves start a fresh memory. Erasing something unknown succeeds: the receipt
+   * says `found` false. The client forgets what it holds of the erased threads: `latestContext` and `awaitContext`
+   * never return a context published before the erase.
+   */
+  async erase(subject: EraseSubject, options: { timeoutMs?: number } = {}): Promise<ErasedEvent> {
+    const command = eraseCommand(subject);
+    const key = commandKey(command);
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    const watch = this.view.beginErase();
+    let receipt: ErasedEvent | undefined;
+    try {
+      const events = await this.events(key); // positioned before the command goes: the receipt is not missed
+      try {
+        await this.producer.send({
+          topic: this.topics.commands, acks: -1,
+          messages: [{ key, value: Buffer.from(encodeCanonical("om.command/v1", command)),
+            headers: { "content-type": "application/json" } }],
+        });
+        while (receipt === undefined) {
+          let event: EventEnvelope;
+          try {
+            event = await events.next(Math.max(0, deadline - Date.now()));
+          } catch {
+            throw new Error(`no receipt for erase ${command.command_id} after ${timeoutMs}ms (it goes on; its ` +
+              `receipt will be a data-om-erased event keyed ${JSON.stringify(key)} on ${this.topics.events})`);
+          }
+          if (event.type === "data-om-erased") {
+            const data = event.data as ErasedEvent;
+            if (data.eraseId === command.command_id) receipt = data;
+          }
+        }
+      } finally {
+        await events.stop();
+      }
+      this.view.erased(subject, receipt, watch);
+    } finally {
+      this.view.endErase(watch);
+    }
+    return receipt;
   }
 
   // -- events ------------------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from typing import Any, Literal, cast
 
 from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResults
 from om_stream.adapters.cassandra_store.erasure import CassandraErasure
+from om_stream.adapters.cassandra_store.export import CassandraExports
 from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_TS_BASE, READS, WRITES, thread_page
 from om_stream.adapters.cassandra_store.retention import CassandraRetention
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
@@ -85,7 +86,7 @@ def _bucket(created_at: int) -> int:
     return created_at // BUCKET_MS
 
 
-class CassandraContentStore:
+class CassandraContentStore(CassandraExports):
     """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast."""
 
     def __init__(self, settings: CassandraSettings) -> None:

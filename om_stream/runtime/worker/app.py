@@ -47,11 +47,13 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
+from om_stream.retention import changelog_config, fence_window_ms, segment_roll_interval_ms
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.recall import RecallEndpoint
+from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
@@ -59,6 +61,7 @@ from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
+from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
@@ -68,7 +71,8 @@ from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
-from om_stream.runtime.worker.state_table import RecordTable
+from om_stream.runtime.worker.segment_roll import SegmentRoll
+from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
 from om_stream.wire.context import ContextRecord
@@ -97,6 +101,11 @@ class _FaustPublisher:
         future: Awaitable[object] = await self.topic(publication.topic).send(
             key=publication.key, value=publication.value, headers=publication.headers,
             partition=publication.partition)
+        return future
+
+    async def tombstone(self, topic: str, key: bytes, partition: int) -> Awaitable[object]:
+        """A record of ``key`` without a value at ``partition``: a tombstone on a compacted topic."""
+        future: Awaitable[object] = await self.topic(topic).send(key=key, value=None, partition=partition)
         return future
 
 
@@ -151,7 +160,7 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
-        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s)
+        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()
@@ -180,11 +189,22 @@ class Worker:
         """The memory side: the state table, the processor that folds inputs into it, its agents and timers. These
         attributes exist only in the roles that hold the table (``all``, ``memory``)."""
         deps, kafka, worker = self.deps, self.deps.settings.kafka, self.deps.settings.worker
-        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions)
+        lifecycle = deps.settings.lifecycle
+        self.watch = StateWatch()  # wakes the HTTP API's settled waits when a record's state is written
+        self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
+                                 changelog_config=changelog_config(lifecycle), on_write=self.watch.changed)
+        # erasures' fences and progress (runtime/worker/erasure.py): a changelog like the record table's
+        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions,
+                                          changelog_config=changelog_config(lifecycle))
+        # erased records must leave the compacted topics and the local copies of the table (see the modules)
+        self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, *self.changelogs()),
+                                        self.active_partitions)
+        self.local_state = (LocalTableState(Path(self.app.conf.tabledir), TABLE_NAME,
+                                            tombstone_retention_s=lifecycle.tombstone_retention_s)
+                            if worker.table_store.startswith("rocksdb") else None)
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
-        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
@@ -204,7 +224,8 @@ class Worker:
 
     def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
         deps = self.deps
-        fence_s = deps.settings.lifecycle.fence_s
+        fence_s = fence_window_ms(deps.settings.kafka, deps.settings.lifecycle,
+                                  resource_scope=deps.config.scope == "resource") // 1000
         return WorkerErasures(
             kafka=deps.settings.kafka, scope=deps.config.scope, records=self.table, table=self.erasure_table,
             store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
@@ -251,6 +272,10 @@ class Worker:
         if not conf.topic_disable_leader:
             found[f"{conf.id}-__assignor-__leader"] = (1, {})
         return found
+
+    def changelogs(self) -> tuple[str, ...]:
+        """The state table's changelog topic (none in the roles that hold no table)."""
+        return tuple(table.changelog_topic.get_topic_name() for table in cast(Any, self.app.tables).values())
 
     def consumed_topics(self) -> tuple[str, ...]:
         """Every topic the worker's agents consume (the group's lag is read on these)."""
@@ -362,6 +387,8 @@ class Worker:
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
+        app.timer(interval=segment_roll_interval_ms(self.deps.settings.lifecycle) / 1000)(self._roll_segments)
+        app.timer(interval=MARK_INTERVAL_S)(self._keep_local_state)
 
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.membership.revoking(True)
@@ -413,8 +440,28 @@ class Worker:
                     continue
                 if end is not None:
                     ends[tp] = int(end)
-        for tp, offset in self.offsets.stranded(ends):
+        for tp, offset in await self.offsets.stranded(ends):
             await consumer.seek(tp, offset)
+
+    def _diagnose(self, topic: str, partition: int) -> str:
+        """What the consumer and the offset ledger know of a partition (for a stall's log line): whether Faust
+        fetches it (active, paused, held back by a full buffer), where it fetches from, the log's end it saw, and
+        where the ledger expects the next record."""
+        consumer = cast(Any, self.app.consumer)
+        tp = TP(topic, partition)
+        facts = []
+        for name, found in (("active", getattr(consumer, "_active_partitions", None)),
+                            ("paused", getattr(consumer, "_paused_partitions", None)),
+                            ("buffered", getattr(consumer, "_buffered_partitions", None))):
+            facts.append(f"{name}={tp in found if found is not None else 'unknown'}")
+        try:
+            facts.append(f"highwater={consumer.highwater(tp)}")
+        except Exception as exc:  # noqa: BLE001 - a diagnosis: what cannot be read is said so
+            facts.append(f"highwater=unknown ({type(exc).__name__})")
+        facts.append(f"sought_to={self._committed_offset(tp)}")
+        facts.append(f"ledger_next={self.offsets.next_offset(tp)}")
+        facts.append(f"flow_active={bool(getattr(consumer, 'flow_active', 'unknown'))}")
+        return ", ".join(facts)
 
     def _unseen_lags(self, seen: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
         """The brokers' view (the last group-lag reading) of the assigned partitions the consumer cannot judge
@@ -456,11 +503,26 @@ class Worker:
             return
         self._group_lag.update(lags)
 
-    async def _send_timer(self, key: str, partition: int, timer: str) -> None:
+    async def _roll_segments(self) -> None:
+        if self.recovered and self.in_flight.open:
+            await self.segment_roll.roll()
+
+    async def _keep_local_state(self) -> None:
+        """The local copies of the partitions held (active or standby) are in step once the table is recovered;
+        a copy of a partition not held that has gone stale meanwhile is wiped before Faust could open it again."""
+        if self.local_state is None or not self.recovered:
+            return
+        changelogs = set(self.changelogs())
+        standbys = {tp.partition for tp in cast(Any, self.app.assignor).assigned_standbys() if tp.topic in changelogs}
+        held = self.active_partitions() | standbys
+        self.local_state.mark_in_step(held)
+        self.local_state.wipe_stale(held=held)
+
+    async def _send_timer(self, key: str, partition: int, timer: TimerFired) -> None:
         """A timer input for a record, on the results topic at the record's home partition (the memory agent
         handles it in order with the record's other inputs)."""
         await self.publisher.send(Publication(self.deps.settings.kafka.topic_model_results, key.encode(),
-                                              encode_internal(TimerFired(timer)), partition=partition))
+                                              encode_internal(timer), partition=partition))
 
     async def _fire_timers(self) -> None:
         if not self.in_flight.open:  # stopping: the records' next owner fires their timers
@@ -477,14 +539,15 @@ class Worker:
             for thread in [t for t in self.contexts if t not in threads]:
                 del self.contexts[thread]
             self.timers.rebuild((record.key, record.state.timers) for record in held)
+            self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
             # a model call in flight when its record changed hands may be lost with the previous owner; asked
             # again, it is answered from the stored result or waits for the call still running elsewhere
             for record in held:
                 for cycle in record.state.cycles:
-                    await self._send_timer(record.key, record.partition, f"resend:{cycle.id}")
+                    await self._send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"))
                 if purge_missing(record.state, record_config(self.deps.config, record.state)):
                     # retention was turned on while the record sat idle: its purge sets its timer
-                    await self._send_timer(record.key, record.partition, PURGE_TIMER)
+                    await self._send_timer(record.key, record.partition, TimerFired(PURGE_TIMER))
         for key, timer in self.timers.due(self.clock.now_ms()):
             home = self.table.home(key)
             if home is not None:

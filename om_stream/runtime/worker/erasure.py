@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -88,9 +88,10 @@ class ErasureTable:
     """``om_erasures``: fences (``fence:<partition>:<digest>``) and coordinators' progress (``erase:<erase id>``),
     JSON, each on the changelog partition of the input it was written for (as the record table)."""
 
-    def __init__(self, app: Any, *, partitions: int) -> None:
+    def __init__(self, app: Any, *, partitions: int, changelog_config: Mapping[str, str] | None = None) -> None:
+        # changelog_config: the lifecycle settings' configuration of a changelog (retention.changelog_config)
         self.table = app.Table(ERASURE_TABLE, default=None, partitions=partitions, use_partitioner=False,
-                               key_type=bytes, value_type=bytes)
+                               key_type=bytes, value_type=bytes, extra_topic_configs=dict(changelog_config or {}))
 
     def get(self, arrival: Arrival, key: str) -> dict[str, Any] | None:
         with in_event(record_event(arrival)):

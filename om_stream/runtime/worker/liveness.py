@@ -24,8 +24,10 @@ log = logging.getLogger(__name__)
 
 class Liveness:
     def __init__(self, metrics: Metrics, *, stall_timeout_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 diagnose: Callable[[str, int], str] | None = None) -> None:
         self.metrics = metrics
+        self.diagnose = diagnose  # what the consumer knows of a stalled partition, for the log line
         self.stall_timeout_s = stall_timeout_s
         self.clock = clock
         self.crashed: str | None = None
@@ -75,7 +77,8 @@ class Liveness:
                 self.stalled[tp] = (f"{topic}[{partition}]: {lag} records waiting and no progress for "
                                     f"{waited:.0f}s")
                 self.metrics.partition_stalls.inc()
-                log.error("partition stalled: %s", self.stalled[tp])
+                detail = self.diagnose(topic, partition) if self.diagnose is not None else ""
+                log.error("partition stalled: %s%s", self.stalled[tp], f" ({detail})" if detail else "")
         for tp in set(self._progress) - seen:
             del self._progress[tp]
             self.stalled.pop(tp, None)

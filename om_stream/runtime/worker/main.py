@@ -13,6 +13,9 @@
   port another process holds is refused); the observationalMemory options. A metrics/probes address that cannot
   be bound when the listener starts (taken in the meantime) stops it with exit status 3 too.
 * The metrics and probes listener (``probes``) starts before the content store and stops last.
+* The topics are checked against the lifecycle settings before anything starts (``topics``): one that would keep
+  erased data longer than they promise stops the worker with a line per breaking key and exit status 4. Local
+  copies of the state table older than the tombstone window are then wiped (``local_state``).
 * Every stop is bounded: a graceful stop (SIGTERM, SIGINT, a crash) that has not finished after
   ``worker.shutdown_timeout_s`` ends the process at once.
 * A log line repeated in a burst (a broker or store that stays down) is written a few times a minute, with a count.
@@ -34,7 +37,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from om_stream.client.security import KafkaConnectError
-from om_stream.errors import ConfigError, StorageError
+from om_stream.errors import ConfigError, LifecycleBreach, StorageError
 from om_stream.observability.log_limits import limit_repeats
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.auth import exposure_refusal, is_loopback
@@ -45,18 +48,22 @@ from om_stream.runtime.worker.roles import with_role
 from om_stream.runtime.worker.topics import ensure_topics
 from om_stream.settings import Settings, WorkerRole, unknown_settings
 
-__all__ = ["EXIT_CRASHED", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "main", "run_worker"]
+__all__ = ["EXIT_CRASHED", "EXIT_LIFECYCLE", "EXIT_REFUSED", "EXIT_STORE_UNUSABLE", "main", "run_worker"]
 
 log = logging.getLogger(__name__)
 EXIT_CRASHED = 1
 EXIT_STORE_UNUSABLE = 2  # the content store or Kafka cannot be used at start-up
 EXIT_REFUSED = 3  # settings refused (unsafe exposure, an unusable path, host or port, ...): nothing was started
+EXIT_LIFECYCLE = 4  # a topic (or the settings) would keep erased data longer than promised: nothing was started
 
 
 async def _prepare(worker: Worker) -> None:
     settings = worker.deps.settings
-    await ensure_topics(settings.kafka, kafka_client_options(settings.kafka),
-                        resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics())
+    await ensure_topics(settings.kafka, settings.lifecycle, kafka_client_options(settings.kafka),
+                        resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics(),
+                        changelogs=worker.changelogs())
+    if worker.plan.holds_table and worker.local_state is not None:
+        worker.local_state.wipe_stale()  # before Faust opens any copy: see local_state.py
 
 
 class _Deadline:
@@ -155,6 +162,12 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
     except KafkaConnectError as exc:  # refused credentials or certificate, or no broker answered in time
         log.critical("Kafka cannot be used, so the worker stops: %s", exc)
         return EXIT_STORE_UNUSABLE
+    except LifecycleBreach as exc:
+        for problem in exc.problems:
+            log.critical("%s", problem)
+        log.critical("the worker refuses to start: erased data would outlive what the OM_LIFECYCLE_* settings "
+                     "promise (exit status %d; docs/lifecycle.md)", EXIT_LIFECYCLE)
+        return EXIT_LIFECYCLE
     log.info("om-stream worker %s: HTTP API on %s:%d (%s)", settings.worker.app_id, settings.worker.web_host,
              settings.worker.web_port, "bearer token required" if settings.worker.api_token else "no token")
     # logs to stderr (line-buffered even when redirected), not stdout: a container must see them as they happen

@@ -120,6 +120,10 @@ class OffsetLedger:
                 admitted.append(record)
         return admitted, seeks
 
+    def next_offset(self, tp: Any) -> int | None:
+        """Where the ledger expects the partition's next record (None: not known yet)."""
+        return self._next_offset(tp)
+
     def _next_offset(self, tp: Any) -> int | None:
         """The next offset to handle: after the last handled, else where the partition was sought to when it was
         assigned, else where the brokers said the group reads it from; None: not known (any record starts it)."""
@@ -149,16 +153,28 @@ class OffsetLedger:
             if offset + 1 > self._handled.get(tp, -1):
                 self._handled[tp] = offset + 1
 
-    def stranded(self, ends: Mapping[Any, int]) -> list[tuple[Any, int]]:
+    async def stranded(self, ends: Mapping[Any, int]) -> list[tuple[Any, int]]:
         """The ``(partition, offset)`` seeks for partitions whose log goes past the next offset to handle
         (``ends``: each watched partition's end offset) and on which nothing was handled for ``STRANDED_AFTER_S``.
-        The caller asks only while its agents are idle. A partition is sought at most once per that period."""
+        The caller asks only while its agents are idle. A partition is sought at most once per that period.
+
+        A partition the ledger knows no start of (nothing handled since it was assigned, and Faust sought it to
+        no committed offset: the group never committed there) is judged from where the brokers say the group reads
+        it. Measured: the first records of such a partition, handed to a stream around a rebalance and dropped by
+        Faust, left it stalled with nothing to compare its end with, until the liveness probe restarted the worker
+        (the silent hang of issue 28)."""
         now = self._clock()
         seeks = []
         for tp, end in ends.items():
             since = self._moved_at.setdefault(tp, now)
+            if now - since < STRANDED_AFTER_S:
+                continue
             want = self._next_offset(tp)
-            if want is None or end <= want or now - since < STRANDED_AFTER_S:
+            if want is None and end > 0:
+                start = await self._group_start(tp)
+                if start is not None:
+                    self._starts[tp] = want = start
+            if want is None or end <= want:
                 continue
             log.warning("records %s[%d]@%d..%d were never handed over and nothing came after them; reading them "
                         "again", getattr(tp, "topic", tp), getattr(tp, "partition", 0), want, end - 1)

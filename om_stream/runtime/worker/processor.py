@@ -43,6 +43,8 @@ from om_stream.core.inputs import (
     ObserveNow,
     OverrideThresholds,
     ReflectNow,
+    ReportProgress,
+    RestoreRecord,
     TimerFired,
 )
 from om_stream.core.state import RecordState
@@ -311,13 +313,18 @@ class MemoryProcessor:
                 raise WireDecodeError("missing_key", "internal records carry the record key")
             internal = decode_internal(record.value)
             if not isinstance(internal, ModelResultArrived | TimerFired | ErasePart | ErasePartDone
-                              | EraseIndexDone):
-                raise WireDecodeError("invalid_fields", "only model results, timers and an erase's steps belong "
-                                                        "on the results topic")
+                              | EraseIndexDone | RestoreRecord):
+                raise WireDecodeError("invalid_fields", "only model results, timers, restores and an erase's steps "
+                                                        "belong on the results topic")
             try:
-                return Arrival(record.key.decode(), "", internal, record)
+                key = record.key.decode()
             except UnicodeDecodeError as exc:
                 raise WireDecodeError("invalid_utf8", f"key: {exc}") from None
+            if isinstance(internal, RestoreRecord):  # om-stream import: the only input here that makes a record
+                if internal.state.key != key:
+                    raise WireDecodeError("invalid_fields", "a restore is keyed by the record of its state")
+                return Arrival(key, internal.state.resource_id, internal, record)
+            return Arrival(key, "", internal, record)
         raise WireDecodeError("unknown_schema", f"records from {record.topic!r} are not inputs")
 
     def _erase(self, command: CommandRecord, record: SourceRecord) -> Arrival:
@@ -463,6 +470,7 @@ def _command_key(value: bytes | None, max_bytes: int) -> bytes | None:
 
 
 def _command_input(command: CommandRecord) -> Input:
+    assert command.thread_id is not None  # the wire contract: only an erase of a resource leaves it out
     if command.command == "observe":
         return ObserveNow(command.thread_id, force=bool(command.force))
     if command.command == "reflect":
@@ -470,4 +478,6 @@ def _command_input(command: CommandRecord) -> Input:
     if command.command == "override":
         return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id,
                                   replace=bool(command.replace), retention_days=command.retention_days)
+    if command.command == "progress":
+        return ReportProgress(command.thread_id, command.command_id, command.through_message_id)
     return ClearRecord(command.thread_id)

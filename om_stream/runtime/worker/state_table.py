@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -75,10 +75,14 @@ class RecordTable:
     """The Faust table of record states (the host's ``StateTable``): ``get``/``set`` go through the Faust event of
     an input of the record (its home); ``held`` lists the records of the partitions this worker is assigned now."""
 
-    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]]) -> None:
+    def __init__(self, app: Any, *, partitions: int, active_partitions: Callable[[], set[int]],
+                 changelog_config: Mapping[str, str] | None = None,
+                 on_write: Callable[[str], None] | None = None) -> None:
+        # changelog_config: the lifecycle settings' configuration of the changelog (retention.changelog_config)
         self.table = app.Table(TABLE_NAME, default=None, partitions=partitions, use_partitioner=False,
-                               key_type=bytes, value_type=bytes)
+                               key_type=bytes, value_type=bytes, extra_topic_configs=dict(changelog_config or {}))
         self._active_partitions = active_partitions
+        self._on_write = on_write  # told the key of every state written (the HTTP API's settled waits on it)
         # key -> (the bytes last read or written, what they decode to): a busy record is not decoded per input. The
         # records read or written last, at most DECODED_KEPT: with RocksDB the table itself is on disk, and this
         # map would otherwise hold every record the worker ever handled
@@ -116,6 +120,8 @@ class RecordTable:
         with in_event(event):
             self.table[key.encode()] = raw
         self._remember(key, raw, partition, state)
+        if self._on_write is not None:
+            self._on_write(key)
 
     def delete(self, arrival: Arrival, key: str) -> None:
         """Remove a record (an erase): a tombstone in the changelog of the partition of ``arrival``'s event, which
@@ -124,6 +130,8 @@ class RecordTable:
             if key.encode() in self.table:
                 del self.table[key.encode()]
         self._decoded.pop(key, None)
+        if self._on_write is not None:
+            self._on_write(key)
 
     def on_partition(self, partition: int, resource_id: str) -> list[HeldRecord]:
         """The records of ``resource_id`` homed on ``partition`` (a scan: for erasures, which are rare)."""

@@ -1,10 +1,15 @@
-"""Creating om-stream's topics when they are missing, with explicit partitions and replication.
+"""Creating om-stream's topics when they are missing, with explicit partitions, replication and the configuration
+the lifecycle settings promise (``om_stream.retention``), and refusing to start when an existing one breaks it.
 
 The Faust app's own topics (the state table's changelog, the leader assignor's topic) are created here too, before
 the app starts, and each created topic is awaited until the brokers' metadata shows all its partitions with a
 leader. Left to Faust, a changelog created during the app's start can be missing from the metadata its consumer has
 just read. The first table write then finds a changelog of 0 partitions against a source topic of 12, and the memory
 agent crashes (``PartitionsMismatch``). This was seen on a loaded machine, once in ten first starts.
+
+Before connecting, the settings are checked against their own promise (``erased_within_days``); once the topics
+exist, every one of them is checked against its policy (``topic_check``), or repaired with
+``OM_LIFECYCLE_REPAIR_TOPICS``. Either failing raises :class:`~om_stream.errors.LifecycleBreach`.
 """
 
 from __future__ import annotations
@@ -12,51 +17,40 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from om_stream.client.security import start_checked
-from om_stream.settings import KafkaSettings
+from om_stream.errors import LifecycleBreach
+from om_stream.retention import longest_window, topic_policies, windows_beyond_promise
+from om_stream.runtime.worker.topic_check import Breach, check_topics
+from om_stream.settings import KafkaSettings, LifecycleSettings
 
-__all__ = ["ensure_topics", "topic_specs"]
+__all__ = ["ensure_topics"]
 
 log = logging.getLogger(__name__)
-_DAY_MS = 86_400_000
 
 
-def topic_specs(kafka: KafkaSettings, *, resource_scope: bool) -> dict[str, dict[str, str]]:
-    """Topic name -> its configuration. The context topic is compacted: only each thread's latest matters."""
-    week = {"retention.ms": str(7 * _DAY_MS)}
-    specs = {
-        kafka.topic_messages: week,
-        kafka.topic_commands: week,
-        kafka.topic_model_requests: {"retention.ms": str(_DAY_MS)},
-        kafka.topic_model_results: {"retention.ms": str(_DAY_MS)},
-        kafka.topic_events: week,
-        kafka.topic_context: {"cleanup.policy": "compact"},
-        kafka.topic_dlq: {"retention.ms": str(30 * _DAY_MS)},
-        kafka.topic_recall_requests: {"retention.ms": str(_DAY_MS)},
-        kafka.topic_recall_responses: {"retention.ms": str(_DAY_MS)},
-    }
-    if resource_scope:
-        specs[kafka.topic_records] = week
-    return specs
-
-
-async def ensure_topics(kafka: KafkaSettings, client_options: dict[str, object], *, resource_scope: bool,
-                        internal: Mapping[str, tuple[int, dict[str, str]]] | None = None,
-                        visible_within_s: float = 30.0) -> list[str]:
+async def ensure_topics(kafka: KafkaSettings, lifecycle: LifecycleSettings, client_options: dict[str, object], *,
+                        resource_scope: bool, internal: Mapping[str, tuple[int, dict[str, str]]] | None = None,
+                        changelogs: Iterable[str] = (), visible_within_s: float = 30.0) -> list[str]:
     """Create the missing topics, om-stream's and the app's ``internal`` ones (name -> partitions, configuration),
-    and wait until the metadata shows every partition of those created; returns the names created. Existing topics
-    are left as they are."""
+    wait until the metadata shows every partition of those created, then check every topic that can hold a
+    thread's data (``changelogs`` among the internal ones) against the lifecycle settings; returns the names
+    created. Raises :class:`LifecycleBreach` when the settings or a topic break the promise."""
+    policies = topic_policies(kafka, lifecycle, resource_scope=resource_scope, changelogs=changelogs)
+    beyond = windows_beyond_promise(policies, lifecycle)
+    if beyond:
+        raise LifecycleBreach([f"the settings keep the {window.subject} of topic {window.topic} up to {window} "
+                               f"after an erase, beyond OM_LIFECYCLE_ERASED_WITHIN_DAYS="
+                               f"{lifecycle.erased_within_days}" for window in beyond])
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap, **client_options)
     log.info("connecting to Kafka at %s over %s", kafka.bootstrap, client_options.get("security_protocol"))
     # a broker that refuses the credentials or the certificate fails here, at once, with a KafkaConnectError
     await start_checked(admin, kafka.bootstrap, client_options, close=admin.close)
-    specs = {name: (kafka.partitions, config)
-             for name, config in topic_specs(kafka, resource_scope=resource_scope).items()}
+    specs = {policy.topic: (kafka.partitions, policy.config()) for policy in policies}
     specs.update(internal or {})
     created: list[str] = []
     try:
@@ -73,9 +67,28 @@ async def ensure_topics(kafka: KafkaSettings, client_options: dict[str, object],
         if created:
             log.info("created topics %s (replication %d)", created, kafka.replication)
             await _until_visible(admin, {name: specs[name][0] for name in created}, visible_within_s)
+        left = await check_topics(admin, policies, repair=lifecycle.repair_topics)
     finally:
         await admin.close()
+    if left:
+        raise LifecycleBreach([str(breach) for breach in left] + _fixes(left, kafka.bootstrap))
+    log.info("every topic keeps the lifecycle promise: what they hold about an erased thread is gone within %s",
+             longest_window(policies, lifecycle))
     return created
+
+
+def _fixes(left: list[Breach], bootstrap: str) -> list[str]:
+    """How to repair the topics by hand (or let the worker do it)."""
+    by_topic: dict[str, list[str]] = {}
+    for breach in left:
+        if breach.repair is not None:
+            by_topic.setdefault(breach.topic, []).append(f"{breach.key}={breach.repair}")
+    fixes = [f"fix it with: kafka-configs.sh --bootstrap-server {bootstrap} --alter --entity-type topics "
+             f"--entity-name {topic} --add-config {','.join(changes)}" for topic, changes in by_topic.items()]
+    if by_topic:
+        fixes.append("or let the worker alter them at start: OM_LIFECYCLE_REPAIR_TOPICS=true; or change the "
+                     "OM_LIFECYCLE_* settings named above (docs/lifecycle.md)")
+    return fixes
 
 
 async def _until_visible(admin: AIOKafkaAdminClient, partitions: Mapping[str, int], within_s: float) -> None:

@@ -7,7 +7,12 @@ does not start on a non-loopback ``web_host`` without a token (see ``auth.exposu
 the probes are on the other listener (``probes``), without auth.
 
 GET  /v1/threads/{id}/context   the latest context of a thread owned by this worker
-GET  /v1/threads/{id}/status    its ``data-om-status`` payload
+GET  /v1/threads/{id}/status    its ``data-om-status`` payload, with its ``data-om-progress`` as ``progress``
+GET  /v1/threads/{id}/settled?through=<message id>&timeout_s=<seconds>
+                                wait (at most ``timeout_s``, default 30, at most 300) until memory has settled
+                                through the message (default: the thread's newest when the call came): 200 with
+                                the thread's ``data-om-progress``, ``through.settled`` true; still 200 when the time
+                                ran out, ``through.settled`` false. 404: the thread is not held here (any more)
 POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``): it observes once the thread's
                                 unobserved messages reach the message threshold; body: {"force"?, "resource_id"?}
 POST /v1/threads/{id}/reflect   queue a manual reflection; body: {"guidance"?, "resource_id"?}
@@ -22,6 +27,8 @@ DELETE /v1/threads/{id}         erase a thread for good (``?resource_id=`` its r
 DELETE /v1/resources/{id}       erase a resource and every thread of it, the same way
 GET  /v1/erasures/{id}          an erase's status (om.http.erasure-status/v1): done (with what it removed) or
                                 running; 404 for an id the ledger does not know (never queued, or past its window)
+GET  /v1/resources/{id}/export  everything held for a resource, as om.export/v1 JSON Lines, streamed
+                                (``export_view``; 404: no thread of it here)
 """
 
 from __future__ import annotations
@@ -38,14 +45,17 @@ from faust import web
 from pydantic import ValidationError
 
 from om_stream.core.engine import record_config, record_key
+from om_stream.core.progress import place, progress_event
 from om_stream.core.state import RecordState
 from om_stream.core.views import context_spec, status_event
 from om_stream.errors import WireDecodeError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
+from om_stream.runtime.settled import MAX_WAIT_S, StateWatch, Unavailable, wait_settled
 from om_stream.runtime.worker.auth import BearerToken
 from om_stream.runtime.worker.deps import WorkerDeps
+from om_stream.runtime.worker.export_view import export_response
 from om_stream.runtime.worker.processor import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
@@ -60,7 +70,6 @@ log = logging.getLogger(__name__)
 # the fields of an HTTP command body (om.http.command-request/v1) that go into the om.command/v1 record
 _COMMAND_FIELDS = ("resource_id", "guidance", "force", "message_tokens", "observation_tokens", "retention_days",
                    "replace")
-MAX_WAIT_S = 300.0  # the longest ``wait_s`` of an erase
 COMPLETED_PART = -1  # the ledger row of a finished erase (runtime/worker/erasure.py)
 
 
@@ -90,6 +99,12 @@ class Served(Protocol):
 
     @property
     def recall(self) -> RecallEndpoint: ...
+
+    @property
+    def watch(self) -> StateWatch: ...
+
+    @property
+    def recovered(self) -> bool: ...
 
     def state(self, key: str) -> RecordState | None: ...
 
@@ -156,7 +171,40 @@ def register_views(worker: Served) -> None:
                 return not_owned(self, thread_id)
             status = status_event(state, thread_id, record_config(config, state),  # the thread's overrides apply
                                   worker.deps.accountant.conversation_overhead)
+            status = status.model_copy(update={"progress": progress_event(state, thread_id,
+                                                                          through=place(state, thread_id))})
             return self.bytes(status.model_dump_json(by_alias=True).encode(), content_type="application/json")
+
+    @app.page("/v1/threads/{thread_id}/settled")
+    class SettledView(web.View):
+        async def get(self, request: web.Request, thread_id: str) -> web.Response:
+            through = request.query.get("through") or None
+            try:
+                timeout = float(request.query.get("timeout_s", "30"))
+            except ValueError:
+                timeout = -1.0
+            problems = []
+            if not 0 <= timeout <= MAX_WAIT_S:  # NaN included
+                problems.append({"loc": ["timeout_s"], "msg": f"seconds, from 0 to {MAX_WAIT_S:g}"})
+            if through is not None and len(through) > 256:
+                problems.append({"loc": ["through"], "msg": "a message id, at most 256 characters"})
+            if problems:
+                return self.json({"error": "invalid_fields", "detail": problems}, status=400)
+            key = record_key(config.scope, thread_id, request.query.get("resource_id", thread_id))
+
+            def read() -> RecordState | Unavailable:
+                if not worker.recovered:  # a state read now may be behind its changelog: wait for the recovery
+                    return Unavailable.RECOVERING
+                state = worker.state(key)
+                return state if state is not None and thread_id in state.threads else Unavailable.NOT_HELD
+
+            if read() is not Unavailable.NOT_HELD:
+                progress = await wait_settled(read, worker.watch, key=key, thread_id=thread_id, through=through,
+                                              timeout=timeout, store=worker.effects.store)
+                if progress is not None:
+                    return self.bytes(progress.model_dump_json(by_alias=True, exclude_none=True).encode(),
+                                      content_type="application/json")
+            return not_owned(self, thread_id)
 
     async def command(view: web.View, request: web.Request, thread_id: str, kind: str) -> web.Response:
         try:
@@ -199,6 +247,10 @@ def register_views(worker: Served) -> None:
             return await command(self, request, thread_id, "override")
 
     register_erasure_views(worker)
+    @app.page("/v1/resources/{resource_id}/export")
+    class ExportView(web.View):
+        async def get(self, request: web.Request, resource_id: str) -> Any:
+            return await export_response(cast(Any, request), worker.deps, worker.table, resource_id)
 
     @app.page("/v1/recall")
     class RecallView(web.View):

@@ -22,12 +22,16 @@ import type { BufferingStartEvent } from "./data-om-buffering-start.v1.js";
 export type { BufferingStartEvent };
 import type { CondensationEvent } from "./data-om-condensation.v1.js";
 export type { CondensationEvent };
+import type { ErasedEvent } from "./data-om-erased.v1.js";
+export type { ErasedEvent };
 import type { ObservationEndEvent } from "./data-om-observation-end.v1.js";
 export type { ObservationEndEvent };
 import type { ObservationFailedEvent } from "./data-om-observation-failed.v1.js";
 export type { ObservationFailedEvent };
 import type { ObservationStartEvent } from "./data-om-observation-start.v1.js";
 export type { ObservationStartEvent };
+import type { ProgressEvent } from "./data-om-progress.v1.js";
+export type { ProgressEvent };
 import type { StatusEvent } from "./data-om-status.v1.js";
 export type { StatusEvent };
 import type { TemporalMarkerEvent } from "./data-om-temporal-marker.v1.js";
@@ -38,8 +42,14 @@ import type { CommandRequest } from "./om.http.command-request.v1.js";
 export type { CommandRequest };
 import type { CommandAccepted } from "./om.http.command-accepted.v1.js";
 export type { CommandAccepted };
+import type { EraseAccepted } from "./om.http.erase-accepted.v1.js";
+export type { EraseAccepted };
+import type { ErasureStatus } from "./om.http.erasure-status.v1.js";
+export type { ErasureStatus };
 import type { HttpError } from "./om.http.error.v1.js";
 export type { HttpError };
+import type { ExportLine } from "./om.export.v1.js";
+export type { ExportLine };
 
 /** Every published payload type, by schema name. */
 export interface Payloads {
@@ -54,15 +64,20 @@ export interface Payloads {
   "data-om-buffering-failed/v1": BufferingFailedEvent;
   "data-om-buffering-start/v1": BufferingStartEvent;
   "data-om-condensation/v1": CondensationEvent;
+  "data-om-erased/v1": ErasedEvent;
   "data-om-observation-end/v1": ObservationEndEvent;
   "data-om-observation-failed/v1": ObservationFailedEvent;
   "data-om-observation-start/v1": ObservationStartEvent;
+  "data-om-progress/v1": ProgressEvent;
   "data-om-status/v1": StatusEvent;
   "data-om-temporal-marker/v1": TemporalMarkerEvent;
   "data-om-thread-update/v1": ThreadUpdateEvent;
   "om.http.command-request/v1": CommandRequest;
   "om.http.command-accepted/v1": CommandAccepted;
+  "om.http.erase-accepted/v1": EraseAccepted;
+  "om.http.erasure-status/v1": ErasureStatus;
   "om.http.error/v1": HttpError;
+  "om.export/v1": ExportLine;
 }
 
 export type SchemaName = keyof Payloads;

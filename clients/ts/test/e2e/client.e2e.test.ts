@@ -1,8 +1,10 @@
 // End to end against real Kafka and a running om-stream worker, started by clients/test_clients_e2e.py, which
 // passes the broker and the topic names in the environment (the worker's own OM_KAFKA_* variables).
 import { randomUUID } from "node:crypto";
+import { Kafka, logLevel, type KafkaMessage } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OMClient, partitionFor, validate, type EventEnvelope } from "../../src/index.js";
+import { OMClient, partitionFor, validate, type ErasedEvent, type EventEnvelope } from "../../src/index.js";
+import { TopicTail } from "../../src/tail.js";
 
 function env(name: string): string {
   const value = process.env[name];
@@ -18,7 +20,8 @@ beforeAll(async () => {
   client = new OMClient({
     brokers: env("OM_KAFKA_BOOTSTRAP").split(","),
     topics: {
-      messages: env("OM_KAFKA_TOPIC_MESSAGES"), events: env("OM_KAFKA_TOPIC_EVENTS"),
+      messages: env("OM_KAFKA_TOPIC_MESSAGES"), commands: env("OM_KAFKA_TOPIC_COMMANDS"),
+      events: env("OM_KAFKA_TOPIC_EVENTS"),
       context: env("OM_KAFKA_TOPIC_CONTEXT"), recallRequests: env("OM_KAFKA_TOPIC_RECALL_REQUESTS"),
       recallResponses: env("OM_KAFKA_TOPIC_RECALL_RESPONSES"),
     },
@@ -85,5 +88,151 @@ describe("the TypeScript client against a running worker", () => {
 
   it("times out a read-your-writes wait for a message that was never sent", async () => {
     await expect(client.awaitContext(thread, "never-sent", 500)).rejects.toThrow(/never-sent/);
+  });
+});
+
+/** A short conversation on `threadId` of `resourceId`, until its context includes the last message; its ids. */
+async function converse(threadId: string, resourceId: string, turns: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let index = 0; index < turns; index++) {
+    const sent = await client.publish({
+      message_id: `${threadId}-m${index}`, thread_id: threadId, resource_id: resourceId,
+      role: index % 2 === 0 ? "user" : "assistant", created_at: new Date(Date.UTC(2026, 2, 1, 9, 0, 30 * index)).toISOString(),
+      parts: [{ type: "text", text: `turn ${index}: ${WORDS}` }],
+    });
+    ids.push(sent.messageId);
+  }
+  const context = await client.awaitContext(threadId, ids[ids.length - 1] as string, 60_000);
+  expect(context.through_message_id).toBe(ids[ids.length - 1]);
+  return ids;
+}
+
+/** What the worker's context topic holds for `threads` (read from its beginning): resolves once each has a
+ * tombstone, with every value read for it, in order (null: a tombstone). */
+async function tombstonesOf(threads: string[], timeoutMs = 30_000): Promise<Map<string, (string | null)[]>> {
+  const kafka = new Kafka({ clientId: "om-e2e-context-log", brokers: env("OM_KAFKA_BOOTSTRAP").split(","),
+    logLevel: logLevel.WARN });
+  const seen = new Map<string, (string | null)[]>(threads.map((t) => [t, []]));
+  let done: () => void = () => undefined;
+  const all = new Promise<void>((resolve) => { done = resolve; });
+  const onRecord = async (message: KafkaMessage): Promise<void> => {
+    const values = seen.get(message.key?.toString() ?? "");
+    if (values === undefined) return;
+    values.push(message.value === null ? null : message.value.toString());
+    if ([...seen.values()].every((v) => v.includes(null))) done();
+  };
+  const tail = new TopicTail(kafka, env("OM_KAFKA_TOPIC_CONTEXT"), onRecord, { fromBeginning: true });
+  await tail.start();
+  try {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      const read = (): string => JSON.stringify([...seen].map(([t, v]) => [t, v.map((x) => (x === null ? "tombstone" : "context"))]));
+      timer = setTimeout(() => reject(new Error(`no tombstone on the context topic: ${read()}`)), timeoutMs);
+    });
+    await Promise.race([all, late]).finally(() => clearTimeout(timer));
+  } finally {
+    await tail.stop();
+  }
+  return seen;
+}
+
+function expectReceipt(receipt: ErasedEvent, scope: "thread" | "resource", found: boolean): void {
+  validate("data-om-erased/v1", receipt);
+  expect(receipt.scope).toBe(scope);
+  expect(receipt.found).toBe(found);
+  expect(receipt.verified).toBe(true);
+  expect(receipt.parts).toBe(scope === "thread" ? 1 : Number(env("OM_KAFKA_PARTITIONS")));
+  const removed = Object.values(receipt.removed);
+  if (found) expect(removed.some((n) => n > 0)).toBe(true);
+  else expect(removed.every((n) => n === 0)).toBe(true);
+}
+
+describe("erasure through the TypeScript client", () => {
+  it("erases a thread: the receipt, a tombstone on the context topic, no old context, a fresh conversation after", async () => {
+    const resource = `ts-erase-${randomUUID().slice(0, 8)}`;
+    const erased = `${resource}-thread-é`;
+    const kept = `${resource}-kept`;
+    const ids = await converse(erased, resource, 4);
+    await converse(kept, resource, 2);
+
+    const receipt = await client.erase({ threadId: erased }, { timeoutMs: 60_000 });
+    expectReceipt(receipt, "thread", true);
+    expect(receipt.threadId).toBe(erased);
+    expect(receipt.resourceId).toBe(resource);
+    expect(receipt.removed.messages).toBe(4);
+    expect(receipt.removed.stateRecords).toBe(1);
+    expect(receipt.removed.contexts).toBe(1);
+    expect(receipt.recordId).toContain(erased);
+
+    const log = await tombstonesOf([erased]);
+    expect((log.get(erased) ?? []).at(-1)).toBeNull(); // nothing after the tombstone: no context came back
+    expect(client.latestContext(erased)).toBeUndefined();
+    await expect(client.awaitContext(erased, ids[3] as string, 1_500)).rejects.toThrow(ids[3]);
+    expect(client.latestContext(kept)?.thread_id).toBe(kept); // the other thread of the resource is untouched
+
+    // the same thread id again: a fresh conversation, nothing of the erased one in its context
+    const fresh = await client.publish({
+      message_id: `${erased}-again`, thread_id: erased, resource_id: resource, role: "user",
+      created_at: new Date(Date.UTC(2026, 2, 2, 9)).toISOString(), parts: [{ type: "text", text: "hello again" }],
+    });
+    const context = await client.awaitContext(erased, fresh.messageId, 60_000);
+    expect(context.messages.map((m) => m.message_id)).toEqual([fresh.messageId]);
+    expect(context.observations).not.toContain("turn 0");
+    const page = await client.recall(resource, { threadId: "current", limit: 10 }, { threadId: erased, timeoutMs: 30_000 });
+    const text = page.result?.mode === "messages" ? page.result.messages : JSON.stringify(page);
+    expect(text).toContain("hello again");
+    expect(text).not.toContain("turn 0");
+  });
+
+  it("erases a whole resource: every thread of it goes, on every partition, and no other resource's", async () => {
+    const resource = `ts-res-${randomUUID().slice(0, 8)}`;
+    const other = `${resource}-other`;
+    const partitions = Number(env("OM_KAFKA_PARTITIONS"));
+    const threads: string[] = []; // a thread on every partition (the erase has a part on each), and one more
+    const homes = new Set<number>();
+    for (let i = 0; homes.size < partitions; i++) {
+      const thread = `${resource}-t${i}`;
+      if (!homes.has(partitionFor(thread, partitions))) { homes.add(partitionFor(thread, partitions)); threads.push(thread); }
+    }
+    threads.push(`${resource}-more`);
+    for (const thread of threads) await converse(thread, resource, 2);
+    await converse(`${other}-t`, other, 2);
+    const before = await client.recall(resource, { mode: "threads" }, { timeoutMs: 30_000 });
+    for (const thread of threads) expect(JSON.stringify(before.result)).toContain(thread);
+
+    const receipt = await client.erase({ resourceId: resource }, { timeoutMs: 90_000 });
+    expectReceipt(receipt, "resource", true);
+    expect(receipt.threadId ?? null).toBeNull();
+    expect(receipt.resourceId).toBe(resource);
+    expect(receipt.removed.messages).toBe(2 * threads.length);
+    expect(receipt.removed.stateRecords).toBe(threads.length);
+    expect(receipt.removed.contexts).toBe(threads.length);
+
+    const log = await tombstonesOf(threads);
+    for (const thread of threads) {
+      expect((log.get(thread) ?? []).at(-1)).toBeNull();
+      expect(client.latestContext(thread)).toBeUndefined();
+      await expect(client.awaitContext(thread, `${thread}-m1`, 500)).rejects.toThrow(`${thread}-m1`);
+    }
+    expect(client.latestContext(`${other}-t`)?.resource_id).toBe(other);
+    const after = await client.recall(resource, { mode: "threads" }, { timeoutMs: 30_000 });
+    for (const thread of threads) expect(JSON.stringify(after.result ?? after.error)).not.toContain(thread);
+    const untouched = await client.recall(other, { mode: "threads" }, { timeoutMs: 30_000 });
+    expect(JSON.stringify(untouched.result)).toContain(`${other}-t`);
+  });
+
+  it("erases what it does not know: the receipt says found false", async () => {
+    const unknown = `ts-nobody-${randomUUID().slice(0, 8)}`;
+    const thread = await client.erase({ threadId: unknown }, { timeoutMs: 60_000 });
+    expectReceipt(thread, "thread", false);
+    expect(thread.threadId).toBe(unknown);
+    const resource = await client.erase({ resourceId: unknown }, { timeoutMs: 90_000 });
+    expectReceipt(resource, "resource", false);
+    expect(resource.resourceId).toBe(unknown);
+  });
+
+  it("times out an erase whose receipt does not come in time", async () => {
+    await expect(client.erase({ threadId: `ts-quick-${randomUUID().slice(0, 8)}` }, { timeoutMs: 1 }))
+      .rejects.toThrow(/no receipt for erase/);
   });
 });
