@@ -22,7 +22,7 @@ from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone
 from om_stream.core.inputs import ModelResultArrived, RestoreRecord, TimerFired
 from om_stream.core.restore import checked_state
 from om_stream.errors import WireDecodeError
-from om_stream.wire.codec import decode_json
+from om_stream.wire.codec import MAX_SAFE_INTEGER, decode_json
 
 __all__ = ["INTERNAL_MAX_BYTES", "EraseIndexed", "ForgetIndexed", "InternalRecord", "decode_internal",
            "encode_internal"]
@@ -95,4 +95,19 @@ def decode_internal(value: bytes | None, *, max_bytes: int = INTERNAL_MAX_BYTES)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10])
         raise WireDecodeError("invalid_fields", f"internal {name} record: {problems}") from None
+    # the JSON reader bounds integers, but a field typed int also takes 9007199254740992.0, which the next reader
+    # of the same record would refuse
+    if (where := _int_beyond_safe(dataclasses.asdict(record))) is not None:
+        raise WireDecodeError("invalid_fields", f"internal {name} record: {where} is beyond ±(2^53−1)")
     return record
+
+
+def _int_beyond_safe(node: Any, path: str = "a number") -> str | None:
+    """Where an int too large for a JSON reader sits, or None (recursion is bounded: the depth was checked)."""
+    if isinstance(node, int) and not isinstance(node, bool):
+        return path if abs(node) > MAX_SAFE_INTEGER else None
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list | tuple) else ()
+    for name, item in items:
+        if (found := _int_beyond_safe(item, str(name)[:80])) is not None:
+            return found
+    return None
