@@ -11,6 +11,9 @@ a query costs the event loop nothing while it runs. Every query:
    until ``retry_deadline_s`` has passed. Every om-stream write is idempotent (fixed ids and values, set additions,
    timestamps derived from the data), so a retry can only repeat what may already have been applied. A retried
    lightweight transaction reports "not applied" with the winner's row; the caller compares it with its own.
+   Each retried failure is told to the session's ``ports.StoreOutages`` (if given) with its reason in words
+   (:func:`outage_reason`: "LOCAL_QUORUM cannot be reached, it needs 2 replicas and 1 is alive"), and so is
+   each success.
 
 Driver exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave the package.
 """
@@ -25,11 +28,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from om_stream.errors import StorageError
+from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
 
-__all__ = ["CassandraSession", "build_cluster", "translate", "unreachable"]
+__all__ = ["STORE_NAME", "CassandraSession", "build_cluster", "outage_reason", "translate", "unreachable"]
 
 log = logging.getLogger(__name__)
+STORE_NAME = "cassandra"  # how outages name this store (the ``store`` label of ``om_store_unavailable``)
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
@@ -46,6 +51,33 @@ def translate(exc: BaseException, what: str) -> StorageError:
     """A driver exception as the one StorageError the rest of om-stream sees: transient when it is one the driver
     would retry (a node down or overloaded, a timeout), not when Cassandra refused the statement itself."""
     return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=isinstance(exc, _retryable()))
+
+
+def outage_reason(exc: BaseException, what: str) -> str:
+    """Why a retryable failure happened, in words an operator acts on: the consistency level and how many replicas
+    it needed and had, a timeout, no node reachable. Never any data."""
+    from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
+    def level(value: object) -> str:
+        return ConsistencyLevel.value_to_name.get(value, str(value))  # type: ignore[no-any-return]
+
+    if isinstance(exc, Unavailable):
+        alive, needed = exc.alive_replicas, exc.required_replicas
+        return (f"{what}: {level(exc.consistency)} cannot be reached, it needs {needed} replicas and "
+                f"{alive} {'is' if alive == 1 else 'are'} alive")
+    if isinstance(exc, WriteTimeout | ReadTimeout):
+        kind = "write" if isinstance(exc, WriteTimeout) else "read"
+        return (f"{what}: {level(exc.consistency)} {kind} timed out, {exc.received_responses} of "
+                f"{exc.required_responses} replicas answered")
+    if isinstance(exc, NoHostAvailable):
+        return f"{what}: no node reachable ({', '.join(str(h) for h in (exc.errors or {})) or 'none known'})"
+    if isinstance(exc, OperationTimedOut):
+        return f"{what}: no answer from {exc.last_host or 'the coordinator'} in time"
+    if isinstance(exc, ConnectionException):
+        return f"{what}: connection to {exc.endpoint or 'a node'} lost"
+    return f"{what}: {type(exc).__name__}"
 
 
 def unreachable(settings: CassandraSettings, exc: Any) -> StorageError:
@@ -116,17 +148,21 @@ def build_cluster(settings: CassandraSettings) -> Any:
 class CassandraSession:
     """One driver session for a store, with asyncio execution, bounded concurrency and retries."""
 
-    def __init__(self, settings: CassandraSettings, session: Any, cluster: Any) -> None:
+    def __init__(self, settings: CassandraSettings, session: Any, cluster: Any,
+                 outages: StoreOutages | None = None) -> None:
         self.settings = settings
         self.session = session
         self.cluster = cluster
+        self.outages = outages
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self._retryable = _retryable()
         self.retries = 0  # queries attempted again after a retryable failure (for tests and metrics)
 
     @classmethod
-    async def connect(cls, settings: CassandraSettings, keyspace: str | None) -> CassandraSession:
-        """Connect (in a worker thread: the driver's connect blocks) to ``keyspace`` (None: no keyspace)."""
+    async def connect(cls, settings: CassandraSettings, keyspace: str | None,
+                      outages: StoreOutages | None = None) -> CassandraSession:
+        """Connect (in a worker thread: the driver's connect blocks) to ``keyspace`` (None: no keyspace); the
+        session tells ``outages`` of the failures it retries."""
 
         def open_session() -> tuple[Any, Any]:
             from cassandra import DriverException
@@ -154,7 +190,7 @@ class CassandraSession:
             return cluster, session
 
         cluster, session = await asyncio.to_thread(open_session)
-        return cls(settings, session, cluster)
+        return cls(settings, session, cluster, outages)
 
     async def prepare(self, cql: str, *, write: bool = False, idempotent: bool = True) -> Any:
         from cassandra import ConsistencyLevel, DriverException
@@ -180,9 +216,14 @@ class CassandraSession:
         while True:
             try:
                 async with self._slots:
-                    return await self._once(statement, params)
+                    rows = await self._once(statement, params)
+                if self.outages is not None:
+                    self.outages.succeeded(STORE_NAME)
+                return rows
             except self._retryable as exc:
                 attempt += 1
+                if self.outages is not None:
+                    self.outages.failing(STORE_NAME, outage_reason(exc, what))
                 delay = min(self.settings.retry_base_delay_s * 2 ** (attempt - 1), self.settings.retry_max_delay_s)
                 delay *= 0.5 + random.random() / 2
                 if loop.time() + delay > deadline:

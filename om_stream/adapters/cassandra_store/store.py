@@ -46,6 +46,7 @@ from om_stream.ports import (
     MessagePosition,
     ObservationGroup,
     StoredMessage,
+    StoreOutages,
     ThreadMetadata,
     ThreadPage,
     ThreadSummary,
@@ -65,10 +66,12 @@ def _bucket(created_at: int) -> int:
 
 
 class CassandraContentStore:
-    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast."""
+    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast. ``outages``
+    is told of every query that fails and is retried, and of every one that succeeds (the worker's outage watch)."""
 
-    def __init__(self, settings: CassandraSettings) -> None:
+    def __init__(self, settings: CassandraSettings, *, outages: StoreOutages | None = None) -> None:
         self.settings = settings
+        self.outages = outages
         self._session: CassandraSession | None = None
         self._statements: dict[str, Any] = {}
         self._pages: dict[tuple[bool, bool, bool], Any] = {}
@@ -98,7 +101,7 @@ class CassandraContentStore:
             raise StorageError("the Cassandra content store is closed")
         async with self._connecting:
             if self._session is None:
-                session = await CassandraSession.connect(self.settings, self.settings.keyspace)
+                session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages)
                 try:
                     await self._check_schema(session)
                     statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}
