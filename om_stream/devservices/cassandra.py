@@ -37,7 +37,7 @@ class CassandraNode:
     host: str
     port: int
     run_dir: Path
-    durable: bool = False  # survives SIGKILL: synced commit log, schema changes logged too
+    durable: bool = False  # schema changes logged, so they survive SIGKILL (a lone node: its commit log synced too)
     jvm_props: tuple[str, ...] = ()  # more -D options (kept for restarts)
     jvm_opts: tuple[str, ...] = ()  # heap and JIT options replacing the shared file's (kept for restarts)
 

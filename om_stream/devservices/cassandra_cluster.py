@@ -149,7 +149,11 @@ def start(run_dir: Path, nodes: int = 3, *, detached: bool = False,
             folder = run_dir / f"node-{i + 1}"
             cassandra.write_config(folder, host=host, cql_port=cql_port, storage_port=storage_port, seeds=seeds,
                                    initial_token=_token(i, nodes), hints=nodes > 1, cluster_name=name)
-            started.append(cassandra.launch_node(folder, host, cql_port, detached=detached, durable=False,
+            # durable: schema changes are written to disk (no cassandra.unsafesystem), so a node killed with SIGKILL
+            # keeps the keyspaces it knew; forgetting them, it failed every request on them with INCOMPATIBLE_SCHEMA
+            # once back. The commit log stays periodic, as production's: a killed node's replicas cover its last
+            # seconds of writes
+            started.append(cassandra.launch_node(folder, host, cql_port, detached=detached, durable=True,
                                                  jvm_opts=jvm_opts))
     except BaseException:
         cluster.stop(grace=5)
