@@ -7,7 +7,15 @@ from __future__ import annotations
 import logging
 
 import pytest
-from cassandra import ConsistencyLevel, OperationTimedOut, Unavailable, WriteTimeout, WriteType
+from cassandra import (
+    ConsistencyLevel,
+    OperationTimedOut,
+    ReadFailure,
+    Unavailable,
+    WriteFailure,
+    WriteTimeout,
+    WriteType,
+)
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionShutdown
 
@@ -98,6 +106,27 @@ def test_the_reason_names_the_consistency_level_and_replicas_for_each_failure_th
     # each of them is one the store retries
     for exc in (Unavailable("x"), OperationTimedOut(), ConnectionShutdown("closed")):
         assert translate(exc, "q").transient
+
+
+def test_replicas_failing_for_a_reason_that_passes_are_retried_and_the_others_refuse_the_request() -> None:
+    """A replica whose schema is behind (a table `om-stream migrate` just made, a node that was down meanwhile) fails
+    a request with INCOMPATIBLE_SCHEMA until the schema reaches it: worth retrying, never a dead letter. Too many
+    tombstones is the request's own fault."""
+    behind = WriteFailure("Operation failed - received 1 responses and 2 failures", consistency=ConsistencyLevel.ONE,
+                          required_responses=2, received_responses=1, failures=2,
+                          error_code_map={"127.0.0.2": 3, "127.0.0.3": 3})
+    assert translate(behind, "put_observation").transient
+    assert outage_reason(behind, "put_observation") == \
+        "put_observation: replicas failed it (INCOMPATIBLE_SCHEMA from 127.0.0.2, INCOMPATIBLE_SCHEMA from 127.0.0.3)"
+    down = ReadFailure("x", consistency=ConsistencyLevel.ONE, required_responses=2, received_responses=1, failures=1,
+                       error_code_map={"127.0.0.2": 5})
+    assert translate(down, "segment").transient
+    tombstones = ReadFailure("x", consistency=ConsistencyLevel.ONE, required_responses=2, received_responses=1,
+                             failures=1, error_code_map={"127.0.0.2": 1})
+    mixed = ReadFailure("x", consistency=ConsistencyLevel.ONE, required_responses=2, received_responses=0,
+                        failures=2, error_code_map={"127.0.0.2": 3, "127.0.0.3": 1})
+    for refused in (tombstones, mixed, ReadFailure("x"), WriteFailure("x")):
+        assert not translate(refused, "q").transient
 
 
 def _stalled(live: Liveness, now: list[float], seconds: int) -> None:

@@ -31,7 +31,7 @@ from om_stream.errors import StorageError
 from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
 
-__all__ = ["STORE_NAME", "CassandraSession", "build_cluster", "outage_reason", "translate", "unreachable"]
+__all__ = ["STORE_NAME", "CassandraSession", "build_cluster", "outage_reason", "retryable", "translate", "unreachable"]
 
 log = logging.getLogger(__name__)
 STORE_NAME = "cassandra"  # how outages name this store (the ``store`` label of ``om_store_unavailable``)
@@ -47,10 +47,30 @@ def _retryable() -> tuple[type[BaseException], ...]:
             ConnectionShutdown, ConnectionBusy, OverloadedErrorMessage, IsBootstrappingErrorMessage, ServerError)
 
 
+# why a replica failed a request (Cassandra's RequestFailureReason codes, in a ReadFailure / WriteFailure): a
+# timeout, a schema that has not reached it yet (just after `om-stream migrate`, or a node that was down meanwhile),
+# a node going down; the others (too many tombstones, a read too large, unknown) say the request itself is at fault
+_PASSING_FAILURES = {2: "TIMEOUT", 3: "INCOMPATIBLE_SCHEMA", 5: "NODE_DOWN"}
+
+
+def _passing_failure(exc: BaseException) -> bool:
+    """A ReadFailure / WriteFailure whose every failed replica gave a reason that passes."""
+    from cassandra import ReadFailure, WriteFailure
+
+    codes: dict[Any, int] = (getattr(exc, "error_code_map", None) or {}) if isinstance(
+        exc, ReadFailure | WriteFailure) else {}
+    return bool(codes) and all(code in _PASSING_FAILURES for code in codes.values())
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether trying again can succeed: a node down or overloaded, a timeout, replicas failing for a reason that
+    passes (their schema behind); not when Cassandra refused the statement itself."""
+    return isinstance(exc, _retryable()) or _passing_failure(exc)
+
+
 def translate(exc: BaseException, what: str) -> StorageError:
-    """A driver exception as the one StorageError the rest of om-stream sees: transient when it is one the driver
-    would retry (a node down or overloaded, a timeout), not when Cassandra refused the statement itself."""
-    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=isinstance(exc, _retryable()))
+    """A driver exception as the one StorageError the rest of om-stream sees, transient when :func:`retryable`."""
+    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=retryable(exc))
 
 
 def outage_reason(exc: BaseException, what: str) -> str:
@@ -77,6 +97,10 @@ def outage_reason(exc: BaseException, what: str) -> str:
         return f"{what}: no answer from {exc.last_host or 'the coordinator'} in time"
     if isinstance(exc, ConnectionException):
         return f"{what}: connection to {exc.endpoint or 'a node'} lost"
+    if _passing_failure(exc):
+        failures = ", ".join(f"{_PASSING_FAILURES[code]} from {host}"
+                             for host, code in getattr(exc, "error_code_map", {}).items())
+        return f"{what}: replicas failed it ({failures})"
     return f"{what}: {type(exc).__name__}"
 
 
@@ -155,7 +179,6 @@ class CassandraSession:
         self.cluster = cluster
         self.outages = outages
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
-        self._retryable = _retryable()
         self.retries = 0  # queries attempted again after a retryable failure (for tests and metrics)
 
     @classmethod
@@ -220,7 +243,9 @@ class CassandraSession:
                 if self.outages is not None:
                     self.outages.succeeded(STORE_NAME)
                 return rows
-            except self._retryable as exc:
+            except (*_retryable(), DriverException, ErrorMessage, ValueError, TypeError) as exc:  # bind: ValueError
+                if not retryable(exc):
+                    raise translate(exc, what) from exc
                 attempt += 1
                 if self.outages is not None:
                     self.outages.failing(STORE_NAME, outage_reason(exc, what))
@@ -232,8 +257,6 @@ class CassandraSession:
                 self.retries += 1
                 log.warning("Cassandra %s failed (%s), retry %d in %.2f s", what, type(exc).__name__, attempt, delay)
                 await asyncio.sleep(delay)
-            except (DriverException, ErrorMessage, ValueError, TypeError) as exc:  # bind errors are ValueError
-                raise translate(exc, what) from exc
 
     async def _once(self, statement: Any, params: Sequence[Any] | None) -> list[Any]:
         loop = asyncio.get_running_loop()
