@@ -99,6 +99,10 @@ def test_the_reason_names_the_consistency_level_and_replicas_for_each_failure_th
         "put_segment: LOCAL_QUORUM write timed out, 1 of 2 replicas answered"
     assert outage_reason(NoHostAvailable("none", {"127.0.0.2:9042": OSError("refused")}), "q") == \
         "q: no node reachable (127.0.0.2:9042)"
+    # the driver tried the one node it counts up, which answered that the level is out of reach
+    answered = Unavailable("x", consistency=quorum, required_replicas=2, alive_replicas=1)
+    assert outage_reason(NoHostAvailable("Unable to complete the operation against any hosts",
+                                         {"127.0.0.1:9042": answered}), "put_message") == QUORUM_LOST
     assert outage_reason(OperationTimedOut(last_host="127.0.0.3:9042"), "q") == \
         "q: no answer from 127.0.0.3:9042 in time"
     assert outage_reason(ConnectionShutdown("closed", endpoint="127.0.0.3:9042"), "q") == \

@@ -92,6 +92,10 @@ def outage_reason(exc: BaseException, what: str) -> str:
         return (f"{what}: {level(exc.consistency)} {kind} timed out, {exc.received_responses} of "
                 f"{exc.required_responses} replicas answered")
     if isinstance(exc, NoHostAvailable):
+        # the driver tried every node it counts up, and each answered or failed: the first answer says why
+        answered = [e for e in (exc.errors or {}).values() if isinstance(e, Unavailable | WriteTimeout | ReadTimeout)]
+        if answered:
+            return outage_reason(answered[0], what)
         return f"{what}: no node reachable ({', '.join(str(h) for h in (exc.errors or {})) or 'none known'})"
     if isinstance(exc, OperationTimedOut):
         return f"{what}: no answer from {exc.last_host or 'the coordinator'} in time"
