@@ -1,7 +1,8 @@
 """A worker on three Cassandra nodes (replication 3, LOCAL_QUORUM) while nodes die.
 
 One node SIGKILLed mid-stream is a node a LOCAL_QUORUM client does without: the worker must not notice (no stall,
-no outage reported, nothing at ERROR, /livez healthy throughout), lose nothing, and carry on when the node returns.
+no outage reported, nothing at ERROR, /livez healthy throughout: a few seconds' wait for the contexts of the moment
+at most), lose nothing, and carry on when the node returns.
 
 Two nodes down is a quorum out of reach: every write fails. The worker must stall and say so (the log and
 ``om_store_unavailable`` name the store and why), keep ``/livez`` healthy within ``worker.store_outage_budget_s``
@@ -28,10 +29,14 @@ from tests.support.cassandra_cluster import (
 )
 from tests.support.cluster import Outcome, WorkerGroup
 
-# a message waits at most this long for its context while one node is lost: the driver retries a request the dead
-# node held on another coordinator at once, and the store's retries start at 0.1 s (a stall would wait out a
-# request timeout, 10 s, at least)
-NO_STALL_S = 5.0
+# a message waits at most this long for its context while one node is lost. The driver retries a request the dead
+# node held on another coordinator at once, and the store's retries start at 0.1 s; but until the other nodes'
+# failure detector counts the dead one out (~18 s), a coordinator may still ask it and wait for the answer that does
+# not come (a replica read until speculative retry, a lightweight transaction until its timeout): measured, the
+# longest wait from the kill on was 3.1 to 4.6 s (0.3 to 0.5 s before it). A stall waits longer: a request timeout
+# (10 s), or until the node is back; and a model call once waited 18 s behind its lease's transactions, which the
+# model workers now give 2 s each (model_calls.STORE_WAIT_S)
+NO_STALL_S = 10.0
 STALL_TIMEOUT_S = 5.0  # the worker's: a stall is noticed soon, so that the budget alone keeps /livez healthy
 BUDGET_S = 45.0
 # why the store fails, as the worker says it: a level (plain writes, or the lightweight transactions' serial level)
@@ -79,6 +84,8 @@ async def test_one_node_killed_mid_stream_goes_unnoticed(kafka_bootstrap: str, c
         group.stop_all()
 
     logs = group.logs()
+    print(f"\nlongest wait for a context from the kill on: {phases.slowest(killed_at):.2f}s, before it: "
+          f"{phases.slowest(0, killed_at):.2f}s")  # a measurement
     _judge(outcome, reference, logs)
     assert phases.slowest(killed_at) < NO_STALL_S, f"a message waited {phases.slowest(killed_at):.1f}s\n{logs}"
     disturbed = probes.between(killed_at - 3)
