@@ -69,6 +69,7 @@ __all__ = [
     "RecallPointSource",
     "RecallStore",
     "RetryingModel",
+    "StoreOutages",
     "StoredMessage",
     "ThreadMetadata",
     "ThreadPage",
@@ -354,6 +355,21 @@ class CycleResults(Protocol):
         live holder, and nothing changes. Atomic where workers race: of several owners claiming a free key,
         exactly one is granted. A lease lives at least ``lease_s`` (Cassandra counts whole seconds: up to ~2 s
         more)."""
+        ...
+
+
+class StoreOutages(Protocol):
+    """Told by a content store of each of its operations that fails for want of the store itself (nodes down, a
+    consistency level out of reach, timeouts: the errors it retries) and of each that succeeds, so that the worker
+    can say which store is down and why, and judge a stall by it. The store calls it from the event loop, once per
+    attempt: it must be cheap."""
+
+    def failing(self, store: str, reason: str) -> None:
+        """An operation on ``store`` failed and is being retried; ``reason`` says why, without data."""
+        ...
+
+    def succeeded(self, store: str) -> None:
+        """An operation on ``store`` succeeded."""
         ...
 
 

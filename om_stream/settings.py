@@ -157,6 +157,11 @@ class WorkerSettings(_Group):
                                                             "(after every output they caused is acknowledged)")
     stall_timeout_s: float = Field(120.0, gt=0, description="A partition with records waiting and no progress for "
                                                             "this long fails /livez (the liveness probe)")
+    store_outage_budget_s: float = Field(600.0, gt=0, description="While the content store is down (the worker "
+                                                                  "retries and its inputs wait), stalled partitions "
+                                                                  "keep /livez healthy for this long from the "
+                                                                  "outage's start; past it /livez fails so that the "
+                                                                  "worker is restarted")
     shutdown_timeout_s: float = Field(30.0, gt=0, description="Longest graceful shutdown (SIGTERM, or an agent "
                                                               "crash); past it the process exits at once")
     drain_timeout_s: float = Field(45.0, ge=0, description="On SIGTERM, how long in-flight model and recall calls "

@@ -63,6 +63,7 @@ class Metrics:
     rebalances: Counter
     table_recovery_seconds: Gauge
     store_errors: Counter
+    store_unavailable: Gauge
     fenced_batches: Counter
     processing_errors: Counter
     # -- liveness ----------------------------------------------------------------------------------------------
@@ -171,6 +172,10 @@ class Metrics:
                                          registry=reg),
             store_errors=Counter("om_store_errors_total", "Content store operations that failed and were retried",
                                  ["operation"], registry=reg),
+            store_unavailable=Gauge("om_store_unavailable",
+                                    "1 while the content store has failed the worker's operations for want of the "
+                                    "store itself (nodes down, a consistency level out of reach, timeouts) for "
+                                    "5 s or more, and they are retried", ["store"], registry=reg),
             fenced_batches=Counter("om_fenced_batches_total",
                                    "Input batches dropped because the group rebalanced while they were handled, or "
                                    "had dropped this worker (they are read again from the committed offsets)",

@@ -67,6 +67,7 @@ EXPOSITION = [
     "om_recall_seconds_bucket", "om_recall_seconds_count", "om_recall_seconds_sum",
     "om_reflections_total",
     "om_store_errors_total",
+    "om_store_unavailable",
     "om_table_recovery_seconds",
     "om_threads_near_block_after",
     "om_worker_live",

@@ -62,6 +62,7 @@ from om_stream.ports import (
     MessagePosition,
     ObservationGroup,
     StoredMessage,
+    StoreOutages,
     ThreadMetadata,
     ThreadPage,
     ThreadSummary,
@@ -87,10 +88,12 @@ def _bucket(created_at: int) -> int:
 
 
 class CassandraContentStore(CassandraExports):
-    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast."""
+    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast. ``outages``
+    is told of every query that fails and is retried, and of every one that succeeds (the worker's outage watch)."""
 
-    def __init__(self, settings: CassandraSettings) -> None:
+    def __init__(self, settings: CassandraSettings, *, outages: StoreOutages | None = None) -> None:
         self.settings = settings
+        self.outages = outages
         self._session: CassandraSession | None = None
         self._statements: dict[str, Any] = {}
         self._pages: dict[tuple[bool, bool, bool], Any] = {}
@@ -122,7 +125,7 @@ class CassandraContentStore(CassandraExports):
             raise StorageError("the Cassandra content store is closed")
         async with self._connecting:
             if self._session is None:
-                session = await CassandraSession.connect(self.settings, self.settings.keyspace)
+                session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages)
                 try:
                     await self._check_schema(session)
                     statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}

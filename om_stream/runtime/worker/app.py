@@ -160,7 +160,8 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
-        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose)
+        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose,
+                                 outages=deps.outages, outage_budget_s=worker.store_outage_budget_s)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()

@@ -14,6 +14,7 @@ from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_metrics import MeteredModel, ModelCallMetrics
+from om_stream.observability.store_outages import StoreOutageWatch
 from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
@@ -31,6 +32,7 @@ class WorkerDeps:
     model: ChatModel  # every call reported to ``metrics``
     offline: ChatModel  # the offline fallback, metered too
     metrics: Metrics
+    outages: StoreOutageWatch  # what the content store says of its outages (the log, a gauge, liveness)
     recall: RecallService | None = None  # None: the content store cannot be browsed (memory store)
 
 
@@ -45,7 +47,7 @@ class _Store(ContentStore, CycleResults, Protocol):
     """What a worker needs of its store: contents, and model results by request."""
 
 
-def _store(settings: Settings) -> _Store:
+def _store(settings: Settings, outages: StoreOutageWatch) -> _Store:
     kind = settings.memory.store
     if kind == "memory":
         from om_stream.adapters.memory_store import InMemoryContentStore
@@ -58,7 +60,7 @@ def _store(settings: Settings) -> _Store:
     if kind == "cassandra":
         from om_stream.adapters.cassandra_store import CassandraContentStore
 
-        return CassandraContentStore(settings.cassandra)
+        return CassandraContentStore(settings.cassandra, outages=outages)
     raise ConfigError("OM_MEMORY_STORE", f"unknown content store {kind!r}; use cassandra, sqlite or memory")
 
 
@@ -109,7 +111,8 @@ def build_deps(settings: Settings) -> WorkerDeps:
     counter = TiktokenCounter(config.token_encoding)
     metrics = Metrics.create()
     model, offline = _models(settings, config, OfflineModel(counter.count), metrics)
-    store = _store(settings)
+    outages = StoreOutageWatch(metrics)
+    store = _store(settings, outages)
     return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
-                      store=store, results=store, model=model, offline=offline, metrics=metrics,
+                      store=store, results=store, model=model, offline=offline, metrics=metrics, outages=outages,
                       recall=build_recall(settings, config, store, counter))
