@@ -241,10 +241,10 @@ async def test_a_results_store_too_slow_to_answer_never_holds_model_work_past_it
                 await asyncio.sleep(3600)
             return await super().claim(key, owner, lease_s)
 
-        async def put_result(self, key: str, payload: bytes) -> None:
+        async def put_result(self, key: str, payload: bytes, *, record_key: str | None = None) -> None:
             if self.stuck == "put_result":
                 await asyncio.sleep(3600)
-            await super().put_result(key, payload)
+            await super().put_result(key, payload, record_key=record_key)
 
     for stuck in ("claim", "put_result"):
         model = _Model()
