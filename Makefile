@@ -34,6 +34,10 @@ test: $(INSTALLED) tools-podman ## run every test tier (unit, component, contrac
 test-unit: ## unit tests only (no services)
 	$(PY) -m pytest tests/unit
 
+.PHONY: test-cluster
+test-cluster: $(INSTALLED) ## workers on a three-node Cassandra cluster (replication 3, LOCAL_QUORUM) while nodes die, stall the store and return with old data
+	$(PY) -m pytest tests/cluster
+
 test-clients: $(INSTALLED) ## TypeScript and Go clients: shared vectors, unit tests, end to end on real Kafka with a worker (Python's run in `make test`)
 	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error && npm test
 	cd clients/go && go test -count=1 ./...
@@ -73,8 +77,8 @@ bench-store: ## messages/s written to Cassandra and recall p50/p99 over 100,000 
 demo: $(INSTALLED) ## replay a sample conversation through Observational Memory (no broker, no API key)
 	$(VENV)/bin/om-stream demo
 
-services-up: ## start Apache Kafka and Apache Cassandra in the background; prints their addresses
-	$(PY) -m om_stream.devservices up
+services-up: ## start Apache Kafka and Apache Cassandra in the background (CASSANDRA_NODES=3: a cluster); prints their addresses
+	$(PY) -m om_stream.devservices up $(if $(CASSANDRA_NODES),--cassandra-nodes $(CASSANDRA_NODES))
 
 services-down: ## stop what services-up started
 	$(PY) -m om_stream.devservices down

@@ -148,7 +148,7 @@ async def seed(store: ContentStore, resource_id: str, messages: int, threads: in
     for n in range(threads):
         thread = f"{resource_id}-t{n}"
         for i in range(per_thread):
-            message = Message(message_id=f"m{i}", thread_id=thread, resource_id=resource_id,
+            message = Message(message_id=f"{thread}-m{i}", thread_id=thread, resource_id=resource_id,
                               role="user" if i % 2 == 0 else "assistant",
                               created_at=T0 + timedelta(seconds=30 * i),
                               parts=(TextPart(text=text(thread, i)),))

@@ -11,7 +11,14 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.commands import (
+    ActivateChunks,
+    CommitGeneration,
+    ExpireStored,
+    PersistRetention,
+    PersistSegment,
+    PersistThreadMetadata,
+)
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.export_rows import ExportedMessage, ExportedSegment, ExportedThread
@@ -28,6 +35,7 @@ from om_stream.core.recall.records import (
     ThreadPage,
     ThreadSummary,
 )
+from om_stream.core.retention import ExpiryCounts, SegmentText
 
 __all__ = [
     "Attachment",
@@ -43,6 +51,7 @@ __all__ = [
     "CycleResults",
     "Embedder",
     "ErasableStore",
+    "ExpiringStore",
     "ExportSource",
     "ExportedMessage",
     "ExportedSegment",
@@ -60,6 +69,7 @@ __all__ = [
     "RecallPointSource",
     "RecallStore",
     "RetryingModel",
+    "StoreOutages",
     "StoredMessage",
     "ThreadMetadata",
     "ThreadPage",
@@ -190,7 +200,38 @@ class ErasableStore(Protocol):
 
 
 @runtime_checkable
-class ContentStore(ErasableStore, Protocol):
+class ExpiringStore(Protocol):
+    """Retention (``core.expiry``), which every content store must offer: what a record's purge reads, the purge
+    itself, and each record's own window. Removals are scoped by the tenant like an erase's, idempotent (a purge
+    replayed removes and counts nothing more), and drop what the store caches of what they remove."""
+
+    async def segment_texts_of(self, record_key: str, resource_id: str) -> list[SegmentText]:
+        """Every stored segment of the record (of ``resource_id``): its log and buffered work, and what earlier
+        generations left behind for recall."""
+        ...
+
+    async def next_message_at(self, resource_id: str, thread_ids: Sequence[str], at_or_after: int) -> int | None:
+        """When the oldest stored message of these threads created at or after ``at_or_after`` was created."""
+        ...
+
+    async def expire(self, command: ExpireStored) -> ExpiryCounts:
+        """The purge (``ExpireStored``): the threads' messages created before ``before``, the segments to delete,
+        the rewrites (a copy under the new id with the new text, then the old row deleted), the derived metadata
+        of ``threads`` (and a thread's listing once no message of it is left), the record's cached results but
+        those of ``keep_cycles``. A store that keeps a file leaves no copy of what it removed in it."""
+        ...
+
+    async def put_retention(self, command: PersistRetention) -> None:
+        """Keep (or remove, ``days`` None) a record's own retention window."""
+        ...
+
+    async def retention_of(self, record_key: str) -> int | None:
+        """A record's own retention window in days (None: the deployment's); what the recall tool reads."""
+        ...
+
+
+@runtime_checkable
+class ContentStore(ErasableStore, ExpiringStore, Protocol):
     """Message bodies and observation texts, by id. Every write is idempotent (ids are deterministic).
 
     Structure (which segments form a generation's log, which chunks are buffered) is mirrored here for audit and
@@ -317,6 +358,21 @@ class CycleResults(Protocol):
         ...
 
 
+class StoreOutages(Protocol):
+    """Told by a content store of each of its operations that fails for want of the store itself (nodes down, a
+    consistency level out of reach, timeouts: the errors it retries) and of each that succeeds, so that the worker
+    can say which store is down and why, and judge a stall by it. The store calls it from the event loop, once per
+    attempt: it must be cheap."""
+
+    def failing(self, store: str, reason: str) -> None:
+        """An operation on ``store`` failed and is being retried; ``reason`` says why, without data."""
+        ...
+
+    def succeeded(self, store: str) -> None:
+        """An operation on ``store`` succeeded."""
+        ...
+
+
 # -- recall: reading back what the content store holds ---------------------------------------------------------------
 #
 # Every recall read names the tenant (``resource_id``): a store answers only with rows of that resource, so access
@@ -405,6 +461,12 @@ class RecallIndex(Protocol):
     async def erase(self, resource_id: str, thread_id: str | None = None) -> int:
         """Delete every point of a resource, or of one of its threads; returns how many there were. Local storage
         keeps no copy of them afterwards (its file is compacted)."""
+        ...
+
+    async def expire(self, resource_id: str, record_key: str, before: int, source_ids: Sequence[str] = ()) -> int:
+        """Retention: delete the record's points observed before ``before`` (a message's creation, a group's newest
+        message) and every point of the groups ``source_ids``; returns how many there were. Local storage keeps no
+        copy of them afterwards."""
         ...
 
     async def count(self, resource_id: str | None = None, thread_id: str | None = None) -> int:

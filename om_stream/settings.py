@@ -106,6 +106,17 @@ class LifecycleSettings(_Group):
                                                               "keep its segment past the retention)")
     repair_topics: bool = Field(False, description="At start, alter an existing topic whose configuration breaks "
                                                    "these settings to match them, instead of refusing to start")
+    retention_days: int | None = Field(None, ge=1, le=36_500,
+                                       description="Retention window of the stored memory: messages created, and "
+                                                   "observation entries dated, more than this many days ago are left "
+                                                   "out of every context, recall result and event at once, then "
+                                                   "purged from every store and the recall index (receipt: "
+                                                   "data-om-expired); a record may shorten it with an override. "
+                                                   "Unset: keep forever")
+    purge_gap_s: float = Field(3600.0, gt=0, le=86_400,
+                               description="A record's retention purges run at least this far apart: what expires "
+                                           "meanwhile stays in the stores (never shown: reads leave it out) until "
+                                           "the next one")
 
 
 WorkerRole = Literal["all", "memory", "models", "recall"]
@@ -146,6 +157,11 @@ class WorkerSettings(_Group):
                                                             "(after every output they caused is acknowledged)")
     stall_timeout_s: float = Field(120.0, gt=0, description="A partition with records waiting and no progress for "
                                                             "this long fails /livez (the liveness probe)")
+    store_outage_budget_s: float = Field(600.0, gt=0, description="While the content store is down (the worker "
+                                                                  "retries and its inputs wait), stalled partitions "
+                                                                  "keep /livez healthy for this long from the "
+                                                                  "outage's start; past it /livez fails so that the "
+                                                                  "worker is restarted")
     shutdown_timeout_s: float = Field(30.0, gt=0, description="Longest graceful shutdown (SIGTERM, or an agent "
                                                               "crash); past it the process exits at once")
     drain_timeout_s: float = Field(45.0, ge=0, description="On SIGTERM, how long in-flight model and recall calls "

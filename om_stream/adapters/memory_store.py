@@ -12,10 +12,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from om_stream.adapters.memory_export import InMemoryExports
-from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.commands import (
+    ActivateChunks,
+    CommitGeneration,
+    ExpireStored,
+    PersistRetention,
+    PersistSegment,
+    PersistThreadMetadata,
+)
 from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.records import StoredMessage
+from om_stream.core.retention import ExpiryCounts, SegmentText
 from om_stream.ports import ThreadMetadata
 
 __all__ = ["RESULT_TTL_S", "InMemoryContentStore", "InMemoryCycleResults", "StoredSegment", "check_request"]
@@ -93,6 +101,14 @@ class InMemoryCycleResults:
         keys = self._by_record.pop(record_key, set())
         return sum(1 for key in keys if self._results.pop(key, None) is not None)
 
+    def expire_record(self, record_key: str, keep_cycles: Sequence[str]) -> int:
+        """Remove the record's results but those of the cycles ``keep_cycles`` (a result's key starts with its
+        request id, ``<cycle>#<attempt>``); how many were held."""
+        keys = self._by_record.get(record_key, set())
+        gone = {k for k in keys if not k.startswith(tuple(f"{c}#" for c in keep_cycles))} if keep_cycles else keys
+        self._by_record[record_key] = keys - gone
+        return sum(1 for key in gone if self._results.pop(key, None) is not None)
+
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         check_request(key, lease_s)
         now = self._clock()
@@ -123,6 +139,7 @@ class InMemoryContentStore(InMemoryExports):
         # the erasure ledger (``ports.ErasableStore``): rows with their expiry (epoch seconds)
         self._parts: dict[tuple[str, int], tuple[PartRecord, float]] = {}
         self._erased: dict[str, tuple[int, float]] = {}
+        self._retention: dict[str, int] = {}  # record key -> its own retention window (days)
 
     def _record(self, key: str) -> _Record:
         return self._records.setdefault(key, _Record())
@@ -255,6 +272,7 @@ class InMemoryContentStore(InMemoryExports):
             if not record.messages:
                 del self._records[record_key]
         results = self.cycle_results.erase_record(record_key)
+        self._retention.pop(record_key, None)
         return ErasureCounts(observations=len(segments), generations=generations, cycle_results=results)
 
     async def erase_resource(self, resource_id: str) -> ErasureCounts:
@@ -308,6 +326,74 @@ class InMemoryContentStore(InMemoryExports):
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         return await self.cycle_results.claim(key, owner, lease_s)
+
+    # -- ExpiringStore -------------------------------------------------------------------------------------------
+
+    def _of_tenant(self, record_key: str, resource_id: str) -> bool:
+        record = self._records.get(record_key)
+        return record is None or not record.resource_id or record.resource_id == resource_id
+
+    async def segment_texts_of(self, record_key: str, resource_id: str) -> list[SegmentText]:
+        if not self._of_tenant(record_key, resource_id):
+            return []
+        return [SegmentText(i, s.segment.text, s.segment.boundary_at) for i, s in self.segments.items()
+                if s.segment.record_key == record_key]
+
+    async def next_message_at(self, resource_id: str, thread_ids: Sequence[str], at_or_after: int) -> int | None:
+        threads = set(thread_ids)
+        times = [m.created_at_ms for tenants in self._messages.values() if (m := tenants.get(resource_id))
+                 and m.thread_id in threads and m.created_at_ms >= at_or_after]
+        return min(times, default=None)
+
+    async def expire(self, command: ExpireStored) -> ExpiryCounts:
+        if not self._of_tenant(command.record_key, command.resource_id):
+            return ExpiryCounts()
+        resource, threads = command.resource_id, set(command.thread_ids)
+
+        def expired(message: Message) -> bool:
+            return (message.resource_id == resource and message.thread_id in threads
+                    and message.created_at_ms < command.before)
+
+        messages = 0
+        for record in self._records.values():
+            for message_id in [i for i, (m, _, _) in record.messages.items() if expired(m)]:
+                del record.messages[message_id]
+        for message_id in [i for i, tenants in self._messages.items() if (m := tenants.get(resource)) and expired(m)]:
+            del self._messages[message_id][resource]
+            messages += 1
+            if not self._messages[message_id]:
+                del self._messages[message_id]
+        rewritten = 0
+        owner = self._records.get(command.record_key)
+        for rewrite in command.rewrites:
+            old = self.segments.get(rewrite.old_id)
+            if old is not None and rewrite.new_id not in self.segments:
+                self.segments[rewrite.new_id] = StoredSegment(
+                    replace(old.segment, segment_id=rewrite.new_id, text=rewrite.text, tokens=rewrite.tokens),
+                    old.status, set(old.generations))
+                rewritten += 1
+                if owner is not None and rewrite.old_id in owner.replaced:
+                    owner.replaced[rewrite.new_id] = owner.replaced.pop(rewrite.old_id)
+            self.segments.pop(rewrite.old_id, None)
+        observations = sum(1 for i in command.deletes if self.segments.pop(i, None) is not None)
+        metadata = 0
+        for thread_id in command.threads:
+            found = self._threads.get(thread_id)
+            if found is not None and found.resource_id in (resource, None):
+                del self._threads[thread_id]
+                metadata += 1
+        results = self.cycle_results.expire_record(command.record_key, command.keep_cycles)
+        return ExpiryCounts(messages=messages, observations=observations, rewritten=rewritten, threads=metadata,
+                            cycle_results=results)
+
+    async def put_retention(self, command: PersistRetention) -> None:
+        if command.days is None:
+            self._retention.pop(command.record_key, None)
+        else:
+            self._retention[command.record_key] = command.days
+
+    async def retention_of(self, record_key: str) -> int | None:
+        return self._retention.get(record_key)
 
     # -- views used by reports and tests -------------------------------------------------------------------------
 

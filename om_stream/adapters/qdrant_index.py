@@ -191,6 +191,24 @@ class QdrantRecallIndex:
             await self._scrub()
         return found
 
+    async def expire(self, resource_id: str, record_key: str, before: int, source_ids: Sequence[str] = ()) -> int:
+        from qdrant_client import models
+
+        expired: list[Any] = [models.FieldCondition(key="observed_at", range=models.Range(lt=before))]
+        if source_ids:
+            expired.append(models.FieldCondition(key="source_id", match=models.MatchAny(any=list(source_ids))))
+        selected = models.Filter(must=[_tenant(models, resource_id), models.FieldCondition(
+            key="record_key", match=models.MatchValue(value=record_key))], should=expired)
+        client = await self._ensure()
+        try:
+            found = int((await client.count(self.collection, count_filter=selected, exact=True)).count)
+        except Exception as exc:
+            raise StorageError(f"recall index {self.collection}: count failed: {type(exc).__name__}: {exc}") from exc
+        if found:
+            await self._delete(models.FilterSelector(filter=selected), "expire")
+            await self._scrub()
+        return found
+
     async def _scrub(self) -> None:
         """Local mode keeps points in a SQLite file that leaves deleted rows' bytes in its free pages: compact it
         (``qdrant_scrub``). A server compacts its own segments (its optimizer)."""

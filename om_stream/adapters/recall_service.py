@@ -5,19 +5,27 @@ store only ever answers with that resource's rows; ids a caller passes (cursor, 
 the tenant, and an id of another tenant reads exactly like an id that does not exist. Search hits are re-checked
 against the store before they are shown (the index may hold points of forgotten observations).
 
+Retention (``core.retention``): nothing past the window of the thread read is ever returned, whether or not its
+record's purge has run. A thread's window is the deployment's, or its record's shorter one (the store keeps it:
+``ExpiringStore.retention_of``); what is older than its cutoff reads as if it did not exist: a message, a thread
+whose newest message is, an observation group whose newest message is, and each expired entry of a group's text.
+
 The rules and the rendering are pure (``om_stream.core.recall``); this module only fetches what they need. Also
-here: indexing an observation group and the messages it covers (``IndexForRecall``).
+here: indexing an observation group and the messages it covers (``IndexForRecall``), and the index's side of a
+purge (``ExpireIndex``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from om_stream.core.commands import IndexForRecall
+from om_stream.adapters.recall_retention import Cutoffs, RecallRetention, within_window
+from om_stream.core.commands import ExpireIndex, IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.erasure import record_digest
 from om_stream.core.recall.indexing import embedding_chunks, message_search_text
@@ -44,6 +52,7 @@ from om_stream.core.recall.render import (
     visible_parts,
 )
 from om_stream.core.recall.results import MessagesResult, RecallResult, SearchResult, ThreadsResult
+from om_stream.core.retention import cut_text, cutoff, segment_expired
 from om_stream.errors import ModelError, RecallError
 from om_stream.ports import (
     Embedder,
@@ -57,13 +66,16 @@ from om_stream.ports import (
     ThreadSummary,
 )
 
-__all__ = ["RecallService"]
+__all__ = ["RecallRetention", "RecallService"]
 
 log = logging.getLogger(__name__)
 
 MAX_SCAN = 5_000  # messages read to fill one page when filters skip most of them
 _BATCH = 100
 _SEARCH_OVERFETCH = 3
+
+
+_LAST_SEQ = 2**62  # above any sequence number: a position just before a time, whatever message sorts at it
 
 
 @dataclass
@@ -80,12 +92,14 @@ class RecallService:
     """
 
     def __init__(self, store: RecallStore, count_tokens: TokenCount, *, index: RecallIndex | None = None,
-                 embedder: Embedder | None = None, budget_tokens: int = RESULT_BUDGET_TOKENS) -> None:
+                 embedder: Embedder | None = None, budget_tokens: int = RESULT_BUDGET_TOKENS,
+                 retention: RecallRetention | None = None) -> None:
         self.store = store
         self.count = count_tokens
         self.index = index
         self.embedder = embedder
         self.budget = budget_tokens
+        self.retention = retention
 
     @property
     def search_available(self) -> bool:
@@ -99,11 +113,12 @@ class RecallService:
         """Run one recall call. Raises :class:`RecallError` for a call that cannot be answered as asked,
         :class:`~om_stream.errors.StorageError` when the store fails."""
         args = parse_arguments(dict(arguments) if isinstance(arguments, Mapping) else arguments)
+        cutoffs = Cutoffs(self.store, self.retention, scope.resource_id)
         if args.mode == "threads":
-            return await self._threads(scope, args)
+            return await self._threads(scope, args, cutoffs)
         if args.mode == "search":
-            return await self._search(scope, args)
-        return await self._messages(scope, args)
+            return await self._search(scope, args, cutoffs)
+        return await self._messages(scope, args, cutoffs)
 
     # -- threads -------------------------------------------------------------------------------------------------
 
@@ -112,9 +127,9 @@ class RecallService:
             raise RecallError('there is no current thread in this call: pass a threadId (see mode="threads")')
         return scope.current_thread_id
 
-    async def _owned_thread(self, scope: RecallScope, thread_id: str) -> ThreadSummary:
+    async def _owned_thread(self, scope: RecallScope, thread_id: str, cutoffs: Cutoffs) -> ThreadSummary:
         thread = await self.store.get_thread(scope.resource_id, thread_id)
-        if thread is None:
+        if thread is None or await cutoffs.expired(thread):
             raise RecallError(f'no thread "{thread_id}" was found for this user; mode="threads" lists them')
         return thread
 
@@ -131,7 +146,7 @@ class RecallService:
             return current if named is not None else None
         return named
 
-    async def _threads(self, scope: RecallScope, args: RecallArguments) -> ThreadsResult:
+    async def _threads(self, scope: RecallScope, args: RecallArguments, cutoffs: Cutoffs) -> ThreadsResult:
         page, limit = args.effective_page(), args.effective_limit()
         after, before = args.after_ms, args.before_ms
         named = self._target_thread(scope, args)
@@ -139,13 +154,14 @@ class RecallService:
             thread_id = named or self._current(scope)
             thread = await self.store.get_thread(scope.resource_id, thread_id)
             keep = (thread is not None and page == 0 and (after is None or thread.created_at > after)
-                    and (before is None or thread.created_at < before))
+                    and (before is None or thread.created_at < before) and not await cutoffs.expired(thread))
             threads: Sequence[ThreadSummary] = [thread] if keep and thread is not None else []
             has_more = False
         else:
             listing = await self.store.list_threads(scope.resource_id, offset=page * limit, limit=limit,
                                                     created_after=after, created_before=before)
-            threads, has_more = listing.threads, listing.has_more
+            threads = [t for t in listing.threads if not await cutoffs.expired(t)]
+            has_more = listing.has_more
         rendered = render_threads(threads, scope.current_thread_id, self.count, self.budget)
         return ThreadsResult(threads=rendered.text, count=len(threads), page=page, has_more=has_more,
                              truncated=True if rendered.truncated else None,
@@ -153,14 +169,14 @@ class RecallService:
 
     # -- messages ------------------------------------------------------------------------------------------------
 
-    async def _messages(self, scope: RecallScope, args: RecallArguments) -> MessagesResult:
+    async def _messages(self, scope: RecallScope, args: RecallArguments, cutoffs: Cutoffs) -> MessagesResult:
         limit = args.effective_limit()
         page = args.effective_page()
         target = self._target_thread(scope, args)
         if target is not None and not scope.thread_only and target != scope.current_thread_id:
             # another thread must be the tenant's (the current one may not have a message stored yet; its reads
             # are keyed by the tenant like every other, so a current thread id of someone else reads as empty)
-            await self._owned_thread(scope, target)
+            await self._owned_thread(scope, target, cutoffs)
         if args.cursor is None:
             if args.part_index is not None:
                 raise RecallError("partIndex needs a cursor: the id of the message whose part you want")
@@ -172,8 +188,8 @@ class RecallService:
             plan = plan_page(page, limit, from_cursor=False, anchor=args.anchor)
             if args.anchor == "end":
                 notes.append("Pages count back from the newest message: page 2 holds the messages before these.")
-            return await self._page(scope, args, target, plan, None, notes)
-        cursor = await self._resolve_cursor(scope, args.cursor)
+            return await self._page(scope, args, target, plan, None, notes, cutoffs)
+        cursor = await self._resolve_cursor(scope, args.cursor, cutoffs)
         if isinstance(cursor, str):  # a hint instead of a message
             return MessagesResult(messages=cursor, count=0, cursor=args.cursor, page=page, limit=limit,
                                   detail=args.detail, has_next_page=False, has_prev_page=False)
@@ -184,39 +200,46 @@ class RecallService:
             return MessagesResult(messages=text, count=0, cursor=args.cursor, page=page, limit=limit,
                                   detail=args.detail, has_next_page=False, has_prev_page=False)
         if args.part_index is not None:
-            return await self._part(scope, args, cursor, args.part_index)
-        return await self._page(scope, args, cursor_thread, plan_page(page, limit, from_cursor=True), cursor, [])
+            return await self._part(scope, args, cursor, args.part_index, cutoffs)
+        return await self._page(scope, args, cursor_thread, plan_page(page, limit, from_cursor=True), cursor, [],
+                                cutoffs)
 
-    async def _resolve_cursor(self, scope: RecallScope, cursor: str) -> StoredMessage | str:
+    async def _resolve_cursor(self, scope: RecallScope, cursor: str, cutoffs: Cutoffs) -> StoredMessage | str:
         """The cursor's message (of this tenant, and of the current thread in thread scope), or a hint."""
         value = cursor.strip()
         found = await self.store.get_message(scope.resource_id, value)
-        if found is not None and scope.thread_only and found.message.thread_id != self._current(scope):
+        if found is not None and ((scope.thread_only and found.message.thread_id != self._current(scope))
+                                  or await cutoffs.message_expired(found)):
             found = None
         if found is not None:
             return found
         if looks_like_range(value):
             candidates = range_candidates(value)
-            start = await self._first_existing(scope, candidates.starts)
-            end = await self._first_existing(scope, candidates.ends)
+            start = await self._first_existing(scope, candidates.starts, cutoffs)
+            end = await self._first_existing(scope, candidates.ends, cutoffs)
             if start is not None or end is not None:
                 return range_hint(cursor, start or candidates.starts[0], end or candidates.ends[-1])
         raise RecallError(f'no message "{cursor}" was found. Use a message id from an observation group\'s range, '
                           'or browse with threadId and no cursor')
 
-    async def _first_existing(self, scope: RecallScope, ids: Sequence[str]) -> str | None:
+    async def _first_existing(self, scope: RecallScope, ids: Sequence[str], cutoffs: Cutoffs) -> str | None:
         for message_id in ids:
             found = await self.store.get_message(scope.resource_id, message_id)
-            if found is not None and (not scope.thread_only or found.message.thread_id == scope.current_thread_id):
+            if found is not None and (not scope.thread_only or found.message.thread_id == scope.current_thread_id) \
+                    and not await cutoffs.message_expired(found):
                 return message_id
         return None
 
     async def _window(self, resource_id: str, thread_id: str, *, forward: bool, start: MessagePosition | None,
-                      need: int, part_type: PartType | None, tool_name: str | None) -> _Window:
-        """Up to ``need`` visible messages from ``start`` (exclusive) in reading order."""
+                      need: int, part_type: PartType | None, tool_name: str | None,
+                      cutoffs: Cutoffs) -> _Window:
+        """Up to ``need`` visible messages from ``start`` (exclusive) in reading order; none past the window."""
         found: list[StoredMessage] = []
         scanned = 0
         position = start
+        before = await cutoffs.of(thread_id)
+        if before is not None and forward and (position is None or position.created_at < before):
+            position = MessagePosition(before - 1, _LAST_SEQ, "")  # reading forward starts at the cutoff
         while len(found) < need:
             if scanned >= MAX_SCAN:
                 return _Window(found, exhausted=False)
@@ -227,6 +250,8 @@ class RecallService:
                 before=None if forward else position, newest_first=not forward)
             scanned += len(page.messages)
             for stored in page.messages:
+                if before is not None and stored.message.created_at_ms < before:
+                    return _Window(found, exhausted=True)  # reading back: everything older is past the window
                 if visible_parts(stored.message, part_type, tool_name):
                     found.append(stored)
             if not page.messages or not page.has_more:
@@ -235,19 +260,19 @@ class RecallService:
         return _Window(found[:need], exhausted=False)
 
     async def _page(self, scope: RecallScope, args: RecallArguments, thread_id: str, plan: PagePlan,
-                    cursor: StoredMessage | None, notes: list[str]) -> MessagesResult:
+                    cursor: StoredMessage | None, notes: list[str], cutoffs: Cutoffs) -> MessagesResult:
         part_type, tool_name = args.part_type, args.tool_name
         window: list[StoredMessage] = []
         if cursor is not None and visible_parts(cursor.message, args.part_type, args.tool_name):
             window.append(cursor)  # the cursor opens both page 1 and page -1
         reading = self._window(scope.resource_id, thread_id, forward=plan.forward,
                                start=cursor.position if cursor else None, need=plan.need - len(window),
-                               part_type=part_type, tool_name=tool_name)
+                               part_type=part_type, tool_name=tool_name, cutoffs=cutoffs)
         if cursor is None:
             found, beyond = await reading, False
         else:  # is there anything on the other side of the cursor? (asked at the same time)
             probe = self._window(scope.resource_id, thread_id, forward=not plan.forward, start=cursor.position,
-                                 need=1, part_type=part_type, tool_name=tool_name)
+                                 need=1, part_type=part_type, tool_name=tool_name, cutoffs=cutoffs)
             found, other_side = await asyncio.gather(reading, probe)
             beyond = bool(other_side.messages)
         window += found.messages
@@ -312,7 +337,7 @@ class RecallService:
             thread_id=thread_id, part_index=index, next_char_offset=next_offset, note=note)
 
     async def _part(self, scope: RecallScope, args: RecallArguments, cursor: StoredMessage,
-                    part_index: int) -> MessagesResult:
+                    part_index: int, cutoffs: Cutoffs) -> MessagesResult:
         message = cursor.message
         parts = visible_parts(message)
         chosen = next(((i, p) for i, p in parts if i == part_index), None)
@@ -324,7 +349,7 @@ class RecallService:
                 raise RecallError(f"message {message.message_id} has no part {part_index} to show; its parts are "
                                   f"{available}")
             following = await self._window(scope.resource_id, thread_id, forward=True, start=cursor.position,
-                                           need=1, part_type=None, tool_name=None)
+                                           need=1, part_type=None, tool_name=None, cutoffs=cutoffs)
             if not following.messages:
                 raise RecallError(f"message {message.message_id} has no part {part_index}, and it is the last "
                                   "message of its thread")
@@ -349,10 +374,10 @@ class RecallService:
         earlier_parts = any(i < index for i, _ in visible_parts(message))
         after = later_parts or bool((await self._window(scope.resource_id, thread_id, forward=True,
                                                         start=cursor.position, need=1, part_type=None,
-                                                        tool_name=None)).messages)
+                                                        tool_name=None, cutoffs=cutoffs)).messages)
         before = earlier_parts or bool((await self._window(scope.resource_id, thread_id, forward=False,
                                                            start=cursor.position, need=1, part_type=None,
-                                                           tool_name=None)).messages)
+                                                           tool_name=None, cutoffs=cutoffs)).messages)
         return MessagesResult(
             messages=prefix + text, count=1, cursor=message.message_id, page=1, limit=args.effective_limit(),
             detail="high", has_next_page=after, has_prev_page=before,
@@ -362,7 +387,7 @@ class RecallService:
 
     # -- search --------------------------------------------------------------------------------------------------
 
-    async def _search(self, scope: RecallScope, args: RecallArguments) -> SearchResult:
+    async def _search(self, scope: RecallScope, args: RecallArguments, cutoffs: Cutoffs) -> SearchResult:
         if not scope.retrieval.vector or self.index is None or self.embedder is None:
             return SearchResult(results=SEARCH_UNAVAILABLE, count=0)
         query = (args.query or "").strip()
@@ -370,7 +395,7 @@ class RecallService:
         if scope.thread_only:
             thread_id = self._current(scope)
         elif thread_id is not None:
-            await self._owned_thread(scope, thread_id)
+            await self._owned_thread(scope, thread_id, cutoffs)
         limit = args.effective_limit()
         try:
             vector = (await self.embedder.embed([query]))[0]
@@ -379,16 +404,17 @@ class RecallService:
         hits = await self.index.query(vector, resource_id=scope.resource_id, limit=limit * _SEARCH_OVERFETCH + 10,
                                       thread_id=thread_id, observed_after=args.after_ms,
                                       observed_before=args.before_ms)
-        items = await self._verified(scope, hits, thread_id)
+        items = await self._verified(scope, hits, thread_id, cutoffs)
         items = items[:limit]
         rendered = render_search(query, items, scope.current_thread_id, self.count, self.budget)
         return SearchResult(results=rendered.text, count=len(items),
                             truncated=True if rendered.truncated else None,
                             token_offset=rendered.token_offset if rendered.truncated else None)
 
-    async def _verified(self, scope: RecallScope, hits: Sequence[RecallHit],
-                        thread_id: str | None) -> list[SearchItem]:
-        """The best hit per message / group, kept only if the store still holds it for this tenant."""
+    async def _verified(self, scope: RecallScope, hits: Sequence[RecallHit], thread_id: str | None,
+                        cutoffs: Cutoffs) -> list[SearchItem]:
+        """The best hit per message / group, kept only if the store still holds it for this tenant, and it (or,
+        for a group, the part of its text the hit shows) is inside the window."""
         best: dict[tuple[str, str, str], RecallHit] = {}
         for hit in hits:
             if hit.resource_id != scope.resource_id or (thread_id is not None and hit.thread_id != thread_id):
@@ -401,21 +427,28 @@ class RecallService:
         threads: dict[str, ThreadSummary | None] = {}
         items: list[SearchItem] = []
         seen_groups: set[str] = set()
-        for hit in sorted(best.values(), key=lambda h: -h.score):
+        for found_hit in sorted(best.values(), key=lambda h: -h.score):
+            hit = found_hit  # a group's hit shows only the part of its excerpt still inside the window
             role: str | None = None
             at: int | None = None
             if hit.kind == "message":
                 stored = await self.store.get_message(scope.resource_id, hit.source_id)
-                if stored is None or stored.message.thread_id != hit.thread_id:
+                if stored is None or stored.message.thread_id != hit.thread_id or \
+                        await cutoffs.message_expired(stored):
                     continue
                 role, at = stored.message.role, stored.message.created_at_ms
             else:
                 group = groups.get(hit.source_id)
                 if group is None or hit.source_id in seen_groups or hit.thread_id not in group.thread_ids:
                     continue
+                shown = within_window(hit.text, group.text, group.observed_at, await cutoffs.of(hit.thread_id))
+                if shown is None:
+                    continue
                 seen_groups.add(hit.source_id)
+                hit = replace(hit, text=shown)
             if hit.thread_id not in threads:
-                threads[hit.thread_id] = await self.store.get_thread(scope.resource_id, hit.thread_id)
+                found = await self.store.get_thread(scope.resource_id, hit.thread_id)
+                threads[hit.thread_id] = None if await cutoffs.expired(found) else found
             if threads[hit.thread_id] is None:
                 continue
             items.append(SearchItem(hit, threads[hit.thread_id], role, at))
@@ -433,16 +466,23 @@ class RecallService:
         group = (await self.store.get_groups(command.resource_id, [command.segment_id])).get(command.segment_id)
         if group is None:
             return 0  # forgotten (clear) or not this tenant's: nothing to index
+        # retention: what passed the record's window by now (a queue that lagged) is not indexed
+        before = cutoff(self._now(), command.retention_ms)
+        if segment_expired(group.observed_at, before):
+            return 0
+        text = cut_text(group.text, before, group.observed_at).text
         pending: list[tuple[RecallPoint, str]] = []
-        for chunk_index, chunk in enumerate(embedding_chunks(group.text, self.count)):
+        for chunk_index, chunk in enumerate(embedding_chunks(text, self.count)):
             for item in group.ranges:
                 pending.append((RecallPoint(
                     resource_id=group.resource_id, record_key=group.record_key, thread_id=item.thread_id,
                     kind="group", source_id=group.group_id, chunk=chunk_index, text=chunk,
                     observed_at=group.observed_at, vector=(), range=group.range_text,
                     cursor=item.first_message_id), chunk))
-        for item in group.ranges:
+        for item in group.ranges if command.messages else ():
             for stored in await self._messages_in(group.resource_id, item):
+                if before is not None and stored.message.created_at_ms < before:
+                    continue
                 text = message_search_text(stored.message)
                 for chunk_index, chunk in enumerate(embedding_chunks(text, self.count)):
                     pending.append((RecallPoint(
@@ -459,6 +499,10 @@ class RecallService:
             raise
         points = [_with_vector(point, vector) for (point, _), vector in zip(pending, vectors, strict=True)]
         await self.index.upsert(points)
+        if before is not None and not await self.store.get_groups(command.resource_id, [command.segment_id]):
+            # a purge removed (or rewrote) the group while it was read and embedded: what was just written goes
+            await self.index.delete_points(points)
+            return 0
         if await self._erased(command):
             # the record was erased while its texts were read and embedded: the erase's sweep may have run before
             # this upsert, so what was just written is removed again (the erase wrote its ledger note first)
@@ -479,6 +523,16 @@ class RecallService:
             return 0, 0
         removed = await self.index.erase(resource_id, thread_id)
         return removed, await self.index.count(resource_id, thread_id)
+
+    async def expire(self, command: ExpireIndex) -> int:
+        """A retention purge's side of the index: the record's points past the cutoff, and those of the groups it
+        removed or rewrote; how many went."""
+        if self.index is None:
+            return 0
+        return await self.index.expire(command.resource_id, command.record_key, command.before, command.source_ids)
+
+    def _now(self) -> int:
+        return self.retention.now_ms() if self.retention is not None else int(time.time() * 1000)
 
     async def _messages_in(self, resource_id: str, item: MessageRange, cap: int = 2_000) -> list[StoredMessage]:
         first = await self.store.get_message(resource_id, item.first_message_id)
@@ -508,3 +562,4 @@ def _with_vector(point: RecallPoint, vector: Sequence[float]) -> RecallPoint:
     return RecallPoint(resource_id=point.resource_id, record_key=point.record_key, thread_id=point.thread_id,
                        kind=point.kind, source_id=point.source_id, chunk=point.chunk, text=point.text,
                        observed_at=point.observed_at, vector=tuple(vector), range=point.range, cursor=point.cursor)
+

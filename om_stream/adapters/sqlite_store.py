@@ -20,8 +20,9 @@ Semantics shared with the other stores (``adapters/memory_store.py`` is the refe
 * every recall read is keyed by the tenant (``resource_id``);
 * model-call results and their leases (``ports.CycleResults``, ``sqlite_results``) share one table, each expiring
   on its own;
-* an erase (``ports.ErasableStore``, ``sqlite_erasure``) leaves no copy of what it removed in the file: the
-  connection runs with ``secure_delete`` on, and the WAL is checkpointed and truncated after each erase.
+* an erase (``ports.ErasableStore``, ``sqlite_erasure``) and a retention purge (``ports.ExpiringStore``,
+  ``sqlite_retention``) leave no copy of what they removed in the file: the connection runs with
+  ``secure_delete`` on, and the file is rebuilt and its WAL truncated after each.
 
 ``sqlite3`` exceptions are translated into :class:`~om_stream.errors.StorageError` (``sqlite_connection``) and
 never leave.
@@ -37,16 +38,25 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from om_stream.adapters import sqlite_erasure, sqlite_results
+from om_stream.adapters import sqlite_erasure, sqlite_results, sqlite_retention
 from om_stream.adapters.memory_store import RESULT_TTL_S, check_request
 from om_stream.adapters.sqlite_batch import HeldWrites
 from om_stream.adapters.sqlite_cache import ReadCache
 from om_stream.adapters.sqlite_connection import SqliteConnection
 from om_stream.adapters.sqlite_export import SqliteExports
-from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.adapters.sqlite_schema import MIGRATIONS
+from om_stream.core.commands import (
+    ActivateChunks,
+    CommitGeneration,
+    ExpireStored,
+    PersistRetention,
+    PersistSegment,
+    PersistThreadMetadata,
+)
 from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
+from om_stream.core.retention import ExpiryCounts, SegmentText
 from om_stream.ports import (
     GenerationRecord,
     MessagePage,
@@ -64,51 +74,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-# Each entry is one schema version; a database at user_version N gets entries N.. applied, in one transaction each.
-_MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE messages (
-        resource_id TEXT NOT NULL, message_id TEXT NOT NULL, thread_id TEXT NOT NULL, record_key TEXT NOT NULL,
-        created_at INTEGER NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, tokens INTEGER NOT NULL,
-        body TEXT NOT NULL,
-        PRIMARY KEY (resource_id, message_id));
-    CREATE INDEX messages_by_thread ON messages (resource_id, thread_id, created_at, seq, message_id);
-    CREATE INDEX messages_by_id ON messages (message_id);
-    CREATE TABLE resource_threads (
-        resource_id TEXT NOT NULL, thread_id TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
-        PRIMARY KEY (resource_id, thread_id));
-    CREATE INDEX resource_threads_by_update ON resource_threads (resource_id, updated_at DESC, thread_id);
-    CREATE TABLE threads (
-        thread_id TEXT PRIMARY KEY, resource_id TEXT, title TEXT, current_task TEXT, suggested_response TEXT,
-        extracted TEXT NOT NULL DEFAULT '{}', last_observed_message_id TEXT);
-    CREATE TABLE records (record_key TEXT PRIMARY KEY, resource_id TEXT NOT NULL, epoch INTEGER NOT NULL DEFAULT 0);
-    CREATE TABLE segments (
-        segment_id TEXT PRIMARY KEY, record_key TEXT NOT NULL, resource_id TEXT NOT NULL, kind TEXT NOT NULL,
-        status TEXT NOT NULL, generation INTEGER NOT NULL, text TEXT NOT NULL, tokens INTEGER NOT NULL,
-        cycle_id TEXT NOT NULL, thread_ids TEXT NOT NULL, first_message_id TEXT NOT NULL,
-        last_message_id TEXT NOT NULL, message_ids TEXT NOT NULL, message_tokens INTEGER NOT NULL,
-        boundary_at INTEGER NOT NULL, created_at INTEGER NOT NULL, generations TEXT NOT NULL,
-        ranges TEXT NOT NULL, replaced TEXT NOT NULL);
-    CREATE INDEX segments_by_record ON segments (record_key, created_at, segment_id);
-    CREATE TABLE generations (
-        record_key TEXT NOT NULL, generation INTEGER NOT NULL, segment_ids TEXT NOT NULL, reflection_id TEXT NOT NULL,
-        replaced_segment_ids TEXT NOT NULL, observation_tokens INTEGER NOT NULL,
-        PRIMARY KEY (record_key, generation));
-    """,
-    # model-call results and the leases of calls in flight (ports.CycleResults): one row per request key, its
-    # result and its lease expiring apart; expires_at is the later of the two, when the row holds nothing live
-    """
-    CREATE TABLE cycle_results (
-        request_key TEXT PRIMARY KEY, payload BLOB, result_expires_at REAL NOT NULL DEFAULT 0, owner TEXT,
-        lease_expires_at REAL NOT NULL DEFAULT 0, expires_at REAL NOT NULL);
-    CREATE INDEX cycle_results_by_expiry ON cycle_results (expires_at);
-    """,
-    # the thread's working memory (observation.manageWorkingMemory), as JSON: markdown text or an object
-    """
-    ALTER TABLE threads ADD COLUMN working_memory TEXT;
-    """,
-    sqlite_erasure.MIGRATION,
-)
 _MAX_VARIABLES = 500  # stay well under SQLite's bound parameter limit in IN (...) lists
 _CACHED_MESSAGES = 4096
 _CACHED_TEXTS = 4096
@@ -126,7 +91,7 @@ class SqliteContentStore(SqliteExports):
                  result_ttl_s: float = RESULT_TTL_S) -> None:
         self._path = str(path)
         self._result_ttl = result_ttl_s
-        self._db = SqliteConnection(self._path, timeout_s, _MIGRATIONS)
+        self._db = SqliteConnection(self._path, timeout_s, MIGRATIONS)
         # the hot reads, kept in process (``sqlite_cache``): messages by (resource, id), segment texts by id,
         # thread metadata rows by thread id
         self._messages: ReadCache[tuple[str, str], Message] = ReadCache(_CACHED_MESSAGES)
@@ -573,3 +538,27 @@ class SqliteContentStore(SqliteExports):
 
     async def erased_through(self, record_digest: str) -> int | None:
         return await self._run(lambda conn: sqlite_erasure.erased_through(conn, record_digest))
+
+    # -- ExpiringStore (``sqlite_retention``) ----------------------------------------------------------------------
+
+    async def segment_texts_of(self, record_key: str, resource_id: str) -> list[SegmentText]:
+        return await self._run(lambda conn: sqlite_retention.segment_texts_of(conn, record_key, resource_id))
+
+    async def next_message_at(self, resource_id: str, thread_ids: Sequence[str], at_or_after: int) -> int | None:
+        return await self._run(lambda conn: sqlite_retention.next_message_at(conn, resource_id, thread_ids,
+                                                                             at_or_after))
+
+    async def expire(self, command: ExpireStored) -> ExpiryCounts:
+        counts = await self._run(lambda conn: sqlite_retention.expire(conn, command), write=True)
+        self._messages.clear()  # what the caches hold of it, as after an erase (``_erase``)
+        self._texts.clear()
+        self._threads.clear()
+        if counts != ExpiryCounts():
+            await self._db.scrub()
+        return counts
+
+    async def put_retention(self, command: PersistRetention) -> None:
+        await self._write(lambda conn: sqlite_retention.put_retention(conn, command))
+
+    async def retention_of(self, record_key: str) -> int | None:
+        return await self._run(lambda conn: sqlite_retention.retention_of(conn, record_key))

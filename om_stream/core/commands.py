@@ -25,14 +25,18 @@ __all__ = [
     "CommitGeneration",
     "ContextSpec",
     "EmitEvent",
+    "ExpireIndex",
+    "ExpireStored",
     "IndexForRecall",
     "PersistMessage",
+    "PersistRetention",
     "PersistSegment",
     "PersistThreadMetadata",
     "PublishContext",
     "RejectInput",
     "RequestObservation",
     "RequestReflection",
+    "SegmentRewrite",
     "ThreadPrior",
 ]
 
@@ -119,15 +123,61 @@ class ClearStored:
 
 
 @dataclass(frozen=True)
+class SegmentRewrite:
+    """A stored segment written again without its expired entries: under a new id (a segment is written once per
+    id), everything else about it (kind, generations, message ranges) as it was."""
+
+    old_id: str
+    new_id: str
+    text: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class ExpireStored:
+    """Retention's purge of a record's stored content (``core.expiry``): the messages of ``thread_ids`` (of
+    ``resource_id``) created before ``before``; the segments ``deletes``; the ``rewrites``; the derived metadata of
+    ``threads`` (title, hints, extracted values, working memory, and the thread's listing once no message of it is
+    left); the record's cached model results, except those of the cycles ``keep_cycles`` still waits for. The store
+    reports what it removed; the receipt (an ``EmitEvent`` naming ``expiry_id``) carries it."""
+
+    phase: ClassVar[int] = STORE
+    record_key: str
+    resource_id: str
+    expiry_id: str
+    before: int
+    thread_ids: tuple[str, ...]
+    deletes: tuple[str, ...] = ()
+    rewrites: tuple[SegmentRewrite, ...] = ()
+    threads: tuple[str, ...] = ()
+    keep_cycles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PersistRetention:
+    """A record's own retention window (days; None: the deployment's), kept in the content store so that the
+    recall tool, which reads only the store, applies it too."""
+
+    phase: ClassVar[int] = STORE
+    record_key: str
+    resource_id: str
+    days: int | None
+
+
+@dataclass(frozen=True)
 class EmitEvent:
     """Publish a ``data-om-*`` event. ``observations_from``: segment ids whose stored texts, joined by blank
-    lines, fill the event's ``observations`` field (activation events name chunks the state has no text for)."""
+    lines, fill the event's ``observations`` field (activation events name chunks the state has no text for);
+    ``expire_before``: the record's retention cutoff, at which those texts are cut (``core.retention``).
+    ``expiry_of``: a purge's ``expiry_id``, whose store counts fill a ``data-om-expired`` receipt."""
 
     phase: ClassVar[int] = PUBLISH
     record_key: str
     event: OMEvent
     event_id: str
     observations_from: tuple[str, ...] = ()
+    expire_before: int | None = None
+    expiry_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +201,12 @@ class ContextSpec:
     other_threads: tuple[tuple[str, tuple[str, ...]], ...] = ()  # resource scope: other threads' unobserved ids
     obscure_thread_ids: bool = False
     observation_limit: int | None = None  # the log's bound: a renderer condenses a log over it (core.condensation)
+    # retention (``core.retention``): entries starting before this are cut from the segments as they are rendered
+    # (each segment's entries at or after its ``segment_dated_from`` need no cut); the extracted values are left out
+    # once the thread's derived metadata has expired
+    expire_before: int | None = None
+    segment_dated_from: tuple[int, ...] = ()
+    metadata_expired: bool = False
 
 
 @dataclass(frozen=True)
@@ -197,6 +253,7 @@ class RequestObservation:
     deadline_at: int
     thread_priors: tuple[ThreadPrior, ...] = ()
     epoch: int = 0  # the record's incarnation: work of an erased one must write nothing (``core.erasure``)
+    expire_before: int | None = None  # retention: entries of the stored texts read for it dated before are cut
 
 
 @dataclass(frozen=True)
@@ -221,6 +278,7 @@ class RequestReflection:
     use_offline_model: bool
     deadline_at: int
     epoch: int = 0  # the record's incarnation: work of an erased one must write nothing (``core.erasure``)
+    expire_before: int | None = None  # retention: entries of the stored texts read for it dated before are cut
 
 
 @dataclass(frozen=True)
@@ -233,18 +291,37 @@ class IndexForRecall:
     thread_ids: tuple[str, ...]
     segment_id: str
     epoch: int = 0  # the record's incarnation: an erased one's points must not stay (``core.erasure``)
+    messages: bool = True  # index the messages it covers too (a segment rewritten by a purge: only its own text)
+    retention_ms: int | None = None  # the record's window: what is past it by the time it is indexed is left out
+
+
+@dataclass(frozen=True)
+class ExpireIndex:
+    """Retention's purge of the recall index: the record's points of messages created before ``before`` and of
+    observation groups whose newest message is, and every point of the groups ``source_ids`` (deleted or
+    rewritten by the purge)."""
+
+    phase: ClassVar[int] = PUBLISH
+    record_key: str
+    resource_id: str
+    thread_ids: tuple[str, ...]
+    before: int
+    source_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class RejectInput:
-    """An input the state machine refuses (it goes to the dead-letter topic with this reason)."""
+    """An input the state machine refuses (it goes to the dead-letter topic with this reason). ``keep_input``
+    false: the input must not be copied anywhere (a message past the retention window: dead-lettering it would
+    keep the personal data the window removes, on a log that cannot be edited); it is counted and dropped."""
 
     phase: ClassVar[int] = PUBLISH
     record_key: str
     reason: str
     detail: str
+    keep_input: bool = True
 
 
 Command = (PersistMessage | PersistSegment | ActivateChunks | CommitGeneration | PersistThreadMetadata | ClearStored
-           | EmitEvent | PublishContext | RequestObservation | RequestReflection | IndexForRecall
-           | RejectInput)
+           | ExpireStored | PersistRetention | EmitEvent | PublishContext | RequestObservation | RequestReflection
+           | IndexForRecall | ExpireIndex | RejectInput)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import (
@@ -31,6 +31,7 @@ from om_stream.core.extractors import (
     validate_extractors,
 )
 from om_stream.core.model_spec import DEFAULT_MODEL, ModelSettings, ModelSpec, is_default_selection
+from om_stream.core.retention import MAX_RETENTION_DAYS, window_ms
 from om_stream.errors import ConfigError
 
 __all__ = [
@@ -266,6 +267,11 @@ class ResolvedConfig:
     retrieval: RetrievalConfig | None
     token_encoding: str
     options: OMConfig
+    # Not an observationalMemory option: the deployment's retention window (``OM_LIFECYCLE_RETENTION_DAYS``, or
+    # ``Memory(retention_days=)``), set by the runtime (``with_retention``) and narrowed per record by an override
+    # (``core.expiry``). The options are the seeds' and travel with configurations agents may supply; a promise
+    # to delete personal data belongs to the operator, who sets it once for the deployment.
+    retention_ms: int | None = None
 
     @property
     def async_buffering(self) -> bool:
@@ -289,6 +295,13 @@ class ResolvedConfig:
         total = self.message_tokens + self.observation_tokens
         return max(total - observation_tokens, self.message_tokens)
 
+    def with_retention(self, days: int | None) -> ResolvedConfig:
+        """The same configuration with a retention window of ``days`` days (None: keep forever)."""
+        if days is not None and (isinstance(days, bool) or not 0 < days <= MAX_RETENTION_DAYS):
+            raise ConfigError("retentionDays", f"must be a whole number of days from 1 to {MAX_RETENTION_DAYS}, "
+                                               f"got {days!r}")
+        return replace(self, retention_ms=window_ms(days))
+
     def with_overrides(self, message_tokens: int | None, observation_tokens: int | None) -> ResolvedConfig:
         """Per-record thresholds (``om.commands`` config override), validated like the options themselves."""
         if message_tokens is None and observation_tokens is None:
@@ -304,8 +317,9 @@ class ResolvedConfig:
         reflection = self.options.reflection.model_copy(update={
             "observation_tokens": (self.options.reflection.observation_tokens if observation_tokens is None
                                    else observation_tokens)})
-        return resolve_options(self.options.model_copy(update={"observation": observation,
-                                                               "reflection": reflection}))
+        resolved = resolve_options(self.options.model_copy(update={"observation": observation,
+                                                                   "reflection": reflection}))
+        return replace(resolved, retention_ms=self.retention_ms)
 
 
 def _ratio_or_absolute(value: float, base: int) -> int:

@@ -23,9 +23,10 @@ from om_stream.core.commands import ContextSpec
 from om_stream.core.labels import thread_label
 from om_stream.core.messages import Message
 from om_stream.core.prompts.transcript import render_messages
+from om_stream.core.retention import cut_text, parse_day
 
 __all__ = ["CONTINUATION_REMINDER", "INTRO", "OTHER_PART_CHARS", "RenderedContext", "annotate_relative_times",
-           "other_conversation_blocks", "render_context"]
+           "other_conversation_blocks", "render_context", "visible_texts"]
 
 OTHER_PART_CHARS = 500  # each part of another thread's message, as the agent sees it
 
@@ -53,8 +54,6 @@ _MEANING = re.compile(r"\((meaning|estimated)\s+([^()]*?\b\d{4})\)")
 _FUTURE_INTENT = re.compile(r"\b(will|plans? to|planning to|going to|wants? to|needs? to|about to|intends? to|"
                             r"scheduled|is due|deadline)\b", re.IGNORECASE)
 _GROUP_TAG = re.compile(r"</?observation-group[^>]*>")
-_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
-                                        "nov", "dec"), start=1)}
 
 
 @dataclass(frozen=True)
@@ -65,24 +64,6 @@ class RenderedContext:
     messages: tuple[Message, ...]
     message_tokens: int
     observation_tokens: int
-
-
-def _parse_date(text: str) -> date | None:
-    match = re.search(r"([A-Za-z]{3,9})\.?\s+(\d{1,2}),?\s+(\d{4})", text) or None
-    if match:
-        month = _MONTHS.get(match.group(1)[:3].lower())
-        if month:
-            try:
-                return date(int(match.group(3)), month, int(match.group(2)))
-            except ValueError:
-                return None
-    iso = re.search(r"(\d{4})-(\d{2})-(\d{2})", text)
-    if iso:
-        try:
-            return date(int(iso.group(1)), int(iso.group(2)), int(iso.group(3)))
-        except ValueError:
-            return None
-    return None
 
 
 def _relative(days: int) -> str:
@@ -140,7 +121,7 @@ def annotate_relative_times(text: str, today: date, previous_header: date | None
     for line in text.splitlines():
         header = _DATE_HEADER.match(line)
         if header:
-            day = _parse_date(header.group(2))
+            day = parse_day(header.group(2))
             if day is None:
                 out.append(line)
                 continue
@@ -156,7 +137,7 @@ def annotate_relative_times(text: str, today: date, previous_header: date | None
 
 
 def _meaning_note(match: re.Match[str], *, line: str, today: date) -> str:
-    day = _parse_date(match.group(2))
+    day = parse_day(match.group(2))
     if day is None:
         return match.group(0)
     delta = (day - today).days
@@ -181,6 +162,22 @@ def other_conversation_blocks(spec: ContextSpec, messages: Sequence[Message]) ->
     return tuple(blocks)
 
 
+def visible_texts(spec: ContextSpec, segments: Mapping[str, str]) -> dict[str, str]:
+    """The spec's segment texts as the agent may see them: without the entries past the retention cutoff
+    (``spec.expire_before``; ``core.retention``). A segment whose entries all start at or after the cutoff (its
+    ``segment_dated_from``) is given as stored, so the blocks change only when something in them expires."""
+    before = spec.expire_before
+    visible = {i: segments[i] for i in spec.segment_ids if i in segments}
+    if before is None:
+        return visible
+    dated = spec.segment_dated_from if len(spec.segment_dated_from) == len(spec.segment_ids) else ()
+    for index, segment_id in enumerate(spec.segment_ids):
+        if segment_id in visible and not (dated and dated[index] >= before):
+            undated_at = spec.segment_boundaries[index] if index < len(spec.segment_boundaries) else before
+            visible[segment_id] = cut_text(visible[segment_id], before, undated_at).text
+    return visible
+
+
 def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Sequence[Message], *,
                    now_ms: int, hints: bool = True, extracted: Mapping[str, str] | None = None,
                    extra_instructions: str | None = None, instructions_need_observations: bool = False,
@@ -194,6 +191,7 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
     messages are all in the context until something is observed) the instructions come only once there is an
     observation group; resource-scoped retrieval gives them from the start (other conversations can be read)."""
     today = datetime.fromtimestamp(now_ms / 1000, tz=UTC).date()
+    segments = visible_texts(spec, segments)
     segment_blocks: list[str] = []
     previous: date | None = None
     for segment_id in spec.segment_ids:
@@ -227,7 +225,8 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
     for slug, value in (extracted or {}).items():
         blocks.append(f"<{slug}>\n{value}\n</{slug}>")
     observations = "<observations>\n" + "\n\n".join(segment_blocks) + "\n</observations>" if segment_blocks else ""
+    before = spec.expire_before
     return RenderedContext(system_blocks=tuple(blocks), observations=observations,
                            continuation=CONTINUATION_REMINDER if has_memory else None,
-                           messages=tuple(messages), message_tokens=spec.message_tokens,
-                           observation_tokens=spec.observation_tokens)
+                           messages=tuple(m for m in messages if before is None or m.created_at_ms >= before),
+                           message_tokens=spec.message_tokens, observation_tokens=spec.observation_tokens)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from om_stream.core import intake, observation, progress, reflection
-from om_stream.core.commands import ClearStored, Command, RejectInput
+from om_stream.core import expiry, intake, observation, progress, reflection
+from om_stream.core.commands import ClearStored, Command, PersistRetention, RejectInput
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.inputs import (
     ClearRecord,
+    ExpiryDue,
     Input,
     MessageAppended,
     ModelResultArrived,
@@ -24,16 +25,17 @@ from om_stream.core.inputs import (
     TimerFired,
 )
 from om_stream.core.restore import restore_record
+from om_stream.core.retention import DAY_MS, MAX_RETENTION_DAYS, cutoff
 from om_stream.core.state import RecordState, ThreadState
 from om_stream.core.step import EngineLimits, Step
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.ttl import actor_cache_retention
 from om_stream.errors import ConfigError
 
-__all__ = ["Decision", "decide", "new_record", "record_config", "record_key"]
+__all__ = ["Decision", "decide", "new_record", "record_config", "record_key", "retention_cutoff"]
 
 _DEFAULT_LIMITS = EngineLimits()
-_config_cache: dict[tuple[int, int | None, int | None], tuple[ResolvedConfig, ResolvedConfig]] = {}
+_config_cache: dict[tuple[int, int | None, int | None, int | None], tuple[ResolvedConfig, ResolvedConfig]] = {}
 
 
 class Decision(NamedTuple):
@@ -51,17 +53,26 @@ def new_record(key: str, scope: str, resource_id: str) -> RecordState:
 
 
 def record_config(config: ResolvedConfig, state: RecordState) -> ResolvedConfig:
-    """The record's thresholds: the configuration, or its per-record overrides (validated when set)."""
-    if state.override_message_tokens is None and state.override_observation_tokens is None:
+    """The record's configuration: the deployment's, with the record's overrides (validated when set): its
+    thresholds, and its retention window when shorter than the deployment's (``core.expiry``)."""
+    days = state.override_retention_days
+    if state.override_message_tokens is None and state.override_observation_tokens is None and days is None:
         return config
-    key = (id(config), state.override_message_tokens, state.override_observation_tokens)
+    key = (id(config), state.override_message_tokens, state.override_observation_tokens, days)
     cached = _config_cache.get(key)
     if cached is None or cached[0] is not config:
         if len(_config_cache) > 256:
             _config_cache.clear()
-        cached = _config_cache[key] = (config, config.with_overrides(state.override_message_tokens,
-                                                                     state.override_observation_tokens))
+        resolved = config.with_overrides(state.override_message_tokens, state.override_observation_tokens)
+        if days is not None and (config.retention_ms is None or days * DAY_MS < config.retention_ms):
+            resolved = resolved.with_retention(days)
+        cached = _config_cache[key] = (config, resolved)
     return cached[1]
+
+
+def retention_cutoff(config: ResolvedConfig, state: RecordState, now_ms: int) -> int | None:
+    """The record's retention cutoff at ``now_ms`` (None: it keeps everything); what the host reads a purge by."""
+    return cutoff(now_ms, record_config(config, state).retention_ms)
 
 
 def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, accountant: TokenAccountant,
@@ -72,6 +83,7 @@ def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, a
     if isinstance(event, RestoreRecord):  # the state another deployment held: settled there, not settled again
         restore_record(step, event, lambda restored: record_config(config, restored))
         return Decision(step.state, _ordered(step.commands))
+    expiry.drop_expired(step)
     if isinstance(event, MessageAppended):
         _on_message(step, event)
     elif isinstance(event, ModelResultArrived):
@@ -90,6 +102,8 @@ def decide(state: RecordState, event: Input, now: int, config: ResolvedConfig, a
         _on_override(step, event)
     elif isinstance(event, ClearRecord):
         _on_clear(step, event)
+    elif isinstance(event, ExpiryDue):
+        expiry.purge(step, event)
     _settle(step)
     progress.report_changes(step, state)
     return Decision(step.state, _ordered(step.commands))
@@ -103,6 +117,7 @@ def _ordered(commands: list[Command]) -> list[Command]:
 def _settle(step: Step) -> None:
     observation.evaluate(step)
     reflection.evaluate(step)
+    expiry.keep_timer(step)
     step.publish_owed()
 
 
@@ -117,6 +132,8 @@ def _on_message(step: Step, event: MessageAppended) -> None:
                                  f"{message.resource_id!r}; message {message.message_id!r} was not recorded"))
             return
         state.resource_id = message.resource_id  # a record made by a command before any message: adopt it
+    if expiry.refuse_expired(step, message):
+        return  # the fence: past the retention window already, it is not recorded
     if message.message_id in state.recent_ids or any(m.id == message.message_id for m in state.unobserved):
         # a replay (crash recovery) or an agent re-sending: nothing changes, but the agent still gets its context
         step.resent.add(message.thread_id)
@@ -199,7 +216,8 @@ def _on_observe(step: Step, event: ObserveNow) -> None:
 
 def _on_override(step: Step, event: OverrideThresholds) -> None:
     """Overrides merge field by field into the record's (``replace``: they become exactly these). A record no
-    message reached is no thread's memory: the override is refused rather than making one."""
+    message reached is no thread's memory: the override is refused rather than making one. A retention window may
+    only be shorter than the deployment's: the operator's promise is a ceiling no agent can lift."""
     state = step.state
     if not state.holds_conversation:
         step.add(RejectInput(state.key, "unknown_thread",
@@ -210,15 +228,33 @@ def _on_override(step: Step, event: OverrideThresholds) -> None:
                       else state.override_message_tokens)
     observation_tokens = (event.observation_tokens if event.replace or event.observation_tokens is not None
                           else state.override_observation_tokens)
+    retention = (event.retention_days if event.replace or event.retention_days is not None
+                 else state.override_retention_days)
     try:
         step.base.with_overrides(message_tokens, observation_tokens)
+        _check_retention(step.base, retention)
     except ConfigError as exc:
         step.add(RejectInput(state.key, "invalid_override", str(exc)))
         return
     state.override_message_tokens = message_tokens
     state.override_observation_tokens = observation_tokens
+    if retention != state.override_retention_days:
+        state.override_retention_days = retention
+        step.add(PersistRetention(state.key, state.resource_id, retention))
+        step.cancel(expiry.PURGE_TIMER)  # set again at once: the next purge reads the new window
     step.config = record_config(step.base, state)
     step.owe_all_threads()
+
+
+def _check_retention(base: ResolvedConfig, days: int | None) -> None:
+    if days is None:
+        return
+    if isinstance(days, bool) or not 0 < days <= MAX_RETENTION_DAYS:
+        raise ConfigError("retentionDays", f"override must be a whole number of days from 1 to "
+                                           f"{MAX_RETENTION_DAYS}, got {days!r}")
+    if base.retention_ms is not None and days * DAY_MS > base.retention_ms:
+        raise ConfigError("retentionDays", f"this deployment keeps data at most {base.retention_ms // DAY_MS} days; "
+                                           f"an override can only shorten that, not make it {days} days")
 
 
 def _on_clear(step: Step, event: ClearRecord) -> None:
@@ -240,11 +276,17 @@ def _on_clear(step: Step, event: ClearRecord) -> None:
     fresh.msg_seq = old.msg_seq
     fresh.last_actor_model = old.last_actor_model
     fresh.last_actor_cache_retention = old.last_actor_cache_retention
-    fresh.threads = {tid: ThreadState(tid, last_message_id=t.last_message_id) for tid, t in old.threads.items()}
+    fresh.override_retention_days = old.override_retention_days  # a privacy promise, not an OM tuning: it stays
+    fresh.timers = {t: due for t, due in old.timers.items() if t == expiry.PURGE_TIMER}
+    # the store keeps a thread's extracted values and working memory through a clear: their date stays with them
+    fresh.threads = {tid: ThreadState(tid, last_message_id=t.last_message_id, last_message_at=t.last_message_at,
+                                     derived_from=t.derived_from) for tid, t in old.threads.items()}
     step.state = fresh
     step.add(ClearStored(old.key, fresh.epoch))
     for cycle in old.cycles:
         step.end_overtaken(cycle, "overtaken: the record was cleared before its result arrived")
+    before = step.expire_before
     intake.restore_conversation(step, [stored for stored in event.conversation
-                                            if stored.record_key == old.key and stored.seq <= old.msg_seq])
+                                            if stored.record_key == old.key and stored.seq <= old.msg_seq
+                                            and (before is None or stored.message.created_at_ms >= before)])
     step.owe_all_threads()

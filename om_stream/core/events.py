@@ -23,6 +23,8 @@ __all__ = [
     "CondensationEvent",
     "ErasedCounts",
     "ErasedEvent",
+    "ExpiredCounts",
+    "ExpiredEvent",
     "ExtractionFailure",
     "MarkerConfig",
     "MessageMark",
@@ -392,7 +394,41 @@ class ErasedEvent(OMEvent):
     parts: int = Field(ge=1, description="partitions the erase ran on (a resource in thread scope: all of them)")
 
 
+class ExpiredCounts(_Payload):
+    """What a retention purge removed, per store (counts only, never content)."""
+
+    messages: int = Field(ge=0, description="stored messages created before the cutoff")
+    observations: int = Field(ge=0, description="observation segments removed whole (every entry, or every "
+                                                "message they cover, past the window)")
+    rewritten: int = Field(ge=0, description="observation segments written again without their expired entries")
+    entries: int = Field(ge=0, description="observation entries (a line and its details) cut from the segments "
+                                           "written again")
+    threads: int = Field(ge=0, description="threads whose derived metadata (title, hints, extracted values, working "
+                                           "memory) went with their last message")
+    cycle_results: int = Field(ge=0, description="cached model outputs")
+
+
+class ExpiredEvent(OMEvent):
+    """om-stream addition: the receipt of a retention purge (``OM_LIFECYCLE_RETENTION_DAYS``, or a record's
+    ``retention_days`` override). Published when a record's purge has run, keyed by its thread (the primary one in
+    resource scope). What it counts is already unreadable before it: contexts, recall and events leave out what is
+    past the window as soon as it is. The recall index is purged by whoever holds it (counted in
+    ``om_expired_items_total{store="recall_points"}``). Never content."""
+
+    event_type: ClassVar[str] = "data-om-expired"
+    expiry_id: str = Field(description="the purge's id (deterministic: a purge replayed after a crash has the same)")
+    thread_ids: list[str] = Field(description="the record's threads")
+    retention_days: int = Field(ge=1, description="the window in force: the deployment's, or the record's shorter "
+                                                  "override")
+    cutoff: str = Field(description="ISO 8601, UTC: what was created (an observation entry: dated) before this is "
+                                    "gone")
+    expired_at: str = Field(description="when the purge ran (ISO 8601, UTC)")
+    removed: ExpiredCounts
+    next_purge_at: str | None = Field(None, description="when the record's next purge is due (null: nothing left "
+                                                        "that will expire)")
+
+
 EVENT_TYPES: dict[str, type[OMEvent]] = {cls.event_type: cls for cls in (
     StatusEvent, ObservationStartEvent, ObservationEndEvent, ObservationFailedEvent, BufferingStartEvent,
     BufferingEndEvent, BufferingFailedEvent, ActivationEvent, ThreadUpdateEvent, TemporalMarkerEvent,
-    CondensationEvent, ErasedEvent, ProgressEvent)}
+    CondensationEvent, ErasedEvent, ExpiredEvent, ProgressEvent)}

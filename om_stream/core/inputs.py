@@ -7,11 +7,13 @@ from typing import Any, Literal
 
 from om_stream.core.messages import Message
 from om_stream.core.recall.records import StoredMessage
+from om_stream.core.retention import SegmentText
 from om_stream.core.state import RecordState
 
 __all__ = [
     "ClearRecord",
     "CommandReceived",
+    "ExpiryDue",
     "Input",
     "MessageAppended",
     "ModelResultArrived",
@@ -112,14 +114,29 @@ class ReflectNow:
 
 @dataclass(frozen=True)
 class OverrideThresholds:
-    """Per-record threshold overrides, merged field by field into the record's: ``None`` keeps the current value
-    of that field. ``replace``: the record's overrides become exactly these (``None`` removes one). Only a record
-    that holds a conversation takes overrides."""
+    """Per-record overrides, merged field by field into the record's: ``None`` keeps the current value of that
+    field. ``replace``: the record's overrides become exactly these (``None`` removes one). Only a record that
+    holds a conversation takes overrides. ``retention_days``: a retention window for the record, no longer than
+    the deployment's (``core.expiry``)."""
 
     message_tokens: int | None = None
     observation_tokens: int | None = None
     thread_id: str | None = None
     replace: bool = False
+    retention_days: int | None = None
+
+
+@dataclass(frozen=True)
+class ExpiryDue:
+    """The record's retention purge is due (its ``retention:purge`` timer fired). Drivers fire the timer; the host
+    reads what the purge needs from the content store and hands this over (``runtime/host.py``), as it does a
+    clear's conversation: ``cutoff``, the record's stored segments (those of its log and buffered work, and those
+    earlier generations left behind), and ``next_message_at``, when its oldest stored message at or after the
+    cutoff was created (None: none is left)."""
+
+    cutoff: int
+    segments: tuple[SegmentText, ...] = ()
+    next_message_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -161,4 +178,4 @@ class ReportProgress:
 
 
 CommandReceived = ObserveNow | ReflectNow | OverrideThresholds | ClearRecord | ReportProgress
-Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived | RestoreRecord
+Input = MessageAppended | ModelResultArrived | TimerFired | CommandReceived | RestoreRecord | ExpiryDue

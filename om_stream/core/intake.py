@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
+from om_stream.core import expiry
 from om_stream.core.commands import PersistMessage
 from om_stream.core.events import TemporalMarkerEvent
 from om_stream.core.messages import Message, TextPart
@@ -77,6 +78,7 @@ def _take_in(step: Step, message: Message, at: int, seq: int, tokens: int) -> Me
     del state.recent_ids[:-step.limits.recent_ids]
     thread.last_message_id = message.message_id
     thread.last_message_at = at
+    expiry.note(step, at)
     return ref
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from om_stream.core import expiry
 from om_stream.core.commands import (
     ActivateChunks,
     IndexForRecall,
@@ -236,7 +237,7 @@ def request_observation(step: Step, cycle: Cycle) -> None:
         prior_thread_title=thread.title, want_hints=step.config.observation_hints,
         use_offline_model=cycle.fallback, deadline_at=cycle.deadline_at,
         thread_priors=_thread_priors(step, cycle.thread_ids) if state.scope == "resource" else (),
-        epoch=state.epoch))
+        epoch=state.epoch, expire_before=step.expire_before))
 
 
 def _thread_priors(step: Step, thread_ids: tuple[str, ...]) -> tuple[ThreadPrior, ...]:
@@ -289,16 +290,19 @@ def activate_chunks(step: Step, trigger: ActivationTrigger, *, everything: bool 
         state.log.append(SegmentRef(id=chunk.id, tokens=chunk.tokens, kind="observation",
                                     boundary_at=chunk.last_message_at, first_message_id=chunk.first_message_id,
                                     last_message_id=chunk.last_message_id, message_count=chunk.message_count,
-                                    thread_ids=chunk.thread_ids))
+                                    thread_ids=chunk.thread_ids, dated_from=chunk.dated_from))
         state.log_tokens += chunk.tokens
     step.add(ActivateChunks(state.key, state.generation, tuple(c.id for c in chunks), position))
     for chunk in chunks:
-        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id, state.epoch))
+        step.add(IndexForRecall(state.key, state.resource_id, chunk.thread_ids, chunk.id, state.epoch,
+                                    retention_ms=step.config.retention_ms))
     for thread_id in dict.fromkeys(t for c in chunks for t in c.thread_ids):
         hinted = [c for c in chunks if thread_id in c.thread_ids]
+        since = min((m.created_at for m in removed if m.thread_id == thread_id),
+                    default=min(c.dated_from or c.last_message_at for c in hinted))
         _apply_hints(step, thread_id, hinted[-1].current_task, hinted[-1].suggested_response,
                      next((c.thread_title for c in reversed(hinted) if c.thread_title), None), hinted[-1].cycle_id,
-                     {})
+                     {}, since=since)
     state.last_buffered_at_tokens = step.pending()
     marker = step.marker_config()
     if ttl_ms is not None:  # "auto" is reported as the idle time it resolved to
@@ -331,9 +335,10 @@ def _remove_observed(step: Step, removed: list[MessageRef]) -> None:
 
 def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested_response: str | None,
                  title: str | None, cycle_id: str, extracted: dict[str, object],
-                 working_memory: object = None) -> None:
+                 working_memory: object = None, *, since: int) -> None:
     """New hints replace old ones only when present: an observation without hints keeps the previous ones.
-    Extracted values are merged over the stored ones; a working memory replaces the stored one."""
+    Extracted values are merged over the stored ones; a working memory replaces the stored one. ``since``: the
+    oldest message what is written was made from (retention dates the thread's metadata by it)."""
     thread = step.thread(thread_id)
     changed = False
     if current_task and current_task != thread.current_task:
@@ -346,6 +351,7 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
                                     old_title=thread.title, new_title=new_title, timestamp=step.iso_now()))
         thread.title, changed = new_title, True
     if changed or extracted or working_memory is not None:
+        thread.derived_from = since if thread.derived_from is None else min(thread.derived_from, since)
         step.add(PersistThreadMetadata(thread_id=thread_id, resource_id=step.state.resource_id, title=thread.title,
                                        current_task=thread.current_task,
                                        suggested_response=thread.suggested_response,
@@ -354,10 +360,11 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
                                        working_memory=working_memory))
 
 
-def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived) -> None:
+def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived, *, since: int) -> None:
     """A cycle's extracted values and working memory written to the thread's metadata, its hints and title left
-    as they are (a reflection's values)."""
-    _apply_hints(step, thread_id, None, None, None, cycle_id, result.extracted_values, result.working_memory)
+    as they are (a reflection's values; ``since``: the oldest entry of what it condensed)."""
+    _apply_hints(step, thread_id, None, None, None, cycle_id, result.extracted_values, result.working_memory,
+                 since=since)
 
 
 def reported_values(result: ModelResultArrived) -> dict[str, object] | None:
@@ -404,7 +411,13 @@ def _covered(step: Step, cycle: Cycle) -> list[MessageRef]:
     return [m for m in step.state.unobserved if m.id in wanted]
 
 
-def _observation_text(step: Step, result: ModelResultArrived, cycle: Cycle) -> str:
+def _observation_text(step: Step, result: ModelResultArrived, cycle: Cycle, boundary_at: int) -> str:
+    """The observations to keep, as the record shows them; entries past the retention window cut out (a call that
+    covered messages expiring while it ran: ``expiry.cut_result``)."""
+    return expiry.cut_result(step, _sections(step, result, cycle), boundary_at)
+
+
+def _sections(step: Step, result: ModelResultArrived, cycle: Cycle) -> str:
     if step.state.scope != "resource":
         return result.observations.strip()
     sections = result.per_thread or {}
@@ -434,14 +447,20 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         step.end_overtaken(cycle, f"overtaken: {len(cycle.message_ids) - len(covered)} of its "
                                   f"{len(cycle.message_ids)} messages were observed before its result arrived")
         return
-    text = _observation_text(step, result, cycle)
+    boundary = max(m.created_at for m in covered)
+    text = _observation_text(step, result, cycle, boundary)
+    if not text:
+        step.end_overtaken(cycle, "overtaken: every observation it made passed the retention window")
+        return
     tokens = step.accountant.count_text(text)
     chunk = ChunkRef(id=step.new_id("seg"), cycle_id=cycle.id, first_seq=covered[0].seq, last_seq=covered[-1].seq,
                      first_message_id=covered[0].id, last_message_id=covered[-1].id, message_count=len(covered),
                      message_tokens=sum(m.tokens for m in covered), tokens=tokens,
-                     last_message_at=max(m.created_at for m in covered), buffered_at=step.now,
+                     last_message_at=boundary, buffered_at=step.now,
                      thread_ids=cycle.thread_ids, current_task=result.current_task,
-                     suggested_response=result.suggested_response, thread_title=result.thread_title)
+                     suggested_response=result.suggested_response, thread_title=result.thread_title,
+                     dated_from=expiry.dated_from(text, boundary))
+    expiry.note(step, chunk.dated_from)
     state.buffered.append(chunk)
     state.buffer_failures = 0
     state.buffer_retry_at = None
@@ -452,7 +471,7 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         # titles, extracted values and the working memory are applied as soon as they are known; hints wait for
         # activation
         _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values,
-                     result.working_memory)
+                     result.working_memory, since=min(m.created_at for m in covered))
     step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                 operation_type="observation", completed_at=step.iso_now(),
                                 duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
@@ -481,29 +500,41 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     if not covered:
         step.end_overtaken(cycle, "overtaken: its messages were observed before its result arrived")
         return
-    text = _observation_text(step, result, cycle)
+    boundary = max(m.created_at for m in covered)
+    text = _observation_text(step, result, cycle, boundary)
+    if not text:
+        # every entry it wrote is dated past the retention window (its messages are at its edge): they are
+        # observed, into nothing, rather than asked again until they expire
+        _remove_observed(step, covered)
+        step.end_overtaken(cycle, "overtaken: every observation it made passed the retention window")
+        step.owe_all_threads()
+        return
     tokens = step.accountant.count_text(text)
-    segment = SegmentRef(id=step.new_id("seg"), tokens=tokens, kind="observation",
-                         boundary_at=max(m.created_at for m in covered), first_message_id=covered[0].id,
-                         last_message_id=covered[-1].id, message_count=len(covered), thread_ids=cycle.thread_ids)
+    segment = SegmentRef(id=step.new_id("seg"), tokens=tokens, kind="observation", boundary_at=boundary,
+                         first_message_id=covered[0].id, last_message_id=covered[-1].id, message_count=len(covered),
+                         thread_ids=cycle.thread_ids, dated_from=expiry.dated_from(text, boundary))
+    expiry.note(step, segment.dated_from)
     step.add(_segment_command(step, segment.id, "active", text, tokens, cycle, covered))
     _remove_observed(step, covered)
     state.log.append(segment)
     state.log_tokens += tokens
     state.last_buffered_at_tokens = step.pending()
     main = step.primary_thread(cycle.thread_ids)
+    since = min(m.created_at for m in covered)
     if result.thread_metadata:  # a multi-thread observation: each thread its own hints, title and values
         for thread_id in cycle.thread_ids:
             update = result.thread_metadata.get(thread_id)
             if update is not None:
                 _apply_hints(step, thread_id, update.current_task, update.suggested_response, update.thread_title,
-                             cycle.id, update.extracted_values, update.working_memory)
+                             cycle.id, update.extracted_values, update.working_memory,
+                             since=min((m.created_at for m in covered if m.thread_id == thread_id), default=since))
     else:
         single = len(cycle.thread_ids) == 1
         _apply_hints(step, main, result.current_task if single else None,
                      result.suggested_response if single else None, result.thread_title if single else None,
-                     cycle.id, result.extracted_values, result.working_memory)
-    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id, state.epoch))
+                     cycle.id, result.extracted_values, result.working_memory, since=since)
+    step.add(IndexForRecall(state.key, state.resource_id, cycle.thread_ids, segment.id, state.epoch,
+                            retention_ms=step.config.retention_ms))
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="observation", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from om_stream.core import expiry
 from om_stream.core.commands import CommitGeneration, PersistSegment, RequestReflection
 from om_stream.core.events import (
     ActivationEvent,
@@ -173,7 +174,7 @@ def request_reflection(step: Step, cycle: Cycle) -> None:
         generation=cycle.generation, segment_ids=tuple(s.id for s in state.log[:cycle.covers]),
         input_tokens=cycle.tokens, target_tokens=_target(step, cycle),
         compression_start_level=level, guidance=cycle.guidance, use_offline_model=cycle.fallback,
-        deadline_at=cycle.deadline_at, epoch=state.epoch))
+        deadline_at=cycle.deadline_at, epoch=state.epoch, expire_before=step.expire_before))
 
 
 def start_manual_reflection(step: Step, guidance: str | None) -> bool:
@@ -193,7 +194,7 @@ def activate(step: Step, trigger: Literal["threshold", "ttl", "provider_change",
     assert buffered is not None
     state.buffered_reflection = None
     input_tokens = sum(s.tokens for s in state.log[:buffered.covers])
-    _commit(step, buffered.id, buffered.tokens, buffered.covers)
+    _commit(step, buffered.id, buffered.tokens, buffered.covers, buffered.dated_from)
     step.emit(ActivationEvent(
         record_id=step.record_id, thread_id=step.primary_thread(), cycle_id=buffered.cycle_id,
         operation_type="reflection", activated_at=step.iso_now(), chunks_activated=1, tokens_activated=input_tokens,
@@ -206,7 +207,7 @@ def activate(step: Step, trigger: Literal["threshold", "ttl", "provider_change",
         observations_from=(buffered.id,))
 
 
-def _commit(step: Step, reflection_id: str, tokens: int, covers: int) -> None:
+def _commit(step: Step, reflection_id: str, tokens: int, covers: int, dated_from: int) -> None:
     """Start a new generation: the reflection replaces exactly the segments it covered; later ones are kept."""
     state = step.state
     covered, kept = state.log[:covers], state.log[covers:]
@@ -214,7 +215,8 @@ def _commit(step: Step, reflection_id: str, tokens: int, covers: int) -> None:
                             boundary_at=covered[-1].boundary_at, first_message_id=covered[0].first_message_id,
                             last_message_id=covered[-1].last_message_id,
                             message_count=sum(s.message_count for s in covered),
-                            thread_ids=tuple(dict.fromkeys(t for s in covered for t in s.thread_ids)))
+                            thread_ids=tuple(dict.fromkeys(t for s in covered for t in s.thread_ids)),
+                            dated_from=dated_from)
     state.log = [reflection, *kept]
     state.log_tokens = sum(s.tokens for s in state.log)
     state.generation += 1
@@ -238,11 +240,14 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     step.drop_cycle(cycle.id)
     text = result.observations.strip()
     stale = cycle.generation != state.generation or cycle.covers > len(state.log)
-    tokens = step.accountant.count_text(text) if text else 0
     if stale:  # another reflection replaced these segments meanwhile; this one describes a log that is gone
         step.end_overtaken(cycle, f"overtaken: generation {state.generation} was committed before the result of "
                                   f"this reflection of generation {cycle.generation} arrived")
         return
+    boundary = state.log[cycle.covers - 1].boundary_at
+    source_from = min(s.dated_from or s.boundary_at for s in state.log[:cycle.covers])  # what it was written from
+    text = expiry.cut_result(step, text, boundary)  # entries that passed the retention window while it ran
+    tokens = step.accountant.count_text(text) if text else 0
     if not result.ok or not text or tokens >= cycle.tokens:
         reason = result.error or ("the Reflector returned nothing" if not text else
                                   f"the reflection ({tokens} tokens) is not smaller than its input "
@@ -266,11 +271,13 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
                             last_message_id=state.log[cycle.covers - 1].last_message_id, message_ids=(),
                             message_tokens=0, boundary_at=state.log[cycle.covers - 1].boundary_at,
                             created_at=step.now, ranges=()))
+    dated = expiry.dated_from(text, boundary)
+    expiry.note(step, dated)
     if cycle.kind == "buffer":
         state.buffered_reflection = BufferedReflection(id=segment_id, cycle_id=cycle.id, generation=state.generation,
                                                        covers=cycle.covers, input_tokens=cycle.tokens,
-                                                       tokens=tokens, buffered_at=step.now)
-        store_extracted(step, main, cycle.id, result)
+                                                       tokens=tokens, buffered_at=step.now, dated_from=dated)
+        store_extracted(step, main, cycle.id, result, since=source_from)
         step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                     operation_type="reflection", completed_at=step.iso_now(),
                                     duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
@@ -280,8 +287,8 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         if cycle.blocking and state.log_tokens >= _threshold(step):
             activate(step, "threshold")
         return
-    _commit(step, segment_id, tokens, cycle.covers)
-    store_extracted(step, main, cycle.id, result)
+    _commit(step, segment_id, tokens, cycle.covers, dated)
+    store_extracted(step, main, cycle.id, result, since=source_from)
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="reflection", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from om_stream.core import observation, reflection
-from om_stream.core.commands import PublishContext, RejectInput
+from om_stream.core.commands import PersistRetention, PublishContext, RejectInput
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.inputs import RestoreRecord
 from om_stream.core.state import RecordState
@@ -60,6 +60,8 @@ def restore_record(step: Step, event: RestoreRecord, config_of: Callable[[Record
         return
     state = step.state = incoming.clone()
     step.config = config_of(state)
+    if state.override_retention_days is not None:  # the store keeps a record's own window for recall to read
+        step.add(PersistRetention(state.key, state.resource_id, state.override_retention_days))
     for cycle in state.cycles:
         if cycle.operation == "observation":
             observation.request_observation(step, cycle)
@@ -67,4 +69,4 @@ def restore_record(step: Step, event: RestoreRecord, config_of: Callable[[Record
             reflection.request_reflection(step, cycle)
     if state.blocking_cycle() is None:  # otherwise the contexts stay owed, as they were
         for thread_id in sorted(state.threads):
-            step.add(PublishContext(context_spec(state, thread_id, step.config, state.context_version)))
+            step.add(PublishContext(context_spec(state, thread_id, step.config, state.context_version, step.now)))

@@ -66,6 +66,7 @@ class ChunkRef:
     current_task: str | None = None
     suggested_response: str | None = None
     thread_title: str | None = None
+    dated_from: int = 0  # when its oldest entry starts (``core.retention``); 0: not known yet (the next purge reads it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ class SegmentRef:
     last_message_id: str
     message_count: int
     thread_ids: tuple[str, ...]
+    dated_from: int = 0  # when its oldest entry starts (``core.retention``); 0: not known yet (the next purge reads it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,7 @@ class BufferedReflection:
     input_tokens: int
     tokens: int
     buffered_at: int
+    dated_from: int = 0  # when its oldest entry starts (``core.retention``)
 
 
 @dataclass(slots=True)
@@ -130,6 +133,9 @@ class ThreadState:
     step_number: int = 0
     last_message_id: str | None = None
     last_message_at: int | None = None
+    # retention: the oldest message the thread's derived metadata (title, hints, extracted values, working memory)
+    # was written from; when it passes the window all of it goes, and the next observation writes it afresh
+    derived_from: int | None = None
 
 
 def _shallow(obj: Any) -> Any:
@@ -196,6 +202,7 @@ class RecordState:
     observe_failures: int = 0
     override_message_tokens: int | None = None
     override_observation_tokens: int | None = None
+    override_retention_days: int | None = None  # a shorter retention window than the deployment's (``core.expiry``)
     timers: dict[str, int] = field(default_factory=dict)  # "kind:ref" -> due time (ms)
     total_observed_messages: int = 0
 

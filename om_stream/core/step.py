@@ -21,6 +21,7 @@ from om_stream.core.events import (
 )
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.messages import iso
+from om_stream.core.retention import cutoff
 from om_stream.core.state import Cycle, RecordState, ThreadState
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, pending_tokens, status_event
@@ -44,6 +45,7 @@ class EngineLimits:
     max_retry_backoff_ms: int = 600_000
     max_reflection_failures: int = 5
     recent_ids: int = 64
+    purge_gap_ms: int = 3_600_000  # a record's retention purges run at least this far apart (``core.expiry``)
 
 
 @dataclass
@@ -76,8 +78,9 @@ class Step:
     def add(self, command: Command) -> None:
         self.commands.append(command)
 
-    def emit(self, event: OMEvent, observations_from: tuple[str, ...] = ()) -> None:
-        self.add(EmitEvent(self.state.key, event, self.new_id("evt"), observations_from))
+    def emit(self, event: OMEvent, observations_from: tuple[str, ...] = (), *, expiry_of: str | None = None) -> None:
+        self.add(EmitEvent(self.state.key, event, self.new_id("evt"), observations_from,
+                           expire_before=self.expire_before if observations_from else None, expiry_of=expiry_of))
 
     def start_cycle(self, cycle: Cycle) -> None:
         """Record a new Observer/Reflector cycle and announce it (``buffering-start`` in the background,
@@ -168,6 +171,11 @@ class Step:
     def iso_now(self) -> str:
         return iso(self.now)
 
+    @property
+    def expire_before(self) -> int | None:
+        """The retention cutoff now: what is older is past the record's window (None: no window)."""
+        return cutoff(self.now, self.config.retention_ms)
+
     def deadline(self, blocking: bool) -> int:
         return self.now + (self.limits.blocking_timeout_ms if blocking else self.limits.cycle_timeout_ms)
 
@@ -218,13 +226,13 @@ class Step:
                 self._publish(thread_id)
         for thread_id in sorted(self.resent - owed):
             if thread_id in state.threads and state.context_version:
-                self.add(PublishContext(context_spec(state, thread_id, self.config, state.context_version)))
+                self.add(PublishContext(context_spec(state, thread_id, self.config, state.context_version, self.now)))
         self.owed.clear()
         self.resent.clear()
 
     def _publish(self, thread_id: str) -> None:
         self.state.context_version += 1
-        spec = context_spec(self.state, thread_id, self.config, self.state.context_version)
+        spec = context_spec(self.state, thread_id, self.config, self.state.context_version, self.now)
         self.add(PublishContext(spec))
         if spec.observation_limit is not None and spec.observation_tokens > spec.observation_limit:
             # nothing holds the context back and the log is over its bound (the reflection meant to bring it under

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from om_stream.devservices import cassandra, kafka
+from om_stream.devservices import cassandra, cassandra_cluster, kafka
 from om_stream.devservices.jvm import DevServiceError, JvmProcess, pid_alive, stop_pid
 
 __all__ = ["DevServiceError", "RunningServices", "services_down", "services_up", "start_services", "state_file"]
@@ -29,11 +29,27 @@ class RunningServices:
     run_dir: Path
     kafka: kafka.KafkaNode | None = None
     cassandra: cassandra.CassandraNode | None = None
+    cassandra_cluster: cassandra_cluster.CassandraCluster | None = None  # instead of ``cassandra``: several nodes
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def processes(self) -> list[JvmProcess]:
-        return [node.process for node in (self.kafka, self.cassandra) if node is not None]
+        nodes = [self.kafka, self.cassandra, *(self.cassandra_cluster.nodes if self.cassandra_cluster else [])]
+        return [node.process for node in nodes if node is not None]
+
+    def env(self) -> dict[str, str]:
+        """The settings that point om-stream at these services (a cluster: every node, replication 3, its data
+        center)."""
+        env = {}
+        if self.kafka is not None:
+            env["OM_KAFKA_BOOTSTRAP"] = self.kafka.bootstrap
+        if self.cassandra is not None:
+            env["OM_CASSANDRA_HOSTS"] = self.cassandra.contact_point
+        if self.cassandra_cluster is not None:
+            env["OM_CASSANDRA_HOSTS"] = self.cassandra_cluster.hosts
+            env["OM_CASSANDRA_REPLICATION_FACTOR"] = str(min(len(self.cassandra_cluster.nodes), 3))
+            env["OM_CASSANDRA_LOCAL_DATACENTER"] = cassandra_cluster.DATACENTER
+        return env
 
     def stop(self) -> None:
         """Stop every process concurrently (Cassandra drains for a while), then delete the run folder."""
@@ -46,8 +62,9 @@ class RunningServices:
 
 
 def start_services(which: tuple[str, ...] = ("kafka", "cassandra"), *, detached: bool = False,
-                   run_dir: Path | None = None) -> RunningServices:
-    """Launch the requested services (from the calling thread) and wait for all of them in parallel.
+                   run_dir: Path | None = None, cassandra_nodes: int = 1) -> RunningServices:
+    """Launch the requested services (from the calling thread) and wait for all of them in parallel; Cassandra as
+    a cluster of ``cassandra_nodes`` nodes when more than one (``cassandra_cluster``).
 
     Failures are collected per service in ``errors`` (with the log tail) instead of raised, so a caller that only
     needs Kafka can still use it when Cassandra failed, and can report both.
@@ -56,7 +73,7 @@ def start_services(which: tuple[str, ...] = ("kafka", "cassandra"), *, detached:
     running = RunningServices(base)
     waiters: list[threading.Thread] = []
 
-    def wait(name: str, fn: Callable[[], None]) -> None:
+    def wait(name: str, fn: Callable[[], object]) -> None:
         try:
             fn()
         except DevServiceError as exc:
@@ -69,7 +86,16 @@ def start_services(which: tuple[str, ...] = ("kafka", "cassandra"), *, detached:
             waiters.append(threading.Thread(target=wait, args=("kafka", lambda: kafka.wait_ready(node_k))))
         except DevServiceError as exc:
             running.errors["kafka"] = str(exc)
-    if "cassandra" in which:
+    if "cassandra" in which and cassandra_nodes > 1:
+        try:
+            running.cassandra_cluster = cassandra_cluster.start(base / "cassandra", cassandra_nodes,
+                                                                detached=detached)
+            cluster = running.cassandra_cluster
+            waiters.append(threading.Thread(target=wait, args=("cassandra",
+                                                               lambda: cassandra_cluster.wait_ready(cluster))))
+        except DevServiceError as exc:
+            running.errors["cassandra"] = str(exc)
+    elif "cassandra" in which:
         try:
             running.cassandra = cassandra.start(base / "cassandra", detached=detached)
             node_c = running.cassandra
@@ -88,21 +114,20 @@ def state_file() -> Path:
     return Path(os.environ.get("OM_DEVSERVICES_STATE", default))
 
 
-def services_up() -> dict[str, str]:
-    """Start both services detached and remember them; returns the addresses to export."""
+def services_up(cassandra_nodes: int = 1) -> dict[str, str]:
+    """Start both services detached (Cassandra as a cluster of ``cassandra_nodes``) and remember them; returns the
+    settings to export. Services already running are kept, whatever their shape."""
     path = state_file()
     if path.exists():
         state = json.loads(path.read_text())
         if all(pid_alive(pid) for pid in state["pids"]):
             return dict(state["env"])
         services_down()
-    running = start_services(detached=True)
+    running = start_services(detached=True, cassandra_nodes=cassandra_nodes)
     if running.errors:
         running.stop()
         raise DevServiceError("\n\n".join(f"[{name}] {err}" for name, err in running.errors.items()))
-    assert running.kafka is not None
-    assert running.cassandra is not None
-    env = {"OM_KAFKA_BOOTSTRAP": running.kafka.bootstrap, "OM_CASSANDRA_HOSTS": running.cassandra.contact_point}
+    env = running.env()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"run_dir": str(running.run_dir), "pids": [p.pid for p in running.processes],
                                 "env": env}, indent=2))

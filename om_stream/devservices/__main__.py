@@ -14,13 +14,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m om_stream.devservices",
                                      description="Local Apache Kafka and Apache Cassandra for development")
     parser.add_argument("command", choices=["up", "down", "status", "fetch"])
+    parser.add_argument("--cassandra-nodes", type=int, default=1, metavar="N",
+                        help="up: Cassandra as a cluster of N nodes on loopback addresses of their own (replication "
+                             "min(N, 3)); default 1")
     args = parser.parse_args(argv)
     try:
         if args.command == "fetch":
             for service in ("kafka", "cassandra"):
                 print(f"{service}: {class_path(service)}")
         elif args.command == "up":
-            env = services_up()
+            env = services_up(args.cassandra_nodes)
             print(f"Kafka bootstrap:       {env['OM_KAFKA_BOOTSTRAP']}")
             print(f"Cassandra contact:     {env['OM_CASSANDRA_HOSTS']}")
             print("Use them from tests and the worker with:")

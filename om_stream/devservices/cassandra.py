@@ -1,4 +1,8 @@
-"""Apache Cassandra 5.0 (one node, tuned for a 2-core test machine) on 127.0.0.1, from Maven Central jars."""
+"""Apache Cassandra 5.0 (one node, tuned for a 2-core test machine) on 127.0.0.1, from Maven Central jars.
+
+A cluster of several nodes is ``cassandra_cluster``; it writes and launches its nodes with this module's
+:func:`write_config` and :func:`launch_node`.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from om_stream.devservices.jvm import (
 )
 
 READY_TIMEOUT_S = 240.0
+HOST = "127.0.0.1"
 CommitlogSync = Literal["periodic", "group", "batch"]
 _DIRS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "tmp")
 
@@ -32,8 +37,9 @@ class CassandraNode:
     host: str
     port: int
     run_dir: Path
-    durable: bool = False  # survives SIGKILL: synced commit log, schema changes logged too
+    durable: bool = False  # schema changes logged, so they survive SIGKILL (a lone node: its commit log synced too)
     jvm_props: tuple[str, ...] = ()  # more -D options (kept for restarts)
+    jvm_opts: tuple[str, ...] = ()  # heap and JIT options replacing the shared file's (kept for restarts)
 
     @property
     def contact_point(self) -> str:
@@ -53,11 +59,23 @@ def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSyn
     logs schema changes (durable, a little slower): what a single node that must survive ``kill -9`` needs.
     """
     cql_port, storage_port = free_port(), free_port()
+    write_config(run_dir, host=HOST, cql_port=cql_port, storage_port=storage_port,
+                 seeds=f"{HOST}:{storage_port}", commitlog_sync=commitlog_sync, extra_yaml=extra_yaml)
+    return launch_node(run_dir, HOST, cql_port, detached=detached, durable=commitlog_sync != "periodic",
+                       jvm_props=tuple(jvm_props))
+
+
+def write_config(run_dir: Path, *, host: str, cql_port: int, storage_port: int, seeds: str,
+                 initial_token: int = 0, hints: bool = False, cluster_name: str = "om-stream-dev",
+                 commitlog_sync: CommitlogSync = "periodic", extra_yaml: str = "") -> None:
+    """``run_dir/cassandra.yaml`` from the template, and the folders it names. ``hints``: keep hints for replicas
+    that are down (a lone node has none)."""
     for name in _DIRS:
         (run_dir / name).mkdir(parents=True, exist_ok=True)
     yaml = (infra_dir() / "cassandra" / "cassandra.yaml.in").read_text()
-    for key, value in {"@RUN_DIR@": str(run_dir), "@CQL_PORT@": str(cql_port),
-                       "@STORAGE_PORT@": str(storage_port)}.items():
+    for key, value in {"@RUN_DIR@": str(run_dir), "@CQL_PORT@": str(cql_port), "@STORAGE_PORT@": str(storage_port),
+                       "@HOST@": host, "@SEEDS@": seeds, "@INITIAL_TOKEN@": str(initial_token),
+                       "@HINTS@": "true" if hints else "false", "@CLUSTER_NAME@": cluster_name}.items():
         yaml = yaml.replace(key, value)
     if commitlog_sync != "periodic":
         yaml = re.sub(r"^commitlog_sync: periodic\n(commitlog_sync_period: .*\n)?",
@@ -65,8 +83,6 @@ def start(run_dir: Path, *, detached: bool = False, commitlog_sync: CommitlogSyn
                       + ("commitlog_sync_group_window: 10ms\n" if commitlog_sync == "group" else ""),
                       yaml, flags=re.MULTILINE)
     (run_dir / "cassandra.yaml").write_text(yaml + (f"\n{extra_yaml}" if extra_yaml else ""))
-    return _launch(run_dir, cql_port, detached=detached, durable=commitlog_sync != "periodic",
-                   jvm_props=tuple(jvm_props))
 
 
 def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
@@ -80,18 +96,21 @@ def restart(node: CassandraNode, *, detached: bool = False) -> CassandraNode:
         current = logs / name
         if current.exists():
             current.replace(logs / f"{name}.previous")
-    return _launch(node.run_dir, node.port, detached=detached, durable=node.durable, jvm_props=node.jvm_props)
+    return launch_node(node.run_dir, node.host, node.port, detached=detached, durable=node.durable,
+                       jvm_props=node.jvm_props, jvm_opts=node.jvm_opts)
 
 
-def _launch(run_dir: Path, cql_port: int, *, detached: bool, durable: bool,
-            jvm_props: tuple[str, ...] = ()) -> CassandraNode:
+def launch_node(run_dir: Path, host: str, cql_port: int, *, detached: bool, durable: bool,
+                jvm_props: tuple[str, ...] = (), jvm_opts: tuple[str, ...] = ()) -> CassandraNode:
+    """Launch CassandraDaemon on the configuration :func:`write_config` left in ``run_dir``. ``jvm_opts`` follow
+    the shared option file, so a heap size there replaces its own (the last ``-Xmx`` wins)."""
     lib = class_path("cassandra")
     home = infra_dir() / "cassandra"
     config = run_dir / "cassandra.yaml"
     jamm = next(lib.glob("*jamm-*.jar"), None)
     agent = [f"-javaagent:{jamm}"] if jamm else []
     argv = [
-        java_binary(), f"@{home / 'jvm17.args'}", *agent,
+        java_binary(), f"@{home / 'jvm17.args'}", *jvm_opts, *agent,
         f"-Djna.tmpdir={run_dir / 'tmp'}",
         f"-Dcassandra.config=file://{config}",
         f"-Dcassandra.storagedir={run_dir}",
@@ -106,7 +125,7 @@ def _launch(run_dir: Path, cql_port: int, *, detached: bool, durable: bool,
     ]
     process = launch("cassandra", argv, run_dir / "logs" / "stdout.log", detached=detached,
                      log=run_dir / "logs" / "system.log")
-    return CassandraNode(process, "127.0.0.1", cql_port, run_dir, durable, jvm_props)
+    return CassandraNode(process, host, cql_port, run_dir, durable, jvm_props, jvm_opts)
 
 
 def probe(host: str, port: int, connect: Mapping[str, Any] | None = None) -> str:

@@ -63,6 +63,7 @@ class Metrics:
     rebalances: Counter
     table_recovery_seconds: Gauge
     store_errors: Counter
+    store_unavailable: Gauge
     fenced_batches: Counter
     processing_errors: Counter
     # -- liveness ----------------------------------------------------------------------------------------------
@@ -86,6 +87,9 @@ class Metrics:
     erasure_seconds: Histogram
     erasure_fenced_inputs: Counter
     erasure_writes_undone: Counter
+    expirations: Counter
+    expired_items: Counter
+    expired_inputs: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> Metrics:
@@ -173,6 +177,10 @@ class Metrics:
                                          registry=reg),
             store_errors=Counter("om_store_errors_total", "Content store operations that failed and were retried",
                                  ["operation"], registry=reg),
+            store_unavailable=Gauge("om_store_unavailable",
+                                    "1 while the content store has failed the worker's operations for want of the "
+                                    "store itself (nodes down, a consistency level out of reach, timeouts) for "
+                                    "5 s or more, and they are retried", ["store"], registry=reg),
             fenced_batches=Counter("om_fenced_batches_total",
                                    "Input batches dropped because the group rebalanced while they were handled, or "
                                    "had dropped this worker (they are read again from the committed offsets)",
@@ -229,6 +237,16 @@ class Metrics:
                                           "Work of an erased record that finished after its erase and was dropped "
                                           "or removed again (model_call_skipped, cycle_result, recall_points)",
                                           ["what"], registry=reg),
+            expirations=Counter("om_expirations_total", "Retention purges run (their data-om-expired receipt "
+                                "published), one per record and purge", registry=reg),
+            expired_items=Counter("om_expired_items_total",
+                                  "What retention purges removed, by store: messages, observations (segments "
+                                  "removed whole), rewritten (segments written again without expired entries), "
+                                  "entries, threads (derived metadata), cycle_results, recall_points",
+                                  ["store"], registry=reg),
+            expired_inputs=Counter("om_expired_inputs_total",
+                                   "Messages already past the retention window when they arrived (lagging, replayed "
+                                   "or imported): not recorded, and not dead-lettered", registry=reg),
         )
 
 

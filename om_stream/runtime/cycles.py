@@ -47,6 +47,7 @@ from om_stream.core.cycles import (
     cycle_flow,
 )
 from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.retention import cut_text
 from om_stream.errors import ModelError, OMError
 from om_stream.ports import (
     AttachmentAwareModel,
@@ -244,7 +245,13 @@ class CycleRunner:
         if isinstance(step, ReadMessages):
             return await self.store.get_messages(step.message_ids, resource_id=step.resource_id)
         if isinstance(step, ReadSegmentTexts):
-            return await self.store.get_segment_texts(step.segment_ids)
+            texts = await self.store.get_segment_texts(step.segment_ids)
+            before = cycle.request.expire_before
+            if before is None:
+                return texts
+            # stored texts may still hold entries past the retention window until the record's purge runs: they
+            # are not sent to a model (an entry of a text without dates is dated by the cutoff itself: kept)
+            return {i: cut_text(text, before, before).text for i, text in texts.items()}
         if isinstance(step, ReadExtracted):
             return (await self.store.get_thread_metadata(step.thread_id)).extracted
         if isinstance(step, CallOnExtracted):

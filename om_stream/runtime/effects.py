@@ -1,8 +1,11 @@
 """Executing the store side of ``decide``'s commands and turning its references into payloads.
 
 Shared by the embedded runner and the Kafka worker:
-* ``write``: phase 1 of the commit order (content-store writes, in order, idempotent);
-* ``event``: an event with its ``observations`` filled from stored chunk texts where the engine gave ids;
+* ``write``: phase 1 of the commit order (content-store writes, in order, idempotent), a retention purge's
+  included (what it removed is kept for its receipt);
+* ``event``: an event with its ``observations`` filled from stored chunk texts where the engine gave ids (cut at
+  the record's retention cutoff), a purge's receipt with what the store removed;
+* ``expiry_reads``: what a record's retention purge reads before it is decided;
 * ``conversation``: a record's stored messages, which a clear hands back to it;
 * ``context``: a ``ContextSpec`` rendered into the ``om.context/v1`` record an agent consumes.
 
@@ -25,24 +28,28 @@ from om_stream.core.commands import (
     CommitGeneration,
     ContextSpec,
     EmitEvent,
+    ExpireStored,
     PersistMessage,
+    PersistRetention,
     PersistSegment,
     PersistThreadMetadata,
 )
 from om_stream.core.condensation import condense
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.context import other_conversation_blocks, render_context
-from om_stream.core.events import OMEvent
+from om_stream.core.context import other_conversation_blocks, render_context, visible_texts
+from om_stream.core.events import ExpiredEvent, OMEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import group_heading
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.core.recall.records import StoredMessage
+from om_stream.core.retention import ExpiryCounts, SegmentText, cut_text
 from om_stream.core.state import RecordState
 from om_stream.core.step import record_hash
 from om_stream.ports import BatchedWrites, ContentStore, GroupQueries
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 
 V = TypeVar("V", Message, str)
+_EXPIRIES_KEPT = 4096  # purges written whose receipt was not made yet (a batch refused and decided again drops some)
 
 __all__ = ["ContentCache", "Effects", "message_prefix"]
 
@@ -100,6 +107,7 @@ class Effects:
         self._groups = store if isinstance(store, GroupQueries) else None  # stores that keep observation groups
         self._batches = store if isinstance(store, BatchedWrites) else None  # stores that commit writes together
         self.cache = ContentCache(cache_bytes)
+        self._expiries: OrderedDict[str, ExpiryCounts] = OrderedDict()  # expiry id -> what its purge removed
 
     @property
     def batches_writes(self) -> bool:
@@ -134,6 +142,35 @@ class Effects:
                 await self.store.put_thread_metadata(command)
             elif isinstance(command, ClearStored):
                 await self.store.clear(command.record_key, command.epoch)
+            elif isinstance(command, ExpireStored):
+                counts = await self.store.expire(command)
+                self._expired(command)
+                self._expiries[command.expiry_id] = self._expiries.pop(command.expiry_id, ExpiryCounts()) + counts
+                while len(self._expiries) > _EXPIRIES_KEPT:
+                    self._expiries.popitem(last=False)
+            elif isinstance(command, PersistRetention):
+                await self.store.put_retention(command)
+
+    def _expired(self, command: ExpireStored) -> None:
+        """A purge: drop what the cache holds of what it removed (segment texts by id, the threads' messages
+        created before the cutoff, every condensed log: keyed by a digest, they are cheap to make again)."""
+        segments = {f"s:{i}" for i in (*command.deletes, *(r.old_id for r in command.rewrites))}
+        threads = set(command.thread_ids)
+        prefix = message_prefix(command.resource_id)
+
+        def doomed(key: str, value: Message | str) -> bool:
+            if key.startswith("m:"):
+                return (key.startswith(prefix) and isinstance(value, Message) and value.thread_id in threads
+                        and value.created_at_ms < command.before)
+            return key.startswith("c:") or key in segments
+
+        self.cache.evict(doomed)
+
+    async def expiry_reads(self, state: RecordState, before: int) -> tuple[list[SegmentText], int | None]:
+        """What a record's purge reads: its stored segments, and its oldest message left after ``before``."""
+        segments = await self.store.segment_texts_of(state.key, state.resource_id)
+        next_at = await self.store.next_message_at(state.resource_id, tuple(state.threads), before)
+        return segments, next_at
 
     def forget(self, resource_id: str, thread_ids: Iterable[str], record_ids: Iterable[str]) -> None:
         """An erase: drop what the cache holds of the subject. Messages of its threads; segment texts and group
@@ -202,8 +239,16 @@ class Effects:
         event = command.event
         if command.observations_from:
             texts = await self.texts(command.observations_from)
-            joined = "\n\n".join(texts[i] for i in command.observations_from if i in texts)
+            before = command.expire_before
+            if before is not None:  # entries past the window are not published, stored or not yet purged
+                texts = {i: cut_text(t, before, before).text for i, t in texts.items()}
+            joined = "\n\n".join(texts[i] for i in command.observations_from if texts.get(i))
             event = event.model_copy(update={"observations": joined})
+        if command.expiry_of is not None and isinstance(event, ExpiredEvent):
+            counts = self._expiries.pop(command.expiry_of, ExpiryCounts())
+            event = event.model_copy(update={"removed": event.removed.model_copy(update={
+                "messages": counts.messages, "observations": counts.observations, "rewritten": counts.rewritten,
+                "threads": counts.threads, "cycle_results": counts.cycle_results})})
         return event
 
     def _within_bound(self, spec: ContextSpec, texts: dict[str, str]) -> tuple[ContextSpec, dict[str, str]]:
@@ -213,33 +258,38 @@ class Effects:
         limit = spec.observation_limit
         if limit is None or spec.observation_tokens <= limit or not spec.segment_ids:
             return spec, texts
-        key = "c:" + hashlib.blake2b("\x1f".join((str(limit), *spec.segment_ids)).encode(), digest_size=16).hexdigest()
+        # the texts as shown are part of the key: retention cuts the same segments differently as entries expire
+        key = "c:" + hashlib.blake2b("\x1f".join((str(limit), *spec.segment_ids, *(
+            str(hash(texts[i])) for i in spec.segment_ids if i in texts))).encode(), digest_size=16).hexdigest()
         condensed = self.cache.get(key)
         if not isinstance(condensed, str):
             joined = "\n\n".join(texts[i] for i in spec.segment_ids if i in texts)
             condensed = condense(joined, limit, self.count_text).text
             self.cache.put(key, condensed, len(condensed) + 64)
         return replace(spec, segment_ids=(key,), segment_boundaries=spec.segment_boundaries[-1:],
-                       observation_tokens=self.count_text(condensed)), {key: condensed}
+                       observation_tokens=self.count_text(condensed), segment_dated_from=(),
+                       expire_before=None), {key: condensed}
 
     async def context(self, spec: ContextSpec, *, now_ms: int) -> ContextRecord:
         """Render the agent's context. Relative dates use the thread's newest message time when it is known."""
         messages = await self.messages(spec.message_ids, spec.resource_id)
-        spec, texts = self._within_bound(spec, await self.texts(spec.segment_ids))
+        spec, texts = self._within_bound(spec, visible_texts(spec, await self.texts(spec.segment_ids)))
         if spec.through_message_id:
             newest = await self.messages([spec.through_message_id], spec.resource_id)
             if newest:
                 now_ms = newest[0].created_at_ms
         extracted: dict[str, str] = {}
         custom = [e for e in self.config.observation_extractors if e.include_previous_extraction and e.inline]
-        if custom:
+        if custom and not spec.metadata_expired:
             metadata = await self.store.get_thread_metadata(spec.thread_id)
             extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
         headings = await self.group_headings(spec.resource_id, spec.segment_ids) if self.recall_instructions else {}
         others: tuple[tuple[str, str], ...] = ()
         if spec.other_threads:  # resource scope: what the user said in the resource's other threads
             elsewhere = await self.messages([i for _, ids in spec.other_threads for i in ids], spec.resource_id)
-            others = other_conversation_blocks(spec, elsewhere)
+            before = spec.expire_before
+            others = other_conversation_blocks(spec, [m for m in elsewhere
+                                                      if before is None or m.created_at_ms >= before])
         rendered = render_context(spec, texts, messages, now_ms=now_ms, hints=self.config.observation_hints,
                                   extracted=extracted, extra_instructions=self.recall_instructions,
                                   instructions_need_observations=self._recall_waits_for_observations,

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import functools
 import logging
 import time
 import uuid
@@ -44,6 +42,7 @@ from typing import Any, Literal
 
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
+from om_stream.adapters.recall_retention import RecallRetention
 from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
@@ -51,6 +50,7 @@ from om_stream.core.commands import (
     ActivateChunks,
     ContextSpec,
     EmitEvent,
+    ExpireIndex,
     IndexForRecall,
     PersistMessage,
     PublishContext,
@@ -59,8 +59,8 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
-from om_stream.core.engine import new_record, record_key
-from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
+from om_stream.core.engine import new_record, record_config, record_key
+from om_stream.core.erasure import EraseRequested
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
 from om_stream.core.inputs import (
     ClearRecord,
@@ -79,6 +79,7 @@ from om_stream.core.recall.results import RecallResult
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
+from om_stream.core.views import context_spec, narrowed
 from om_stream.errors import InputRejected, OMError, RecallError, StorageError
 from om_stream.ports import (
     ChatModel,
@@ -94,9 +95,10 @@ from om_stream.ports import (
 from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.erasure import Sweeper, receipt
+from om_stream.runtime.embedded_erasure import EmbeddedErasures
+from om_stream.runtime.embedded_outlet import EmbeddedOutlet
 from om_stream.runtime.exporter import ExportSpec, HeldStates, export_lines
-from om_stream.runtime.host import Arrival, Decided, Host, Outlet, StoreRetry
+from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.settled import StateWatch, wait_settled
@@ -134,20 +136,24 @@ class Memory:
                  store: ContentStore | None = None, model: ChatModel | None = None,
                  offline: ChatModel | None = None, clock: Clock | None = None,
                  limits: EngineLimits | None = None, on_event: EventListener | None = None,
-                 embedder: Embedder | None = None, index: RecallIndex | None = None) -> None:
+                 embedder: Embedder | None = None, index: RecallIndex | None = None,
+                 retention_days: int | None = None) -> None:
         """``store``: where messages and observations live (default: SQLite in memory; give
         ``SqliteContentStore("om.db")`` to keep them). With ``retrieval`` in the options the recall tool reads that
-        store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory)."""
+        store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory).
+        ``retention_days``: messages created, and observation entries dated, longer ago are left out of every
+        context, recall result and event, then purged from the store and the index (``core.expiry``; a thread may
+        shorten it, ``override(retention_days=)``)."""
         self.options = OMConfig.parse(config)
-        self.config = self.options.resolve()
+        self.config = self.options.resolve().with_retention(retention_days)
         self.counter = TiktokenCounter(self.config.token_encoding)
         self.accountant = TokenAccountant(self.counter.count)
         self.store: ContentStore = store or SqliteContentStore(":memory:")
         self._owns_store = store is None  # a store the caller gave stays open for the caller
-        self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index)
+        self.clock: Clock = clock or SystemClock()
+        self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index, self.clock)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
         self.model: ChatModel = model or self.offline
-        self.clock: Clock = clock or SystemClock()
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,
@@ -173,11 +179,11 @@ class Memory:
         self._failures: list[tuple[Arrival, BaseException]] = []
         self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
-        self.erasures = _Erasures(self)
+        self.erasures = EmbeddedErasures(self)
         self._writes = StateWatch()  # wakes settled() once an input's state is written and published
         self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
-                         outlets=lambda: _Outlet(self), timers=_Timers(self), clock=self.clock, limits=self.limits,
-                         on_decided=self._decided, erasures=self.erasures)
+                         outlets=lambda: EmbeddedOutlet(self), timers=_Timers(self), clock=self.clock,
+                         limits=self.limits, on_decided=self._decided, erasures=self.erasures)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -222,10 +228,20 @@ class Memory:
         return await asyncio.wait_for(future, timeout)
 
     async def context(self, thread_id: str) -> ContextRecord | None:
-        """The latest context of a thread (rendered on first read after each change)."""
+        """The latest context of a thread (rendered on first read after each change). With a retention window it
+        is rendered as it reads now: nothing that passed the window since it was published is in it."""
         thread = self._threads.get(thread_id)
         if thread is None or thread.spec is None:
             return None
+        state = self._states.get(thread.spec.record_key)
+        own = record_config(self.config, state) if state is not None else self.config
+        if own.retention_ms is not None:
+            now = self.clock.now_ms()
+            if state is not None and thread_id in state.threads and state.blocking_cycle() is None:
+                spec = context_spec(state, thread_id, own, thread.spec.version, now)
+            else:  # contexts are held back for a blocking cycle: the one published, at today's cutoff
+                spec = narrowed(thread.spec, now - own.retention_ms)
+            return await self.effects.context(spec, now_ms=now)
         if thread.rendered is None or thread.rendered.version != thread.spec.version:
             thread.rendered = await self.effects.context(thread.spec, now_ms=self.clock.now_ms())
         return thread.rendered
@@ -288,13 +304,15 @@ class Memory:
 
     async def override(self, thread_id: str, *, message_tokens: int | None = None,
                        observation_tokens: int | None = None, resource_id: str | None = None,
-                       replace: bool = False) -> None:
-        """Per-thread thresholds (per resource in resource scope). Overrides merge: a threshold not given keeps its
-        current override; ``replace=True`` makes the overrides exactly these (``override(t, replace=True)`` removes
-        them all). Raises ``InputRejected``: ``unknown_thread`` when no message reached the thread yet,
-        ``invalid_override`` for a threshold the options would refuse."""
+                       replace: bool = False, retention_days: int | None = None) -> None:
+        """Per-thread thresholds and retention window (per resource in resource scope). Overrides merge: one not
+        given keeps its current override; ``replace=True`` makes the overrides exactly these
+        (``override(t, replace=True)`` removes them all). A retention window may only be shorter than the
+        memory's. Raises ``InputRejected``: ``unknown_thread`` when no message reached the thread yet,
+        ``invalid_override`` for a threshold the options would refuse or a window longer than the memory's."""
         await self._command(thread_id, resource_id,
-                            OverrideThresholds(message_tokens, observation_tokens, thread_id, replace=replace),
+                            OverrideThresholds(message_tokens, observation_tokens, thread_id, replace=replace,
+                                               retention_days=retention_days),
                             raise_refusal=True)
 
     async def recall(self, resource_id: str, arguments: RecallArguments | Mapping[str, Any], *,
@@ -529,6 +547,13 @@ class Memory:
         except OMError as exc:  # a weaker search, never a lost conversation
             log.warning("segment %s left out of the recall index: %s", command.segment_id, exc)
 
+    async def _expire_index(self, command: ExpireIndex) -> None:
+        assert self.recall_service is not None
+        try:
+            await self.recall_service.expire(command)
+        except OMError as exc:  # the next purge removes what is past the cutoff again; recall never shows it
+            log.warning("recall index purge of %s failed: %s", command.record_key, exc)
+
     async def _forget(self, resource_id: str, key: str) -> None:
         assert self.recall_service is not None
         try:
@@ -581,90 +606,6 @@ class _Table:
         self.states[arrival.key] = state
 
 
-class _Erasures:
-    """The host's ``Erasures`` in process: an erase runs whole, under its records' locks (``Memory.erase``), so
-    nothing arrives behind it and nothing needs fencing; what runs in the background for those records (model
-    calls, indexing) is cancelled before anything is removed. A record made again for an erased key starts after
-    the erased epoch (kept by digest for the fence window)."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.sweeper = Sweeper(memory.store, memory.effects, StoreRetry(), ledger_ttl_s=8 * 86_400)
-        self._epochs: dict[str, int] = {}  # record key digest -> the erased epoch
-
-    def fenced(self, arrival: Arrival) -> bool:
-        return False
-
-    def epoch_floor(self, arrival: Arrival) -> int:
-        erased = self._epochs.get(record_digest(arrival.key))
-        return erased + 1 if erased is not None else 0
-
-    async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
-        memory = self.memory
-        erase = arrival.input
-        assert isinstance(erase, EraseRequested)
-        keys = memory._erased_keys(erase)
-        await memory._cancel_work(keys)
-        states = [state for key in keys if (state := memory._states.get(key)) is not None]
-        resource = erase.resource_id or (states[0].resource_id if states else None)
-        if resource is None and erase.thread_id is not None:
-            resource = await memory.store.resource_of(erase.thread_id)
-        writes: list[Callable[[], None]] = []
-        counts, found, verified = ErasureCounts(), bool(states), True
-        whole = [s for s in states if not self._one_thread_of(erase, s)]
-        if whole:
-            swept = await self.sweeper.records(whole)
-            counts, verified = swept.counts, swept.verified
-            for state in whole:
-                writes.append(functools.partial(self._drop, state))
-                for thread_id in state.threads:
-                    await outlet.forget_context(thread_id, arrival)
-                counts += ErasureCounts(contexts=len(state.threads))
-        for state in states:
-            if self._one_thread_of(erase, state):
-                counts += await self._thread_of_resource(state, erase.thread_id or "", arrival, outlet, writes)
-        if resource is not None:
-            rest = (await self.sweeper.resource(resource) if erase.scope == "resource" else
-                    await self.sweeper.thread(resource, erase.thread_id or "", epoch=0, record_key=(
-                        erase.thread_id if memory.config.scope == "thread" else None))
-                    if not states else None)
-            if rest is not None:
-                counts, verified, found = counts + rest.counts, verified and rest.verified, found or rest.found
-            if memory.recall_service is not None:
-                removed, remaining = await memory.recall_service.erase(
-                    resource, erase.thread_id if erase.scope == "thread" else None)
-                counts += ErasureCounts(recall_points=removed)
-                verified = verified and remaining == 0
-        saga = ErasureSaga(erase.erase_id, erase.scope, resource, erase.thread_id, erase.requested_at, parts=1,
-                           counts=counts, found=found or counts.total > 0, verified=verified)
-        await outlet.erased(receipt(saga, completed_at=memory.clock.now_ms(), verified=verified), arrival)
-        return writes
-
-    @staticmethod
-    def _one_thread_of(erase: EraseRequested, state: RecordState) -> bool:
-        """A thread erased out of a resource's record (resource scope) that holds other threads too."""
-        return (erase.scope == "thread" and state.scope == "resource" and erase.thread_id in state.threads
-                and len(state.threads) > 1)
-
-    async def _thread_of_resource(self, state: RecordState, thread_id: str, arrival: Arrival, outlet: Outlet,
-                                  writes: list[Callable[[], None]]) -> ErasureCounts:
-        """One thread of a resource's record: its conversation goes, the record's log is rebuilt from the rest."""
-        memory = self.memory
-        swept = await self.sweeper.thread(state.resource_id, thread_id, record_key=None, epoch=state.epoch)
-        observations = await memory.store.erase_record(state.key, state.resource_id)
-        remaining = dataclasses.replace(state, threads={t: s for t, s in state.threads.items() if t != thread_id},
-                                        unobserved=[m for m in state.unobserved if m.thread_id != thread_id])
-        cleared = await memory.host.decide_on(remaining, Arrival(state.key, state.resource_id, ClearRecord(None)),
-                                              outlet)
-        writes.append(functools.partial(memory._states.__setitem__, state.key, cleared))
-        await outlet.forget_context(thread_id, arrival)
-        return swept.counts + observations + ErasureCounts(contexts=1)
-
-    def _drop(self, state: RecordState) -> None:
-        self.memory._states.pop(state.key, None)
-        self._epochs[record_digest(state.key)] = state.epoch
-
-
 class _Timers:
     """The records' timers in a wheel; a new one wakes the timer loop (it may be due before the one it sleeps to)."""
 
@@ -676,75 +617,6 @@ class _Timers:
         self.memory._timer_wakeup.set()
 
 
-class _Outlet:
-    """One batch's publications, delivered in-process once it commits: events to listeners, contexts to the waiting
-    callers, model requests and recall-index work to background tasks, refusals and failures to the caller of
-    ``_apply``. (The host prepares them before it writes the states; each batch has its own outlet.)"""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self._deliveries: list[Callable[[], Awaitable[None] | None]] = []
-
-    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self.memory._emit, event, command))
-
-    async def context(self, command: PublishContext, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self.memory._publish, command))
-
-    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._request, command, arrival))
-
-    def _request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
-        self.memory._cycle_retries += command.attempt > 1
-        self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command)
-
-    async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
-                                                                    f"om-index-{command.segment_id}", arrival.key))
-
-    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
-                                                                    f"om-forget-{key}", key))
-
-    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self.memory._forget_thread, thread_id))
-
-    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._receipt, event))
-
-    async def _receipt(self, event: ErasedEvent) -> None:
-        self.memory._receipts[event.erase_id] = event
-        await self.memory._emit(event, EmitEvent(event.record_id, event, f"erased-{event.erase_id}"))
-
-    async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
-        self._deliveries.append(functools.partial(self._refused, command, arrival))
-
-    def _refused(self, command: RejectInput, arrival: Arrival) -> None:
-        memory = self.memory
-        memory.rejections.append(command)
-        memory.rejected += 1
-        waiting = memory._refusals.get(id(arrival))
-        if waiting is not None:
-            waiting.append(command)
-        log.warning("input refused for %s: %s (%s)", command.record_key, command.reason, command.detail)
-
-    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
-        self._deliveries.append(functools.partial(self.memory._failures.append, (arrival, error)))
-
-    async def commit(self) -> None:
-        deliveries, self._deliveries = self._deliveries, []
-        for deliver in deliveries:
-            delivered = deliver()
-            if delivered is not None:
-                await delivered
-
-    def discard(self) -> None:
-        """The embedded runner never fences a batch off; nothing prepared is kept."""
-        self._deliveries.clear()
-
-
 def _check_id(name: str, value: object) -> None:
     """Refuse what the wire contract refuses (``om.command/v1``): an empty or overlong thread or resource id."""
     if not isinstance(value, str) or not value:
@@ -754,10 +626,11 @@ def _check_id(name: str, value: object) -> None:
 
 
 def _recall_service(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,
-                    embedder: Embedder | None, index: RecallIndex | None) -> RecallService | None:
+                    embedder: Embedder | None, index: RecallIndex | None, clock: Clock) -> RecallService | None:
     if not isinstance(store, RecallStore):
         return None
+    retention = RecallRetention(config.retention_ms, config.scope, clock.now_ms)
     if embedder is None or config.retrieval is None or not config.retrieval.vector:
-        return RecallService(store, counter.count)
-    return RecallService(store, counter.count, embedder=embedder,
+        return RecallService(store, counter.count, retention=retention)
+    return RecallService(store, counter.count, embedder=embedder, retention=retention,
                          index=index or QdrantRecallIndex(embedder.model_id, embedder.dimension))

@@ -21,8 +21,9 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
 group still holds the batch's generation: ``runtime/worker/membership.py``).
 
 Before deciding, a clear is handed the record's conversation (its stored messages, read from the content store),
-which comes back to the record as unobserved. An input that leaves a record it had to make unchanged (a refused
-command for a thread no message reached) makes no record.
+which comes back to the record as unobserved; a record's retention purge (its ``retention:purge`` timer) is
+handed its stored segments and its oldest message left after the cutoff (``core.expiry``). An input that leaves a
+record it had to make unchanged (a refused command for a thread no message reached) makes no record.
 
 An erase (``core.erasure``) is an input of its own: the batch is cut at it, so that everything before it is
 committed first and everything after it is decided once it is (its fence is in place, its records are gone). The
@@ -53,6 +54,7 @@ from om_stream.core.commands import (
     ClearStored,
     Command,
     EmitEvent,
+    ExpireIndex,
     IndexForRecall,
     PersistMessage,
     PublishContext,
@@ -61,10 +63,11 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.engine import decide, new_record
+from om_stream.core.engine import decide, new_record, retention_cutoff
 from om_stream.core.erasure import ErasureInput
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent, StatusEvent
-from om_stream.core.inputs import ClearRecord, Input, ReportProgress
+from om_stream.core.expiry import fires_purge
+from om_stream.core.inputs import ClearRecord, ExpiryDue, Input, ReportProgress, TimerFired
 from om_stream.core.progress import needs_stored_seq
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.state import RecordState
@@ -130,6 +133,10 @@ class Outlet(Protocol):
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None: ...
 
     async def index(self, command: IndexForRecall, arrival: Arrival) -> None: ...
+
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None:
+        """A retention purge of the recall index (whoever holds the index runs it)."""
+        ...
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
 
@@ -365,11 +372,14 @@ class Host:
                 state.epoch = self.erasures.epoch_floor(arrival)
         event = arrival.input
         assert not isinstance(event, ErasureInput)  # cut out of the batch by ``apply``
+        now_ms = self.clock.now_ms()
         if isinstance(event, ClearRecord) and state.holds_conversation:
             event = await self._with_conversation(event, state, batch)
         elif isinstance(event, ReportProgress) and needs_stored_seq(state, event):
             event = await self._with_stored_seq(event, state)
-        began, now_ms = time.perf_counter(), self.clock.now_ms()
+        elif isinstance(event, TimerFired) and fires_purge(state, event):
+            event = await self._expiry_due(event, state, now_ms)
+        began = time.perf_counter()
         decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
         decided = Decided(arrival, state, decision.state, decision.commands, now_ms, time.perf_counter() - began)
         # 1. this input's store writes, in the engine's order (message rows wait for the end of the batch)
@@ -394,8 +404,17 @@ class Host:
                   and command.event.request_id is None):
                 batch.progress[command.event.thread_id] = (command, arrival)  # likewise (an answer is not)
             elif isinstance(command, EmitEvent | RequestObservation | RequestReflection | IndexForRecall
-                            | RejectInput | ClearStored):
+                            | ExpireIndex | RejectInput | ClearStored):
                 batch.out.append((command, arrival))
+
+    async def _expiry_due(self, timer: TimerFired, state: RecordState, now_ms: int) -> TimerFired | ExpiryDue:
+        """A purge timer with what the purge reads: the record's stored segments and its oldest message left (the
+        batch's message rows, written at its end, are in the state's unobserved list, which the purge reads too)."""
+        before = retention_cutoff(self.config, state, now_ms)
+        if before is None:
+            return timer  # the window was lifted meanwhile: the engine drops the timer
+        segments, next_at = await self.store_retry("read", partial(self.effects.expiry_reads, state, before))
+        return ExpiryDue(before, tuple(segments), next_at)
 
     async def _with_conversation(self, event: ClearRecord, state: RecordState, batch: _Batch) -> ClearRecord:
         """A clear with the record's conversation: the messages the store holds, and those of this batch whose
@@ -430,6 +449,8 @@ class Host:
             await outlet.request(command, arrival)
         elif isinstance(command, IndexForRecall):
             await outlet.index(command, arrival)
+        elif isinstance(command, ExpireIndex):
+            await outlet.expire_index(command, arrival)
         elif isinstance(command, ClearStored):
             await outlet.forget(batch.states[command.record_key][0].resource_id, command.record_key, arrival)
         elif isinstance(command, RejectInput):

@@ -1,6 +1,6 @@
 """JSON form of the records on the internal topics: model requests, model results, timers, the recall index's
-work (index an observation group; forget a cleared record; erase a subject's points), the steps of
-an erase that spans partitions (``core.erasure``), and restores (``om-stream import``: a record's
+work (index an observation group; forget a cleared record; erase a subject's points; a retention purge's points),
+the steps of an erase that spans partitions (``core.erasure``), and restores (``om-stream import``: a record's
 state, in its table form, to its home partition of the results topic).
 
 These never leave om-stream (no public schema); they only need to survive a round trip between a memory agent
@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
+from om_stream.core.commands import ExpireIndex, IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone
 from om_stream.core.inputs import ModelResultArrived, RestoreRecord, TimerFired
 from om_stream.core.restore import checked_state
 from om_stream.errors import WireDecodeError
-from om_stream.wire.codec import decode_json
+from om_stream.wire.codec import MAX_SAFE_INTEGER, decode_json
 
 __all__ = ["INTERNAL_MAX_BYTES", "EraseIndexed", "ForgetIndexed", "InternalRecord", "decode_internal",
            "encode_internal"]
@@ -47,12 +47,13 @@ class EraseIndexed:
 
 
 InternalRecord = (RequestObservation | RequestReflection | ModelResultArrived | TimerFired | IndexForRecall
-                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone | RestoreRecord)
+                  | ForgetIndexed | EraseIndexed | ErasePart | ErasePartDone | EraseIndexDone | RestoreRecord
+                  | ExpireIndex)
 _TYPES: dict[str, type[Any]] = {"request-observation": RequestObservation, "request-reflection": RequestReflection,
                                 "result": ModelResultArrived, "timer": TimerFired, "index": IndexForRecall,
                                 "forget-index": ForgetIndexed, "erase-index": EraseIndexed, "erase-part": ErasePart,
                                 "erase-part-done": ErasePartDone, "erase-index-done": EraseIndexDone,
-                                "restore": RestoreRecord}
+                                "restore": RestoreRecord, "expire-index": ExpireIndex}
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
 
@@ -94,4 +95,19 @@ def decode_internal(value: bytes | None, *, max_bytes: int = INTERNAL_MAX_BYTES)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:10])
         raise WireDecodeError("invalid_fields", f"internal {name} record: {problems}") from None
+    # the JSON reader bounds integers, but a field typed int also takes 9007199254740992.0, which the next reader
+    # of the same record would refuse
+    if (where := _int_beyond_safe(dataclasses.asdict(record))) is not None:
+        raise WireDecodeError("invalid_fields", f"internal {name} record: {where} is beyond ±(2^53−1)")
     return record
+
+
+def _int_beyond_safe(node: Any, path: str = "a number") -> str | None:
+    """Where an int too large for a JSON reader sits, or None (recursion is bounded: the depth was checked)."""
+    if isinstance(node, int) and not isinstance(node, bool):
+        return path if abs(node) > MAX_SAFE_INTEGER else None
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list | tuple) else ()
+    for name, item in items:
+        if (found := _int_beyond_safe(item, str(name)[:80])) is not None:
+            return found
+    return None

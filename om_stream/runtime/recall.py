@@ -18,7 +18,7 @@ import time
 from pydantic import ValidationError
 
 from om_stream.adapters.recall_service import RecallService
-from om_stream.core.commands import IndexForRecall
+from om_stream.core.commands import ExpireIndex, IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.errors import ModelError, RecallError, StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
@@ -128,6 +128,28 @@ class RecallEndpoint:
                 log.warning("erasing from the recall index failed, retrying in %.1fs: %s", delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+
+    async def expire(self, command: ExpireIndex) -> None:
+        """A retention purge's side of the index; retried, then counted as a failure and logged (the next purge of
+        the record removes every point past the cutoff again, and recall never shows one meanwhile)."""
+        if not self.indexing:
+            return
+        assert self.service is not None
+        delay = self.index_backoff_s
+        for attempt in range(1, self.index_attempts + 1):
+            try:
+                removed = await self.service.expire(command)
+            except StorageError as exc:
+                if attempt == self.index_attempts:
+                    self.metrics.recall_index_failures.inc()
+                    log.error("recall index purge of %s failed after %d attempts: %s", command.record_key, attempt,
+                              exc)
+                    return
+                await asyncio.sleep(delay)
+                delay *= 2
+            else:
+                self.metrics.expired_items.labels("recall_points").inc(removed)
+                return
 
     async def forget(self, resource_id: str, record_key: str) -> None:
         if self.indexing:

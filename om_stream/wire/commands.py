@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from om_stream.core.messages import MAX_SAFE_INTEGER
+from om_stream.core.retention import MAX_RETENTION_DAYS
 
 __all__ = ["COMMAND_SCHEMA", "CommandRecord", "record_key_of"]
 
@@ -15,8 +16,8 @@ COMMAND_SCHEMA: Literal["om.command/v1"] = "om.command/v1"
 
 class CommandRecord(BaseModel):
     """``observe`` (``force``: whatever the message threshold) / ``reflect`` (optional ``guidance``) / ``override``
-    (threshold overrides, merged into the thread's; ``replace``: exactly these) / ``clear`` / ``erase`` /
-    ``progress`` (a question: answered on the events topic with a ``data-om-progress`` event carrying
+    (threshold overrides and a retention window, merged into the thread's; ``replace``: exactly these) / ``clear``
+    / ``erase`` / ``progress`` (a question: answered on the events topic with a ``data-om-progress`` event carrying
     ``requestId`` = this ``command_id``, and where ``through_message_id``, or the thread's newest message, stands).
 
     ``observe`` observes only once the thread's unobserved messages reach the message threshold, as the
@@ -41,10 +42,13 @@ class CommandRecord(BaseModel):
     guidance: str | None = Field(None, max_length=10_000)
     message_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
     observation_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    retention_days: int | None = Field(None, ge=1, le=MAX_RETENTION_DAYS,
+                                       description="override: the thread's retention window in days, no longer than "
+                                                   "the deployment's (messages and observations older are removed)")
     force: bool | None = Field(None, strict=True, description="observe: observe now, whatever the message threshold")
     replace: bool | None = Field(None, strict=True,
                                  description="override: the thread's overrides become exactly these (a threshold "
-                                             "left out loses its override) instead of merging")
+                                             "or window left out loses its override) instead of merging")
     through_message_id: str | None = Field(None, min_length=1, max_length=256,
                                            description="progress: the message asked about (default: the thread's "
                                                        "newest)")
@@ -62,8 +66,9 @@ class CommandRecord(BaseModel):
             raise ValueError("thread_id is required (only an erase of a whole resource leaves it out)")
         if self.command != "reflect" and self.guidance is not None:
             raise ValueError("guidance is only for the reflect command")
-        if self.command != "override" and (self.message_tokens or self.observation_tokens):
-            raise ValueError("message_tokens / observation_tokens are only for the override command")
+        if self.command != "override" and (self.message_tokens or self.observation_tokens
+                                           or self.retention_days is not None):
+            raise ValueError("message_tokens / observation_tokens / retention_days are only for the override command")
         if self.command != "observe" and self.force is not None:
             raise ValueError("force is only for the observe command")
         if self.command != "override" and self.replace is not None:

@@ -36,6 +36,7 @@ from pydantic_core import core_schema
 
 from om_stream.core.events import EVENT_TYPES
 from om_stream.core.messages import MAX_SAFE_INTEGER
+from om_stream.core.retention import MAX_RETENTION_DAYS
 from om_stream.errors import WireDecodeError
 from om_stream.wire.codec import decode_json
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
@@ -78,14 +79,15 @@ class _Closed(BaseModel):
 
 class CommandRequest(_Closed):
     """Body of ``POST /v1/threads/{id}/observe``, ``.../reflect`` and ``.../override`` (an empty body means
-    ``{}``). ``force`` is for observe only, ``guidance`` for reflect only, the token counts and ``replace`` for
-    override only; ``resource_id`` is needed in resource scope."""
+    ``{}``). ``force`` is for observe only, ``guidance`` for reflect only, the token counts, ``retention_days``
+    and ``replace`` for override only; ``resource_id`` is needed in resource scope."""
 
     resource_id: str | None = Field(None, min_length=1, max_length=256)
     guidance: str | None = Field(None, max_length=10_000)
     force: bool | None = Field(None, strict=True)
     message_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
     observation_tokens: int | None = Field(None, gt=0, le=MAX_SAFE_INTEGER)
+    retention_days: int | None = Field(None, ge=1, le=MAX_RETENTION_DAYS)
     replace: bool | None = Field(None, strict=True)
 
 
@@ -223,7 +225,7 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
          "then": {"properties": {"guidance": _ABSENT_OR_NULL}}},
         {"if": _if_const("command", "override", negate=True),
          "then": {"properties": {"message_tokens": _ABSENT_OR_NULL, "observation_tokens": _ABSENT_OR_NULL,
-                                 "replace": _ABSENT_OR_NULL}}},
+                                 "retention_days": _ABSENT_OR_NULL, "replace": _ABSENT_OR_NULL}}},
         {"if": _if_const("command", "observe", negate=True),
          "then": {"properties": {"force": _ABSENT_OR_NULL}}},
         {"if": _if_const("command", "erase", negate=True),

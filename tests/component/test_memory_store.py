@@ -7,6 +7,7 @@ import pytest
 
 from om_stream.adapters.memory_store import InMemoryContentStore, InMemoryCycleResults
 from om_stream.ports import ContentStore, CycleResults
+from tests.support.retention_contract import RETENTION_CHECKS
 from tests.support.store_contract import (
     ERASURE_CHECKS,
     RESULT_CHECKS,
@@ -23,6 +24,11 @@ async def test_cycle_results_contract(check) -> None:
 
 @pytest.mark.parametrize("check", ERASURE_CHECKS, ids=lambda c: c.__name__)
 async def test_erasure_contract(check) -> None:
+    await check(InMemoryContentStore(), "p-")
+
+
+@pytest.mark.parametrize("check", RETENTION_CHECKS, ids=lambda c: c.__name__)
+async def test_retention_contract(check) -> None:
     await check(InMemoryContentStore(), "p-")
 
 

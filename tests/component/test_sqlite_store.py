@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from om_stream.adapters.sqlite_store import _MIGRATIONS, SqliteContentStore
+from om_stream.adapters.sqlite_schema import MIGRATIONS
+from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, CycleResults, RecallStore
+from tests.support.retention_contract import (
+    RECALL_RETENTION_CHECKS,
+    RETENTION_CHECKS,
+    check_a_purge_removes_what_expired_and_only_the_tenants,
+)
 from tests.support.store_contract import (
     CHECKS,
     ERASURE_CHECKS,
@@ -64,6 +70,26 @@ async def test_an_erase_leaves_no_copy_in_the_files(tmp_path: Path, check) -> No
         await store.close()
 
 
+@pytest.mark.parametrize("check", RETENTION_CHECKS + RECALL_RETENTION_CHECKS, ids=lambda c: c.__name__)
+async def test_retention_contract(store: SqliteContentStore, check) -> None:
+    await check(store, "p-")
+
+
+async def test_a_purge_leaves_no_copy_in_the_files(tmp_path: Path) -> None:
+    """What a retention purge removed is gone from the database file and its WAL, not only from what queries
+    return; what it kept is still there."""
+    store = SqliteContentStore(tmp_path / "om.db")
+    try:
+        await check_a_purge_removes_what_expired_and_only_the_tenants(store, "p-")
+        files = b"".join(f.read_bytes() for f in tmp_path.iterdir() if f.is_file())
+        for removed in (b"day 0 of p-t1", b"day 13 of p-t1", b"old of p-t1", b"mid of p-t1", b"title of p-t1"):
+            assert removed not in files, removed
+        for kept in (b"cut of p-t1", b"reflected p-t1", b"day 0 of p-t2", b"title of p-t2"):
+            assert kept in files, kept
+    finally:
+        await store.close()
+
+
 async def test_results_expire_after_the_result_ttl() -> None:
     store = SqliteContentStore(result_ttl_s=SHORT_RESULT_TTL_S)
     try:
@@ -89,7 +115,7 @@ async def test_a_file_database_survives_reopening_and_is_in_wal_mode(tmp_path: P
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
 
 
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -112,7 +138,7 @@ async def test_start_creates_the_schema_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert {"messages", "segments", "generations", "cycle_results"} <= tables
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     await store.close()
 
 
@@ -131,7 +157,7 @@ async def test_start_refuses_a_path_it_cannot_open_with_a_storage_error(tmp_path
 async def test_a_database_of_schema_version_1_is_upgraded_on_start(tmp_path: Path) -> None:
     path = tmp_path / "v1.db"
     with sqlite3.connect(path) as conn:
-        conn.executescript(_MIGRATIONS[0])
+        conn.executescript(MIGRATIONS[0])
         conn.execute("PRAGMA user_version = 1")
     old = SqliteContentStore(path)
     await old.start()

@@ -64,11 +64,13 @@ EXPOSITION = [
     # data lifecycle
     "om_erasures_total", "om_erasure_seconds_bucket", "om_erasure_seconds_sum", "om_erasure_seconds_count",
     "om_erasure_fenced_inputs_total", "om_erasure_writes_undone_total",
+    "om_expirations_total", "om_expired_items_total", "om_expired_inputs_total",
     "om_recall_indexed_points_total",
     "om_recall_requests_total",
     "om_recall_seconds_bucket", "om_recall_seconds_count", "om_recall_seconds_sum",
     "om_reflections_total",
     "om_store_errors_total",
+    "om_store_unavailable",
     "om_table_records",
     "om_table_recovery_seconds",
     "om_threads_near_block_after",

@@ -29,6 +29,7 @@ from tests.support.leak_property import (
     worlds,
 )
 from tests.support.recall_scenarios import ALL_CHECKS, World, seed
+from tests.support.retention_contract import RECALL_RETENTION_CHECKS, RETENTION_CHECKS
 from tests.support.store_contract import (
     CHECKS,
     ERASURE_CHECKS,
@@ -80,10 +81,10 @@ def _prefix() -> str:
 
 def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
     report = migrate(settings)
-    assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3, 4]
+    assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3, 4, 5]
     rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
     assert sorted((r.version, r.name) for r in rows) == [  # type: ignore[attr-defined]
-        (1, "initial"), (2, "cycle_results"), (3, "working_memory"), (4, "erasure")]
+        (1, "initial"), (2, "cycle_results"), (3, "working_memory"), (4, "erasure"), (5, "retention")]
 
 
 async def test_a_missing_keyspace_is_refused_with_the_command_that_fixes_it(cassandra_hosts: str) -> None:
@@ -105,7 +106,7 @@ async def test_an_unmigrated_keyspace_is_refused(cassandra_hosts: str) -> None:
         _cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
                               "checksum text, applied_at timestamp)")
         with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results, 0003_working_memory, "
-                                               r"0004_erasure"):
+                                               r"0004_erasure, 0005_retention"):
             await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).start()
     finally:
         _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -126,11 +127,12 @@ async def test_start_refuses_a_keyspace_migrated_only_to_0001_until_migrate_runs
     try:
         store = CassandraContentStore(configured)
         with pytest.raises(StorageError, match=rf"keyspace '{keyspace}' is not migrated \(missing "
-                                               r"0002_cycle_results, 0003_working_memory, 0004_erasure\): run "
+                                               r"0002_cycle_results, 0003_working_memory, 0004_erasure, "
+                                               r"0005_retention\): run "
                                                r"`om-stream migrate`"):
             await store.start()
         report = await asyncio.to_thread(migrate, configured)
-        assert report.applied == [2, 3, 4] and report.already == [1]
+        assert report.applied == [2, 3, 4, 5] and report.already == [1]
         await store.start()  # the same store, once migrated
         await store.start()  # idempotent
         await store.put_result("req", b"answer", record_key="rec")
@@ -177,6 +179,11 @@ async def test_store_contract(store: CassandraContentStore, check) -> None:
 
 @pytest.mark.parametrize("check", ERASURE_CHECKS, ids=lambda c: c.__name__)
 async def test_erasure_contract(store: CassandraContentStore, check) -> None:
+    await check(store, _prefix())
+
+
+@pytest.mark.parametrize("check", RETENTION_CHECKS + RECALL_RETENTION_CHECKS, ids=lambda c: c.__name__)
+async def test_retention_contract(store: CassandraContentStore, check) -> None:
     await check(store, _prefix())
 
 

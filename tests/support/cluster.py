@@ -50,9 +50,10 @@ def new_keyspace(cassandra_hosts: str) -> str:
 
 
 def drop_keyspace(cassandra_hosts: str, keyspace: str) -> None:
-    """Every keyspace costs the test node heap (a dozen tables each): a run drops what it created."""
-    (host, port), = CassandraSettings(hosts=cassandra_hosts).contact_points()
-    cluster = Cluster([host], port=port, protocol_version=5)
+    """Every keyspace costs the test node heap (a dozen tables each): a run drops what it created. ``cassandra_hosts``
+    may name several nodes of one cluster (one port)."""
+    points = CassandraSettings(hosts=cassandra_hosts).contact_points()
+    cluster = Cluster([host for host, _ in points], port=points[0][1], protocol_version=5)
     try:
         cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
     finally:

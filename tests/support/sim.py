@@ -18,6 +18,7 @@ from om_stream.core.commands import (
     Command,
     ContextSpec,
     EmitEvent,
+    ExpireIndex,
     IndexForRecall,
     PersistMessage,
     PersistSegment,
@@ -41,6 +42,23 @@ from om_stream.runtime.timers import TimerWheel
 
 def word_count(text: str) -> int:
     return len(text.split())
+
+
+def dated_observations(messages: list[Message]) -> str:
+    """What the Observer writes of ``messages`` in the reference format: one ``Date:`` header per day (UTC), then
+    one entry per message at its minute, naming the message (so a test knows what each entry describes), with a
+    detail line under every other one."""
+    lines: list[str] = []
+    day = None
+    for message in sorted(messages, key=lambda m: m.created_at):
+        moment = message.created_at.astimezone(UTC)
+        if moment.date() != day:
+            day = moment.date()
+            lines.append(f"Date: {moment.strftime('%b')} {moment.day}, {moment.year}")
+        lines.append(f"* 🔴 ({moment.strftime('%H:%M')}) observed {message.message_id}")
+        if len(lines) % 2:
+            lines.append(f"  * -> detail of {message.message_id}")
+    return "\n".join(lines)
 
 
 @dataclass
@@ -70,11 +88,14 @@ class Sim:
     scope: str = "thread"
     limits: EngineLimits = field(default_factory=EngineLimits)
     now: int = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    retention_days: int | None = None  # the deployment's retention window (``core.expiry``)
+    dated: bool = False  # the default Observer writes the reference format: a Date: header per day, (HH:MM) times
     states: dict[str, RecordState] = field(default_factory=dict)
     segments: dict[str, str] = field(default_factory=dict)
     messages: dict[str, Message] = field(default_factory=dict)
     message_tokens: dict[str, int] = field(default_factory=dict)
     events: list[EmitEvent] = field(default_factory=list)
+    published: list[OMEvent] = field(default_factory=list)  # the events as they left (store counts filled in)
     contexts: list[Published] = field(default_factory=list)
     requests: list[RequestObservation | RequestReflection] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
@@ -86,7 +107,7 @@ class Sim:
     def __post_init__(self) -> None:
         config = self.options if isinstance(self.options, OMConfig) else OMConfig.parse(
             {"scope": self.scope, **self.options})
-        self.config: ResolvedConfig = config.resolve()
+        self.config: ResolvedConfig = config.resolve().with_retention(self.retention_days)
         self.accountant = TokenAccountant(word_count, message_overhead=1, conversation_overhead=0)
         self.timers = TimerWheel()
         self.host = Host(config=self.config, accountant=self.accountant,
@@ -187,6 +208,8 @@ class Sim:
                                       observations=outcome.text or "")
         if outcome.text is not None:
             text = outcome.text
+        elif isinstance(request, RequestObservation) and self.dated:
+            text = dated_observations([self.messages[m] for m in request.message_ids if m in self.messages])
         elif isinstance(request, RequestObservation):
             text = "\n".join(f"* 🔴 observed {mid}" for mid in request.message_ids)
         else:
@@ -230,6 +253,7 @@ class _Outlet:
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
         self.sim.events.append(command)
+        self.sim.published.append(event)
 
     async def context(self, command: PublishContext, arrival: Arrival) -> None:
         newest = command.spec.through_message_id
@@ -239,6 +263,8 @@ class _Outlet:
         self.sim._requested(arrival.key, command)
 
     async def index(self, command: IndexForRecall, arrival: Arrival) -> None: ...
+
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None: ...
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
 

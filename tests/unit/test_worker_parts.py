@@ -228,6 +228,31 @@ async def test_a_failing_results_store_never_stops_model_work() -> None:
     assert model.calls == 1 and result.ok
 
 
+async def test_a_results_store_too_slow_to_answer_never_holds_model_work_past_its_wait() -> None:
+    """A lease that cannot be taken in time (on Cassandra: a lightweight transaction waiting for a replica that died
+    and is not yet counted down), or a result that cannot be stored in time: the call is made and answered anyway."""
+    class Stuck(InMemoryContentStore):
+        def __init__(self, stuck: str) -> None:
+            super().__init__()
+            self.stuck = stuck
+
+        async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
+            if self.stuck == "claim":
+                await asyncio.sleep(3600)
+            return await super().claim(key, owner, lease_s)
+
+        async def put_result(self, key: str, payload: bytes, *, record_key: str | None = None) -> None:
+            if self.stuck == "put_result":
+                await asyncio.sleep(3600)
+            await super().put_result(key, payload, record_key=record_key)
+
+    for stuck in ("claim", "put_result"):
+        model = _Model()
+        calls = ModelCalls(model, Stuck(stuck), Metrics.create(), owner="w1", store_wait_s=0.2)
+        result = await asyncio.wait_for(calls.answer(_request()), 2)
+        assert model.calls == 1 and result.ok, stuck
+
+
 class _BrokerLog:
     """The brokers' log of each partition: the offsets that hold a record (the others: a transaction's markers)."""
 

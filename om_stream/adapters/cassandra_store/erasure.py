@@ -47,22 +47,27 @@ class CassandraErasure:
         await _all([self._run("erase_message_by_id", (i, resource_id)) for i in ids])
         await _all([self._run("erase_bucket", (resource_id, thread_id, b)) for b in buckets])
         await self._run("erase_buckets", (resource_id, thread_id))
-        threads = 0
-        listing = await self._run("thread_listing", (resource_id, thread_id))
-        if listing:
-            row = listing[0]
-            deletes = [self._run("erase_thread_title", (resource_id, thread_id))]
-            if row.created_ts is not None:
-                deletes.append(self._run("erase_thread_created", (row.created_ts, resource_id, thread_id)))
-            if row.updated_ts is not None:
-                deletes.append(self._run("erase_thread_updated", (row.updated_ts, resource_id, thread_id)))
-            await _all(deletes)
-            threads = 1
+        threads = 1 if await self.forget_listing(resource_id, thread_id) else 0
         owner = await self._run("thread_owner", (thread_id,))
         if owner and owner[0].resource_id in (resource_id, None):
             await self._run("erase_thread_metadata", (thread_id,))
             threads = 1
         return ErasureCounts(messages=len(ids), threads=threads)
+
+    async def forget_listing(self, resource_id: str, thread_id: str) -> bool:
+        """The thread's row in its resource's listing, each timestamped cell with its own timestamp (see above);
+        False when there was none."""
+        listing = await self._run("thread_listing", (resource_id, thread_id))
+        if not listing:
+            return False
+        row = listing[0]
+        deletes = [self._run("erase_thread_title", (resource_id, thread_id))]
+        if row.created_ts is not None:
+            deletes.append(self._run("erase_thread_created", (row.created_ts, resource_id, thread_id)))
+        if row.updated_ts is not None:
+            deletes.append(self._run("erase_thread_updated", (row.updated_ts, resource_id, thread_id)))
+        await _all(deletes)
+        return True
 
     async def erase_record(self, record_key: str, resource_id: str) -> ErasureCounts:
         rows = await self._run("record", (record_key,))

@@ -65,12 +65,24 @@ WRITES: dict[str, str] = {
                              " WHERE resource_id = ? AND thread_id = ?"),
     "erase_thread_title": "DELETE title FROM resource_threads WHERE resource_id = ? AND thread_id = ?",
     "erase_thread_metadata": "DELETE FROM threads WHERE thread_id = ?",
-    "erase_record_resource": "DELETE resource_id FROM records WHERE record_key = ?",
+    "erase_record_resource": "DELETE resource_id, retention_days FROM records WHERE record_key = ?",
     "erase_record_epoch": "DELETE epoch FROM records USING TIMESTAMP ? WHERE record_key = ?",
     "erase_record_results": "DELETE FROM cycle_results_by_record WHERE record_key = ?",
     "put_erasure_part": ("INSERT INTO erasure_parts (erase_id, part, offsets, counts, found, completed_at)"
                          " VALUES (?, ?, ?, ?, ?, ?) USING TTL ?"),
     "mark_erased": "UPDATE erased_records USING TIMESTAMP ? AND TTL ? SET epoch_through = ? WHERE record_digest = ?",
+    # retention (``retention.py``): a thread's expired messages (whole buckets, or the part of one before the cutoff),
+    # a segment copied under a new id, the rows of removed segments and results; a record's own window
+    "expire_bucket_before": ("DELETE FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ?"
+                             " AND created_at < ?"),
+    "expire_bucket_row": "DELETE FROM message_buckets WHERE resource_id = ? AND thread_id = ? AND bucket = ?",
+    "copy_segment": (
+        "INSERT INTO segments (segment_id, record_key, resource_id, kind, generation, text, tokens, cycle_id,"
+        " thread_ids, first_message_id, last_message_id, message_ids, message_tokens, boundary_at, created_at,"
+        " generations, ranges, replaced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"),
+    "expire_record_segment": "DELETE FROM record_segments WHERE record_key = ? AND segment_id = ?",
+    "expire_record_result": "DELETE FROM cycle_results_by_record WHERE record_key = ? AND request_key = ?",
+    "record_retention": "UPDATE records SET retention_days = ? WHERE record_key = ?",
     "take_lease": "INSERT INTO cycle_leases (request_key, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?",
     "renew_lease": "UPDATE cycle_leases USING TTL ? SET owner = ? WHERE request_key = ? IF owner = ?",
     # conditional like the writes it ends: a plain delete's timestamp could sort before their Paxos ballots
@@ -108,6 +120,14 @@ READS: dict[str, str] = {
     "erasure_part": "SELECT offsets, counts, found, completed_at FROM erasure_parts WHERE erase_id = ? AND part = ?",
     "record_owner": "SELECT resource_id FROM records WHERE record_key = ?",
     "erased_through": "SELECT epoch_through FROM erased_records WHERE record_digest = ?",
+    "bucket_ids_before": ("SELECT message_id FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ?"
+                          " AND created_at < ?"),
+    "bucket_first_from": ("SELECT created_at FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ?"
+                          " AND created_at >= ? LIMIT 1"),
+    "segment_row": ("SELECT segment_id, record_key, resource_id, kind, generation, text, tokens, cycle_id, thread_ids,"
+                    " first_message_id, last_message_id, message_ids, message_tokens, boundary_at, created_at,"
+                    " generations, ranges, replaced FROM segments WHERE segment_id = ?"),
+    "record_retention_of": "SELECT retention_days FROM records WHERE record_key = ?",
     "migrations": "SELECT version, checksum FROM schema_migrations",
 }
 

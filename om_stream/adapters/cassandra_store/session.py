@@ -11,6 +11,9 @@ a query costs the event loop nothing while it runs. Every query:
    until ``retry_deadline_s`` has passed. Every om-stream write is idempotent (fixed ids and values, set additions,
    timestamps derived from the data), so a retry can only repeat what may already have been applied. A retried
    lightweight transaction reports "not applied" with the winner's row; the caller compares it with its own.
+   Each retried failure is told to the session's ``ports.StoreOutages`` (if given) with its reason in words
+   (:func:`outage_reason`: "LOCAL_QUORUM cannot be reached, it needs 2 replicas and 1 is alive"), and so is
+   each success.
 
 Driver exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave the package.
 """
@@ -25,11 +28,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from om_stream.errors import StorageError
+from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
 
-__all__ = ["CassandraSession", "build_cluster", "translate", "unreachable"]
+__all__ = ["STORE_NAME", "CassandraSession", "build_cluster", "outage_reason", "retryable", "translate", "unreachable"]
 
 log = logging.getLogger(__name__)
+STORE_NAME = "cassandra"  # how outages name this store (the ``store`` label of ``om_store_unavailable``)
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
@@ -42,10 +47,65 @@ def _retryable() -> tuple[type[BaseException], ...]:
             ConnectionShutdown, ConnectionBusy, OverloadedErrorMessage, IsBootstrappingErrorMessage, ServerError)
 
 
+# why a replica failed a request (Cassandra's RequestFailureReason codes, in a ReadFailure / WriteFailure): a
+# timeout, a schema that has not reached it yet (just after `om-stream migrate`, or a node that was down meanwhile),
+# a node going down; the others (too many tombstones, a read too large, unknown) say the request itself is at fault
+_PASSING_FAILURES = {2: "TIMEOUT", 3: "INCOMPATIBLE_SCHEMA", 5: "NODE_DOWN"}
+
+
+def _passing_failure(exc: BaseException) -> bool:
+    """A ReadFailure / WriteFailure whose every failed replica gave a reason that passes."""
+    from cassandra import ReadFailure, WriteFailure
+
+    codes: dict[Any, int] = (getattr(exc, "error_code_map", None) or {}) if isinstance(
+        exc, ReadFailure | WriteFailure) else {}
+    return bool(codes) and all(code in _PASSING_FAILURES for code in codes.values())
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether trying again can succeed: a node down or overloaded, a timeout, replicas failing for a reason that
+    passes (their schema behind); not when Cassandra refused the statement itself."""
+    return isinstance(exc, _retryable()) or _passing_failure(exc)
+
+
 def translate(exc: BaseException, what: str) -> StorageError:
-    """A driver exception as the one StorageError the rest of om-stream sees: transient when it is one the driver
-    would retry (a node down or overloaded, a timeout), not when Cassandra refused the statement itself."""
-    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=isinstance(exc, _retryable()))
+    """A driver exception as the one StorageError the rest of om-stream sees, transient when :func:`retryable`."""
+    return StorageError(f"Cassandra: {what}: {type(exc).__name__}: {exc}", transient=retryable(exc))
+
+
+def outage_reason(exc: BaseException, what: str) -> str:
+    """Why a retryable failure happened, in words an operator acts on: the consistency level and how many replicas
+    it needed and had, a timeout, no node reachable. Never any data."""
+    from cassandra import ConsistencyLevel, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+    from cassandra.cluster import NoHostAvailable
+    from cassandra.connection import ConnectionException
+
+    def level(value: object) -> str:
+        return ConsistencyLevel.value_to_name.get(value, str(value))  # type: ignore[no-any-return]
+
+    if isinstance(exc, Unavailable):
+        alive, needed = exc.alive_replicas, exc.required_replicas
+        return (f"{what}: {level(exc.consistency)} cannot be reached, it needs {needed} replicas and "
+                f"{alive} {'is' if alive == 1 else 'are'} alive")
+    if isinstance(exc, WriteTimeout | ReadTimeout):
+        kind = "write" if isinstance(exc, WriteTimeout) else "read"
+        return (f"{what}: {level(exc.consistency)} {kind} timed out, {exc.received_responses} of "
+                f"{exc.required_responses} replicas answered")
+    if isinstance(exc, NoHostAvailable):
+        # the driver tried every node it counts up, and each answered or failed: the first answer says why
+        answered = [e for e in (exc.errors or {}).values() if isinstance(e, Unavailable | WriteTimeout | ReadTimeout)]
+        if answered:
+            return outage_reason(answered[0], what)
+        return f"{what}: no node reachable ({', '.join(str(h) for h in (exc.errors or {})) or 'none known'})"
+    if isinstance(exc, OperationTimedOut):
+        return f"{what}: no answer from {exc.last_host or 'the coordinator'} in time"
+    if isinstance(exc, ConnectionException):
+        return f"{what}: connection to {exc.endpoint or 'a node'} lost"
+    if _passing_failure(exc):
+        failures = ", ".join(f"{_PASSING_FAILURES[code]} from {host}"
+                             for host, code in getattr(exc, "error_code_map", {}).items())
+        return f"{what}: replicas failed it ({failures})"
+    return f"{what}: {type(exc).__name__}"
 
 
 def unreachable(settings: CassandraSettings, exc: Any) -> StorageError:
@@ -116,17 +176,20 @@ def build_cluster(settings: CassandraSettings) -> Any:
 class CassandraSession:
     """One driver session for a store, with asyncio execution, bounded concurrency and retries."""
 
-    def __init__(self, settings: CassandraSettings, session: Any, cluster: Any) -> None:
+    def __init__(self, settings: CassandraSettings, session: Any, cluster: Any,
+                 outages: StoreOutages | None = None) -> None:
         self.settings = settings
         self.session = session
         self.cluster = cluster
+        self.outages = outages
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
-        self._retryable = _retryable()
         self.retries = 0  # queries attempted again after a retryable failure (for tests and metrics)
 
     @classmethod
-    async def connect(cls, settings: CassandraSettings, keyspace: str | None) -> CassandraSession:
-        """Connect (in a worker thread: the driver's connect blocks) to ``keyspace`` (None: no keyspace)."""
+    async def connect(cls, settings: CassandraSettings, keyspace: str | None,
+                      outages: StoreOutages | None = None) -> CassandraSession:
+        """Connect (in a worker thread: the driver's connect blocks) to ``keyspace`` (None: no keyspace); the
+        session tells ``outages`` of the failures it retries."""
 
         def open_session() -> tuple[Any, Any]:
             from cassandra import DriverException
@@ -154,7 +217,7 @@ class CassandraSession:
             return cluster, session
 
         cluster, session = await asyncio.to_thread(open_session)
-        return cls(settings, session, cluster)
+        return cls(settings, session, cluster, outages)
 
     async def prepare(self, cql: str, *, write: bool = False, idempotent: bool = True) -> Any:
         from cassandra import ConsistencyLevel, DriverException
@@ -180,9 +243,16 @@ class CassandraSession:
         while True:
             try:
                 async with self._slots:
-                    return await self._once(statement, params)
-            except self._retryable as exc:
+                    rows = await self._once(statement, params)
+                if self.outages is not None:
+                    self.outages.succeeded(STORE_NAME)
+                return rows
+            except (*_retryable(), DriverException, ErrorMessage, ValueError, TypeError) as exc:  # bind: ValueError
+                if not retryable(exc):
+                    raise translate(exc, what) from exc
                 attempt += 1
+                if self.outages is not None:
+                    self.outages.failing(STORE_NAME, outage_reason(exc, what))
                 delay = min(self.settings.retry_base_delay_s * 2 ** (attempt - 1), self.settings.retry_max_delay_s)
                 delay *= 0.5 + random.random() / 2
                 if loop.time() + delay > deadline:
@@ -191,8 +261,6 @@ class CassandraSession:
                 self.retries += 1
                 log.warning("Cassandra %s failed (%s), retry %d in %.2f s", what, type(exc).__name__, attempt, delay)
                 await asyncio.sleep(delay)
-            except (DriverException, ErrorMessage, ValueError, TypeError) as exc:  # bind errors are ValueError
-                raise translate(exc, what) from exc
 
     async def _once(self, statement: Any, params: Sequence[Any] | None) -> list[Any]:
         loop = asyncio.get_running_loop()

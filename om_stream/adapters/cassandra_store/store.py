@@ -40,12 +40,21 @@ from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResul
 from om_stream.adapters.cassandra_store.erasure import CassandraErasure
 from om_stream.adapters.cassandra_store.export import CassandraExports
 from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_TS_BASE, READS, WRITES, thread_page
+from om_stream.adapters.cassandra_store.retention import CassandraRetention
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
-from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
+from om_stream.core.commands import (
+    ActivateChunks,
+    CommitGeneration,
+    ExpireStored,
+    PersistRetention,
+    PersistSegment,
+    PersistThreadMetadata,
+)
 from om_stream.core.erasure import ErasureCounts, PartRecord
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
+from om_stream.core.retention import ExpiryCounts, SegmentText
 from om_stream.errors import StorageError
 from om_stream.ports import (
     GenerationRecord,
@@ -53,6 +62,7 @@ from om_stream.ports import (
     MessagePosition,
     ObservationGroup,
     StoredMessage,
+    StoreOutages,
     ThreadMetadata,
     ThreadPage,
     ThreadSummary,
@@ -78,10 +88,12 @@ def _bucket(created_at: int) -> int:
 
 
 class CassandraContentStore(CassandraExports):
-    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast."""
+    """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast. ``outages``
+    is told of every query that fails and is retried, and of every one that succeeds (the worker's outage watch)."""
 
-    def __init__(self, settings: CassandraSettings) -> None:
+    def __init__(self, settings: CassandraSettings, *, outages: StoreOutages | None = None) -> None:
         self.settings = settings
+        self.outages = outages
         self._session: CassandraSession | None = None
         self._statements: dict[str, Any] = {}
         self._pages: dict[tuple[bool, bool, bool], Any] = {}
@@ -94,6 +106,7 @@ class CassandraContentStore(CassandraExports):
         self._closed = False
         self._results = CassandraCycleResults(self._run, settings.cycle_result_ttl_s)
         self._erasure = CassandraErasure(self._run)
+        self._retention = CassandraRetention(self._run, self._erasure, self._ttl)
 
     def __repr__(self) -> str:
         return f"CassandraContentStore(hosts={self.settings.hosts!r}, keyspace={self.settings.keyspace!r})"
@@ -112,7 +125,7 @@ class CassandraContentStore(CassandraExports):
             raise StorageError("the Cassandra content store is closed")
         async with self._connecting:
             if self._session is None:
-                session = await CassandraSession.connect(self.settings, self.settings.keyspace)
+                session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages)
                 try:
                     await self._check_schema(session)
                     statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}
@@ -533,6 +546,32 @@ class CassandraContentStore(CassandraExports):
 
     async def claim(self, key: str, owner: str, lease_s: float) -> str | None:
         return await self._results.claim(key, owner, lease_s)
+
+    # -- ExpiringStore (``retention.py``) ------------------------------------------------------------------------
+
+    async def segment_texts_of(self, record_key: str, resource_id: str) -> list[SegmentText]:
+        return await self._retention.segment_texts_of(record_key, resource_id)
+
+    async def next_message_at(self, resource_id: str, thread_ids: Sequence[str], at_or_after: int) -> int | None:
+        return await self._retention.next_message_at(resource_id, thread_ids, at_or_after)
+
+    async def expire(self, command: ExpireStored) -> ExpiryCounts:
+        counts, emptied = await self._retention.expire(command)
+        threads = set(command.thread_ids)
+        for message_id in [i for i, (r, m) in self._cache.items() if r == command.resource_id
+                           and m.thread_id in threads and m.created_at_ms < command.before]:
+            del self._cache[message_id]
+        # buckets whose rows went must be written again by the next message into them
+        self._buckets = {b for b in self._buckets if b[0] != command.resource_id or b[1] not in threads}
+        for thread_id in emptied:
+            self._spans.pop((command.resource_id, thread_id), None)
+        return counts
+
+    async def put_retention(self, command: PersistRetention) -> None:
+        await self._retention.put_retention(command)
+
+    async def retention_of(self, record_key: str) -> int | None:
+        return await self._retention.retention_of(record_key)
 
 
 async def _all(calls: Sequence[Any]) -> list[Any]:

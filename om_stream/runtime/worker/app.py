@@ -40,6 +40,8 @@ from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
 from mode.utils.times import want_seconds
 
+from om_stream.core.engine import record_config
+from om_stream.core.expiry import PURGE_TIMER, purge_missing
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -159,7 +161,8 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
-        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose)
+        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose,
+                                 outages=deps.outages, outage_budget_s=worker.store_outage_budget_s)
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()
@@ -213,7 +216,8 @@ class Worker:
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
             index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
             limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
-                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000)),
+                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000),
+                                purge_gap_ms=int(self.deps.settings.lifecycle.purge_gap_s * 1000)),
             on_forget=self._forget_context, erasures=self._erasures)
         inventory, cache = self.inventory, self.effects.cache
         inventory.table(self.table.local_records)
@@ -559,6 +563,9 @@ class Worker:
             for record in held:
                 for cycle in record.state.cycles:
                     await self._send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"))
+                if purge_missing(record.state, record_config(self.deps.config, record.state)):
+                    # retention was turned on while the record sat idle: its purge sets its timer
+                    await self._send_timer(record.key, record.partition, TimerFired(PURGE_TIMER))
         for key, timer in self.timers.due(self.clock.now_ms()):
             home = self.table.home(key)
             if home is not None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from om_stream.adapters.offline_model import OfflineModel
+from om_stream.adapters.recall_retention import RecallRetention
 from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import OMConfig, ResolvedConfig
@@ -13,6 +14,7 @@ from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_metrics import MeteredModel, ModelCallMetrics
+from om_stream.observability.store_outages import StoreOutageWatch
 from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
@@ -30,6 +32,7 @@ class WorkerDeps:
     model: ChatModel  # every call reported to ``metrics``
     offline: ChatModel  # the offline fallback, metered too
     metrics: Metrics
+    outages: StoreOutageWatch  # what the content store says of its outages (the log, a gauge, liveness)
     recall: RecallService | None = None  # None: the content store cannot be browsed (memory store)
 
 
@@ -44,7 +47,7 @@ class _Store(ContentStore, CycleResults, Protocol):
     """What a worker needs of its store: contents, and model results by request."""
 
 
-def _store(settings: Settings) -> _Store:
+def _store(settings: Settings, outages: StoreOutageWatch) -> _Store:
     kind = settings.memory.store
     if kind == "memory":
         from om_stream.adapters.memory_store import InMemoryContentStore
@@ -57,7 +60,7 @@ def _store(settings: Settings) -> _Store:
     if kind == "cassandra":
         from om_stream.adapters.cassandra_store import CassandraContentStore
 
-        return CassandraContentStore(settings.cassandra)
+        return CassandraContentStore(settings.cassandra, outages=outages)
     raise ConfigError("OM_MEMORY_STORE", f"unknown content store {kind!r}; use cassandra, sqlite or memory")
 
 
@@ -82,8 +85,9 @@ def build_recall(settings: Settings, config: ResolvedConfig, store: ContentStore
     (the configured embedder and the Qdrant index: a server with ``OM_QDRANT_URL``, else local mode)."""
     if not isinstance(store, RecallStore):
         return None
+    retention = RecallRetention(config.retention_ms, config.scope)
     if config.retrieval is None or not config.retrieval.vector:
-        return RecallService(store, counter.count)
+        return RecallService(store, counter.count, retention=retention)
     from om_stream.adapters.embedders import build_embedder
     from om_stream.adapters.qdrant_index import QdrantRecallIndex
 
@@ -94,7 +98,7 @@ def build_recall(settings: Settings, config: ResolvedConfig, store: ContentStore
                               api_key=qdrant.api_key.get_secret_value() if qdrant.api_key else None,
                               path=qdrant.path, collection_prefix=qdrant.collection_prefix,
                               timeout_s=qdrant.timeout_s)
-    return RecallService(store, counter.count, index=index, embedder=embedder)
+    return RecallService(store, counter.count, index=index, embedder=embedder, retention=retention)
 
 
 def build_deps(settings: Settings) -> WorkerDeps:
@@ -103,11 +107,12 @@ def build_deps(settings: Settings) -> WorkerDeps:
         options = options.model_copy(update={"model": settings.memory.model,
                                              "observation": options.observation.model_copy(update={"model": None}),
                                              "reflection": options.reflection.model_copy(update={"model": None})})
-    config = options.resolve()
+    config = options.resolve().with_retention(settings.lifecycle.retention_days)
     counter = TiktokenCounter(config.token_encoding)
     metrics = Metrics.create()
     model, offline = _models(settings, config, OfflineModel(counter.count), metrics)
-    store = _store(settings)
+    outages = StoreOutageWatch(metrics)
+    store = _store(settings, outages)
     return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
-                      store=store, results=store, model=model, offline=offline, metrics=metrics,
+                      store=store, results=store, model=model, offline=offline, metrics=metrics, outages=outages,
                       recall=build_recall(settings, config, store, counter))

@@ -16,7 +16,7 @@ Model results and timers need no fence: they only act on a record that exists, a
 other ids. Work sent before the erase to the model workers (an Observer call, indexing) is fenced by the ledger's
 note of the erased epoch (``runtime/erasure.py``). Fences live in a table of their own (``om_erasures``, a
 changelog like the record table's, on the same partitions) until the input topics' retention has removed every
-record below them (``lifecycle.fence_days``).
+record below them (``retention.fence_window_ms``).
 
 **The parts.** A thread (and anything in resource scope: one record holds a resource) is erased by one part, on
 its home partition. A resource in thread scope has threads on every partition: the owner of the resource key's

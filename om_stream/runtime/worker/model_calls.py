@@ -13,7 +13,10 @@ A model worker looks a request up in the content store's ``CycleResults`` before
 
 The key is the request id (cycle and attempt) with a digest of the whole request, so a request that differs in
 anything is never answered with another's result. The store failing never stops model work: the call is made
-(and may then be paid twice), and the failure is logged.
+(and may then be paid twice), and the failure is logged. Nor does a store too slow to answer: each of these steps
+waits ``store_wait_s`` at most. On Cassandra the lease is a lightweight transaction, and while a node that just died
+is not yet counted down by the others (up to ~20 s), a transaction can wait for it and time out again and again
+although a quorum of replicas is up; an Observer call behind it would hold its thread's context that long.
 
 A request of a record incarnation that was erased (``core.erasure``; the content store's ledger says so) is not
 answered: before the call, nothing is called; after it, the result written meanwhile is removed again and
@@ -27,6 +30,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from typing import TypeVar
 
 from om_stream.core.commands import RequestObservation, RequestReflection
 from om_stream.core.erasure import record_digest
@@ -40,7 +44,9 @@ __all__ = ["ModelCalls", "request_key"]
 
 log = logging.getLogger(__name__)
 Request = RequestObservation | RequestReflection
+R = TypeVar("R")
 HAND_BACK_LEASE_S = 0.001  # the port has no release: a renewal this short ends the lease (see step 4)
+STORE_WAIT_S = 2.0  # longest wait for one step of the bookkeeping (a stored result read, a claim, a result stored)
 
 
 def request_key(request: Request) -> str:
@@ -51,7 +57,7 @@ def request_key(request: Request) -> str:
 class ModelCalls:
     def __init__(self, call: Callable[[Request], Awaitable[ModelResultArrived]], results: CycleResults,
                  metrics: Metrics, *, owner: str, lease_s: float = 10.0, poll_s: float = 0.5,
-                 ledger: ErasableStore | None = None) -> None:
+                 ledger: ErasableStore | None = None, store_wait_s: float = STORE_WAIT_S) -> None:
         self.call = call
         self.results = results
         self.ledger = ledger  # the erasure ledger (the content store); None: nothing is ever erased
@@ -59,6 +65,7 @@ class ModelCalls:
         self.owner = owner
         self.lease_s = lease_s
         self.poll_s = poll_s
+        self.store_wait_s = store_wait_s
         self._in_flight: dict[str, asyncio.Future[ModelResultArrived | None]] = {}  # this process's calls, by key
 
     def __len__(self) -> int:
@@ -96,9 +103,9 @@ class ModelCalls:
         if self.ledger is None:
             return False
         try:
-            through = await self.ledger.erased_through(record_digest(request.record_key))
-        except StorageError as exc:  # unknown: answer it (the check after the call runs again)
-            log.warning("erasure ledger unavailable for %s: %s", request.request_id, exc)
+            through = await self._bounded(self.ledger.erased_through(record_digest(request.record_key)))
+        except (StorageError, TimeoutError) as exc:  # unknown: answer it (the check after the call runs again)
+            log.warning("erasure ledger unavailable for %s: %r", request.request_id, exc)
             return False
         return through is not None and request.epoch <= through
 
@@ -106,10 +113,10 @@ class ModelCalls:
         try:
             waited = False
             while True:
-                stored = await self._stored(key)
-                if stored is None and await self._claim(key):
+                stored = await self._bounded(self._stored(key))
+                if stored is None and await self._bounded(self._claim(key)):
                     # read again: the previous holder may have stored its answer and ended its lease meanwhile
-                    stored = await self._stored(key)
+                    stored = await self._bounded(self._stored(key))
                     if stored is None:
                         break  # this worker calls the model
                 if stored is not None:
@@ -117,8 +124,9 @@ class ModelCalls:
                     return stored
                 waited = True  # another worker is calling the model for this request right now
                 await asyncio.sleep(self.poll_s)
-        except StorageError as exc:
-            log.warning("model results store unavailable, calling the model without it: %s", exc)
+        except (StorageError, TimeoutError) as exc:
+            log.warning("model results store unavailable, calling the model without it: %s",
+                        exc if isinstance(exc, StorageError) else f"no answer in {self.store_wait_s:.0f} s")
             return await self.call(request)
         return await self._call_holding(key, request)
 
@@ -137,10 +145,11 @@ class ModelCalls:
         finally:
             await _stopped(renewal)
         try:
-            await self.results.put_result(key, encode_internal(result), record_key=request.record_key)
-        except StorageError as exc:
+            await self._bounded(self.results.put_result(key, encode_internal(result), record_key=request.record_key))
+        except (StorageError, TimeoutError) as exc:  # the lease then ends by itself within lease_s
             log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
-                        request.request_id, exc)
+                        request.request_id, exc if isinstance(exc, StorageError) else
+                        f"no answer in {self.store_wait_s:.0f} s")
         if await self._erased(request):
             await self._undo(key, request)
             return None
@@ -154,6 +163,10 @@ class ModelCalls:
             await self.results.drop_result(key)
         except StorageError as exc:  # it expires with the results' TTL; the ledger says so to a repeat meanwhile
             log.warning("model result of erased %s could not be removed: %s", request.request_id, exc)
+
+    async def _bounded(self, step: Awaitable[R]) -> R:
+        """One step of the bookkeeping, given ``store_wait_s`` at most (TimeoutError past it)."""
+        return await asyncio.wait_for(step, self.store_wait_s)
 
     async def _hand_back(self, key: str, request: Request) -> None:
         try:

@@ -3,8 +3,8 @@
 Observer/Reflector requests are answered at most once per request (``model_calls``) by the cycle runner (the
 configured model, the offline model when the request says so); each result goes back to the results topic at the
 partition the request came from, the home of the record that asked. The recall index's work (index an observation
-group, forget a cleared record) travels the same way. A request lost with a crashed worker is asked again when its
-record is recovered elsewhere, and by its deadline timer.
+group, forget a cleared record, remove a retention purge's points) travels the same way. A request lost with a
+crashed worker is asked again when its record is recovered elsewhere, and by its deadline timer.
 
 It never touches the state table or the memory agent's offsets: it runs in the ``all`` and ``models`` roles alike.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import faust
 
-from om_stream.core.commands import IndexForRecall, RequestObservation, RequestReflection
+from om_stream.core.commands import ExpireIndex, IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.erasure import EraseIndexDone
 from om_stream.errors import WireDecodeError
 from om_stream.observability.model_metrics import CycleMetrics
@@ -81,6 +81,9 @@ class ModelRequests:
                 return
             if isinstance(request, ForgetIndexed):
                 await self.recall.forget(request.resource_id, request.record_key)
+                return
+            if isinstance(request, ExpireIndex):
+                await self.recall.expire(request)
                 return
             if isinstance(request, EraseIndexed):
                 removed, remaining = await self.recall.erase(request.resource_id, request.thread_id)

@@ -9,7 +9,8 @@ GET /healthz   startup: 200 once the state table is recovered, no rebalance is u
                worker's ``role``
 GET /readyz    readiness: 200 once the table was recovered after start (it stays 200 through later rebalances:
                this pod can still answer for the threads it holds) while the worker is live
-GET /livez     liveness: 200 while no agent has crashed and no partition is stalled
+GET /livez     liveness: 200 while no agent has crashed and no partition is stalled, or the stall is a content-store
+               outage's within ``worker.store_outage_budget_s`` (then ``waiting`` says which store, why, what waits)
 GET /metrics   Prometheus text format
 """
 
@@ -107,7 +108,8 @@ class ProbeServer:
 
     async def _livez(self, request: web.Request) -> web.Response:
         if self.worker.liveness.live:
-            return web.json_response({"status": "live"})
+            waiting = self.worker.liveness.waiting()  # a store outage within its budget
+            return web.json_response({"status": "live", **({"waiting": waiting} if waiting else {})})
         return self._dead()
 
     async def _metrics(self, request: web.Request) -> web.Response:

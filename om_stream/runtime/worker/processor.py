@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from om_stream.core.commands import (
     EmitEvent,
+    ExpireIndex,
     IndexForRecall,
     PublishContext,
     RejectInput,
@@ -33,7 +34,7 @@ from om_stream.core.commands import (
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import record_key
 from om_stream.core.erasure import EraseIndexDone, ErasePart, ErasePartDone, EraseRequested
-from om_stream.core.events import ErasedEvent, OMEvent
+from om_stream.core.events import ErasedEvent, ExpiredEvent, OMEvent
 from om_stream.core.inputs import (
     ClearRecord,
     Input,
@@ -141,6 +142,10 @@ class KafkaOutlet:
     def _count_event(self, event: OMEvent) -> None:
         self.metrics.events_published.labels(event.event_type).inc()
         _count_lifecycle(self.metrics, event.event_type, event)
+        if isinstance(event, ExpiredEvent):
+            self.metrics.expirations.inc()
+            for store, count in event.removed.model_dump().items():
+                self.metrics.expired_items.labels(store).inc(count)
 
     async def context(self, command: PublishContext, arrival: Arrival) -> None:
         context = await self.store_retry("read", partial(self.effects.context, command.spec,
@@ -157,6 +162,10 @@ class KafkaOutlet:
                                         partition=_home(arrival)))
 
     async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
+        if self.index_for_recall:
+            self._internal(command.record_key, command, arrival)
+
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None:
         if self.index_for_recall:
             self._internal(command.record_key, command, arrival)
 
@@ -192,6 +201,10 @@ class KafkaOutlet:
         self._queued.append(Publication(topic, key.encode(), encode_internal(work), partition=partition))
 
     async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
+        if not command.keep_input:  # past the retention window: counted and dropped, never copied to the DLQ
+            self._on_sent.append(self.metrics.expired_inputs.inc)
+            log.info("input for %s not recorded: %s", command.record_key, command.reason)
+            return
         if isinstance(arrival.source, SourceRecord):
             reason, detail = ((command.reason, command.detail) if command.reason in DLQ_REASONS else
                               ("rejected_command", f"{command.reason}: {command.detail}"))
@@ -464,7 +477,7 @@ def _command_input(command: CommandRecord) -> Input:
         return ReflectNow(command.guidance, command.thread_id)
     if command.command == "override":
         return OverrideThresholds(command.message_tokens, command.observation_tokens, command.thread_id,
-                                  replace=bool(command.replace))
+                                  replace=bool(command.replace), retention_days=command.retention_days)
     if command.command == "progress":
         return ReportProgress(command.thread_id, command.command_id, command.through_message_id)
     return ClearRecord(command.thread_id)

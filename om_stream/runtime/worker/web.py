@@ -16,8 +16,9 @@ GET  /v1/threads/{id}/settled?through=<message id>&timeout_s=<seconds>
 POST /v1/threads/{id}/observe   queue a manual observation (``om.commands``): it observes once the thread's
                                 unobserved messages reach the message threshold; body: {"force"?, "resource_id"?}
 POST /v1/threads/{id}/reflect   queue a manual reflection; body: {"guidance"?, "resource_id"?}
-POST /v1/threads/{id}/override  queue threshold overrides, merged into the thread's (404: no memory of the thread
-                                here); body: {"message_tokens"?, "observation_tokens"?, "replace"?, "resource_id"?}
+POST /v1/threads/{id}/override  queue overrides, merged into the thread's (404: no memory of the thread here); body:
+                                {"message_tokens"?, "observation_tokens"?, "retention_days"?, "replace"?,
+                                "resource_id"?}
 POST /v1/recall                 the recall tool; body: om.recall.request/v1, answer: om.recall.response/v1
                                 (200 with ``result``; 400 invalid request; 503 store, index or embedder failing)
 DELETE /v1/threads/{id}         erase a thread for good (``?resource_id=`` its resource: needed in resource
@@ -67,7 +68,8 @@ __all__ = ["Served", "api_guard", "register_views"]
 log = logging.getLogger(__name__)
 
 # the fields of an HTTP command body (om.http.command-request/v1) that go into the om.command/v1 record
-_COMMAND_FIELDS = ("resource_id", "guidance", "force", "message_tokens", "observation_tokens", "replace")
+_COMMAND_FIELDS = ("resource_id", "guidance", "force", "message_tokens", "observation_tokens", "retention_days",
+                   "replace")
 COMPLETED_PART = -1  # the ledger row of a finished erase (runtime/worker/erasure.py)
 
 
@@ -151,9 +153,13 @@ def register_views(worker: Served) -> None:
             if state is None or thread_id not in state.threads:
                 return not_owned(self, thread_id)
             context = worker.contexts.get(thread_id)
-            if context is None or context.version != state.context_version:
-                spec = context_spec(state, thread_id, record_config(config, state), state.context_version)
-                context = await worker.effects.context(spec, now_ms=worker.clock.now_ms())
+            own = record_config(config, state)
+            if context is None or context.version != state.context_version or own.retention_ms is not None:
+                # with a retention window the context is rendered as it reads now: what expired since the last
+                # one was published is left out before the record's purge publishes it again
+                now = worker.clock.now_ms()
+                spec = context_spec(state, thread_id, own, state.context_version, now)
+                context = await worker.effects.context(spec, now_ms=now)
                 worker.contexts[thread_id] = context
             return self.bytes(encode(context), content_type="application/json")
 
