@@ -16,7 +16,8 @@
   are equal: what a provider would be asked, and bill, twice. An answer counts once the server has computed it, even
   if its client had stopped waiting (a provider bills that too). ``paid_twice`` sums, over identities answered more
   than once, the answers after the first; those whose identity had an earlier answer delivered late (the fake
-  server's "timeout" fault: the client gave up and the gateway asked again) are told apart from the rest.
+  server's "timeout" fault: the client gave up and the gateway asked again), whichever of the two was heard first,
+  are told apart from the rest.
 * **Figures**: nearest-rank percentiles and least-squares slopes.
 """
 
@@ -205,8 +206,11 @@ class ProviderLedger:
             earlier = self._answers.setdefault(identity, [])
             if earlier:
                 thread = next(iter(markers(request.prompt_text)), ("?", 0))[0]
+                # the late answer is often heard last: the gateway gave up on it, asked again and was answered
+                # at once, while the first request's answer was still being delayed
                 self.duplicates.append(Duplicate(earlier[0][0], request.received_at,
-                                                 any(was_late for _, was_late in earlier), thread))
+                                                 response.delay > 0 or any(was_late for _, was_late in earlier),
+                                                 thread))
             earlier.append((request.received_at, late))
 
     def reset(self) -> None:

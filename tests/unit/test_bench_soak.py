@@ -90,6 +90,11 @@ def test_the_ledger_counts_a_request_answered_twice_and_tells_a_late_first_answe
     summary: dict[str, Any] = ledger.summary()
     assert summary == {"model_answers": 4, "paid_twice": 2, "paid_twice_after_timeout": 1, "paid_twice_other": 1}
     assert ledger.duplicates[0].thread == "t1"
+    # the usual order: the retry is answered at once, the request it replaced later, once its delay ran out
+    late_last = judge.ProviderLedger()
+    late_last.heard(first, Reply("a"), True)
+    late_last.heard(first, Reply("a", delay=15.0), False)
+    assert late_last.summary()["paid_twice_after_timeout"] == 1
 
 
 def test_percentiles_and_slopes() -> None:
@@ -98,3 +103,15 @@ def test_percentiles_and_slopes() -> None:
     assert judge.percentile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert judge.slope([(0.0, 10.0), (1.0, 12.0), (2.0, 14.0)]) == pytest.approx(2.0)
     assert judge.slope([(1.0, 5.0), (1.0, 9.0)]) == 0.0
+
+
+def test_the_soak_reads_durations_and_slopes_the_second_half_only() -> None:
+    soak = load_bench("soak")
+    assert [soak.seconds(t) for t in ("600", "600s", "10m", "1h")] == [600.0, 600.0, 600.0, 3600.0]
+    # the first half climbs (warm-up), the second is flat: a leak is judged on the second half alone
+    rows = [{"t_s": t, "w0_rss_mb": min(t, 300.0), "lag": 5.0, "p99_ms": 100.0 + t, "p50_ms": 50.0}
+            for t in range(0, 601, 30)]
+    found = soak.slopes(rows, 600.0)
+    assert found["w0_rss_mb"] == pytest.approx(0.0) and found["lag"] == pytest.approx(0.0)
+    assert found["p99_ms"] == pytest.approx(3600.0)  # +1 ms per second of the run
+    assert found["w0_fds"] == 0.0  # never sampled: no slope
