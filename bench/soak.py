@@ -1,8 +1,9 @@
 """``make bench-soak DURATION=...``: hours of traffic with rebalances, a provider that fails and a Cassandra restart,
 and whether memory, file descriptors, tasks, maps, lag and latency stay flat.
 
-What runs, on real Apache Kafka and a Cassandra node of the soak's own (it is restarted once; a broker of its own
-too unless ``--bootstrap`` names one), with the models behind litellm at the local fake OpenAI server
+What runs, on real Apache Kafka and production's Cassandra shape, a three-node cluster of the soak's own
+(``devservices.cassandra_cluster``: replication 3, LOCAL_QUORUM; one node is restarted once), a broker of its own
+too unless ``--bootstrap`` names one, with the models behind litellm at the local fake OpenAI server
 (``bench/soak_judge.py``: an Observer and a Reflector that keep every user message's marker; 10 % of calls fail
 with 429, 500, 503 or a reply slower than the gateway's timeout):
 
@@ -14,8 +15,9 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
    Every ``--churn-every`` seconds one worker is killed (SIGKILL) and started again, and half a period later
    another leaves gracefully (SIGTERM) and is started again (each start is a join); these two alternate between
    ``w1`` and ``w2``, while ``w0`` lives through the whole run (the sentinel: the one process whose curves span every
-   rebalance). Once, at ``--cassandra-restart-at`` of the run, the Cassandra node is stopped and started again. A
-   worker that exits unasked is started again (counted as a crash);
+   rebalance). Once, at ``--cassandra-restart-at`` of the run, one Cassandra node (the second) is stopped (drained,
+   SIGTERM) and started again on its data, the other two serving meanwhile. A worker that exits unasked is started
+   again (counted as a crash);
 3. **sampling**, every ``--sample`` seconds, per worker process: RSS and open file descriptors (``/proc``), and from
    its ``/metrics`` the asyncio tasks, the state table's records, the content cache's bytes and every in-process
    map's entries (``om_held_entries``); the group's lag (``om_consumer_group_lag_records``, input topics); the
@@ -25,14 +27,16 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
    ``key: value`` form (lost, duplicated, version-regressed threads, unserved, model calls paid twice), with the
    least-squares slope per hour of each sentinel curve over the run's second half, and a plot of the curves.
 
-Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The CSV and the plot go to ``--out`` (``docs/soak`` makes
-``docs/soak.csv`` and ``docs/soak.png``).
+Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
+(JSON) and the plot (PNG) go to ``--out`` (default ``docs/soak-<minutes>min``: ``docs/soak-60min.csv``, ``.json``,
+``.png``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import json
 import os
@@ -56,9 +60,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 import soak_judge as judge  # noqa: E402
 from soak_plot import plot_samples  # noqa: E402
 
-from om_stream.devservices import cassandra, kafka  # noqa: E402
+from om_stream.devservices import cassandra_cluster, kafka  # noqa: E402
 from om_stream.testing.fake_openai import FailurePlan, FakeOpenAI  # noqa: E402
-from tests.support.cluster import WorkerGroup, new_keyspace, notable, turn_text  # noqa: E402
+from tests.support.cassandra_cluster import CLUSTER_ENV, cluster_keyspace  # noqa: E402
+from tests.support.cluster import WorkerGroup, notable, turn_text  # noqa: E402
 from tests.support.worker import WorkerProcess, message_record  # noqa: E402
 
 OPTIONS: dict[str, Any] = {
@@ -66,6 +71,7 @@ OPTIONS: dict[str, Any] = {
     "reflection": {"observationTokens": 600, "bufferActivation": 0.5, "blockAfter": 1.2},
 }
 GATEWAY_TIMEOUT_S = 5.0
+RESTARTED_NODE = 1  # the cluster's second node: not the first contact point the drivers try
 HELD = ("decoded_states", "recent_contexts", "content_cache", "timers", "timer_heap", "model_calls",
         "inflight_calls", "settled_waiters", "near_block_after")
 PER_WORKER = ("pid", "rss_mb", "fds", "tasks", "table_records", "cache_mb", "rebalances", *HELD)
@@ -83,7 +89,7 @@ def worker_env(model_url: str) -> dict[str, str]:
             "OM_GATEWAY_TIMEOUT_S": str(GATEWAY_TIMEOUT_S), "OM_GATEWAY_DEADLINE_S": "60",
             "OM_GATEWAY_MAX_RETRIES": "3", "OM_GATEWAY_BACKOFF_INITIAL_S": "0.2", "OM_GATEWAY_BACKOFF_MAX_S": "2",
             "OM_GATEWAY_RETRY_AFTER_MAX_S": "1", "OM_GATEWAY_BREAKER_FAILURES": "10",
-            "OM_WORKER_CYCLE_TIMEOUT_S": "90"}
+            "OM_WORKER_CYCLE_TIMEOUT_S": "90", **CLUSTER_ENV}
 
 
 # -- processes ---------------------------------------------------------------------------------------------------
@@ -165,6 +171,7 @@ class Agents:
         self.sent: dict[str, int] = dict.fromkeys(self.names, 0)
         self.unserved: list[str] = []
         self.window: list[float] = []  # latencies (s) since the sampler last took them
+        self.latencies: list[float] = []  # every one of the run (about 10 bytes each: 2 MB for 200,000 messages)
         self.stopping = asyncio.Event()
         self._consumer = AIOKafkaConsumer(topics["context"], bootstrap_servers=bootstrap,
                                           auto_offset_reset="earliest", metadata_max_age_ms=1000,
@@ -203,7 +210,9 @@ class Agents:
             self.sent[thread] = index + 1
             try:
                 await self.judge.wait(thread, index, self.context_timeout_s)
-                self.window.append(time.monotonic() - published)
+                latency = time.monotonic() - published
+                self.window.append(latency)
+                self.latencies.append(latency)
             except TimeoutError:
                 self.unserved.append(record["message_id"])
             pause = self.cycle_s * rng.uniform(0.5, 1.5) - (time.monotonic() - published)
@@ -236,8 +245,13 @@ async def measure_capacity(bootstrap: str, cassandra_hosts: str, model_url: str,
                            turns: int, partitions: int) -> float:
     """Messages/s one worker handles on this workload: the messages published first, then the worker started and
     timed by the create times of its contexts, from its first to the one covering every thread's last message."""
-    group = WorkerGroup(bootstrap, folder, cassandra_hosts=cassandra_hosts, keyspace=new_keyspace(cassandra_hosts),
+    group = WorkerGroup(bootstrap, folder, cassandra_hosts=cassandra_hosts, keyspace=cluster_keyspace(cassandra_hosts),
                         partitions=partitions, options=OPTIONS, extra=worker_env(model_url))
+    # the worker creates the topics as its settings want them (partitions, retention), then leaves; topics a
+    # producer created would have the broker's defaults, which the worker refuses to start on
+    member = group.add()
+    await member.wait_ready(timeout=300)
+    await asyncio.to_thread(member.stop)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
     await producer.start()
     try:
@@ -250,7 +264,7 @@ async def measure_capacity(bootstrap: str, cassandra_hosts: str, model_url: str,
         await producer.flush()
     finally:
         await producer.stop()
-    member = group.add()
+    member.start()
     consumer = AIOKafkaConsumer(group.topics["context"], bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                 group_id=f"soak-capacity-{random.getrandbits(32):08x}", metadata_max_age_ms=1000)
     await consumer.start()
@@ -279,19 +293,21 @@ async def measure_capacity(bootstrap: str, cassandra_hosts: str, model_url: str,
 
 
 class Soak:
-    def __init__(self, args: argparse.Namespace, bootstrap: str, node: cassandra.CassandraNode,
+    def __init__(self, args: argparse.Namespace, bootstrap: str, cluster: cassandra_cluster.CassandraCluster,
                  kafka_node: kafka.KafkaNode | None, server: FakeOpenAI, ledger: judge.ProviderLedger,
                  folder: Path, rate: float) -> None:
-        self.args, self.bootstrap, self.node, self.kafka_node = args, bootstrap, node, kafka_node
+        self.args, self.bootstrap, self.cluster, self.kafka_node = args, bootstrap, cluster, kafka_node
         self.server, self.ledger, self.folder, self.rate = server, ledger, folder, rate
         self.timeline = Timeline()
-        self.group = WorkerGroup(bootstrap, folder / "group", cassandra_hosts=node.contact_point,
-                                 keyspace=new_keyspace(node.contact_point), partitions=args.partitions,
+        self.group = WorkerGroup(bootstrap, folder / "group", cassandra_hosts=cluster.hosts,
+                                 keyspace=cluster_keyspace(cluster.hosts), partitions=args.partitions,
                                  options=OPTIONS, extra=worker_env(server.base_url))
         self.members = [Member(f"w{n}", self.group.add(start=False)) for n in range(3)]
         self.rows: list[dict[str, Any]] = []
         self.counts = {"kills": 0, "leaves": 0, "joins": 0, "crashes": 0, "cassandra_restarts": 0}
         self.cassandra_down_s = 0.0
+        self.restart_began: float | None = None
+        self.latencies: list[float] = []
 
     async def run(self) -> dict[str, Any]:
         for member in self.members:
@@ -300,6 +316,7 @@ class Soak:
         self.timeline = Timeline()
         self.timeline.note(f"3 workers ready; {self.args.threads} agents at {self.rate:.1f} msgs/s")
         agents = Agents(self.bootstrap, self.group.topics, self.args.threads, self.rate)
+        self.latencies = agents.latencies
         await agents.start()
         talking = asyncio.create_task(agents.run())
         background = [asyncio.create_task(self._churn()), asyncio.create_task(self._supervise()),
@@ -308,9 +325,11 @@ class Soak:
         try:
             await asyncio.sleep(self.args.duration)
             self.timeline.note("traffic stops; waiting for every thread's last context")
-            for task in background[:1] + background[2:]:
-                task.cancel()
-            await asyncio.gather(*background[:1], *background[2:], return_exceptions=True)
+            churn, restart = background[0], background[2]
+            churn.cancel()
+            if self.restart_began is None:
+                restart.cancel()  # a node stopped and not yet back is brought back: the run ends on three
+            await asyncio.gather(churn, restart, return_exceptions=True)
             agents.stopping.set()
             await talking
             await agents.settle()
@@ -375,15 +394,24 @@ class Soak:
 
     async def _restart_cassandra(self) -> None:
         await asyncio.sleep(self.args.duration * self.args.cassandra_restart_at)
-        began = time.monotonic()
-        self.timeline.note("Cassandra stops (graceful)")
-        await asyncio.to_thread(self.node.process.stop, 60)
+        index = RESTARTED_NODE
+        began = self.restart_began = time.monotonic()
+        self.timeline.note(f"Cassandra stops: node {index + 1} of 3 drained and stopped")
+        await asyncio.to_thread(self.cluster.stop_node, index, 60)
         # launched from the loop's thread, the main one: an attached JVM dies with the thread that started it
-        self.node = cassandra.restart(self.node)
-        await asyncio.to_thread(cassandra.wait_ready, self.node, 300)
+        self.cluster.restart(index)
+        await asyncio.to_thread(cassandra_cluster.wait_ready, self.cluster, 300)
         self.cassandra_down_s = time.monotonic() - began
         self.counts["cassandra_restarts"] += 1
-        self.timeline.note(f"Cassandra back after {self.cassandra_down_s:.0f} s")
+        self.timeline.note(f"Cassandra node {index + 1} back (all three up) after {self.cassandra_down_s:.0f} s")
+
+    def cassandra_rss_mb(self) -> float:
+        """The running nodes' RSS together."""
+        total = 0.0
+        for index in self.cluster.running():
+            with contextlib.suppress(OSError):
+                total += rss_mb(self.cluster.nodes[index].process.pid)
+        return round(total, 1)
 
     # sampling ---------------------------------------------------------------------------------------------------
 
@@ -399,11 +427,11 @@ class Soak:
         sent = sum(agents.sent.values())
         row: dict[str, Any] = {"t_s": round(now, 1), "sent": sent,
                                "rate": round((sent - previous["sent"]) / max(1e-9, now - previous["t_s"]), 1),
-                               "p50_ms": round(judge.percentile(window, 0.5) * 1000, 1),
-                               "p99_ms": round(judge.percentile(window, 0.99) * 1000, 1),
+                               # None for a window without a context awaited (after the traffic stopped)
+                               "p50_ms": round(judge.percentile(window, 0.5) * 1000, 1) if window else None,
+                               "p99_ms": round(judge.percentile(window, 0.99) * 1000, 1) if window else None,
                                "unserved": len(agents.unserved), "lag": None, **self.ledger.summary(),
-                               "cassandra_rss_mb": round(rss_mb(self.node.process.pid), 1)
-                               if self.node.process.popen.poll() is None else None,
+                               "cassandra_rss_mb": self.cassandra_rss_mb(),
                                "kafka_rss_mb": round(rss_mb(self.kafka_node.process.pid), 1)
                                if self.kafka_node is not None else None,
                                "soak_rss_mb": round(rss_mb(os.getpid()), 1)}
@@ -417,7 +445,7 @@ class Soak:
                             f"rss {row[f'{m.name}_rss_mb']:.0f} MB fds {row[f'{m.name}_fds']} "
                             f"tasks {row[f'{m.name}_tasks']} table {row[f'{m.name}_table_records']} "
                             f"cache {row[f'{m.name}_cache_mb']} MB") for m in self.members)
-        print(f"[{now:7.0f}s] sent {sent} ({row['rate']:.1f}/s) p50 {row['p50_ms']:.0f} ms p99 {row['p99_ms']:.0f} ms"
+        print(f"[{now:7.0f}s] sent {sent} ({row['rate']:.1f}/s) p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms"
               f" lag {row['lag']} | {workers} | answers {row['model_answers']} paid twice {row['paid_twice']}",
               flush=True)
 
@@ -470,20 +498,23 @@ def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
         writer.writerows(rows)
 
 
-def report(result: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace, capacity: float | None,
-           rate: float, timeline: Timeline) -> None:
-    found = slopes(rows, args.duration)
+def summary(result: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace, capacity: float | None,
+            rate: float, latencies: list[float]) -> dict[str, Any]:
+    """The run's figures, in the order they are printed."""
     w0 = [row for row in rows if row.get("w0_rss_mb") is not None]
+    return {"duration_s": round(args.duration), "threads": args.threads,
+            "capacity_msgs_s": round(capacity, 1) if capacity is not None else "not measured (--rate given)",
+            "rate_target_msgs_s": round(rate, 1),
+            "rate_achieved_msgs_s": round(result["messages"] / max(1.0, args.duration), 1), **result,
+            "p50_ms": round(judge.percentile(latencies, 0.5) * 1000),
+            "p99_ms": round(judge.percentile(latencies, 0.99) * 1000),
+            "p99_ms_worst_sample": round(max((r["p99_ms"] for r in rows if r["p99_ms"] is not None), default=0)),
+            "w0_rss_mb_first_last": f"{w0[0]['w0_rss_mb']:.0f} -> {w0[-1]['w0_rss_mb']:.0f}" if w0 else "n/a"}
+
+
+def report(figures: dict[str, Any], found: dict[str, float], timeline: Timeline) -> None:
     print("\n== soak result ==")
-    lines = {"duration_s": f"{args.duration:.0f}", "threads": args.threads,
-             "capacity_msgs_s": f"{capacity:.1f}" if capacity is not None else "not measured (--rate given)",
-             "rate_target_msgs_s": f"{rate:.1f}",
-             "rate_achieved_msgs_s": f"{result['messages'] / max(1.0, args.duration):.1f}", **result,
-             "p50_ms_median_of_samples": f"{judge.percentile([r['p50_ms'] for r in rows], 0.5):.0f}",
-             "p99_ms_median_of_samples": f"{judge.percentile([r['p99_ms'] for r in rows], 0.5):.0f}",
-             "p99_ms_worst_sample": f"{max((r['p99_ms'] for r in rows), default=0):.0f}",
-             "w0_rss_mb_first_last": f"{w0[0]['w0_rss_mb']:.0f} -> {w0[-1]['w0_rss_mb']:.0f}" if w0 else "n/a"}
-    for key, value in lines.items():
+    for key, value in figures.items():
         print(f"{key}: {value}")
     print("slopes per hour over the second half (w0 = the worker that lives through the run):")
     for key, value in found.items():
@@ -493,53 +524,71 @@ def report(result: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Na
         print(f"  {at:7.0f}s {what.splitlines()[0]}")
 
 
+def write_outputs(out: Path, run: Soak, figures: dict[str, Any] | None, found: dict[str, float],
+                  title: str) -> None:
+    """The samples (CSV), the figures, slopes and events (JSON) and the plot (PNG), side by side."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not run.rows:
+        return
+    write_csv(run.rows, out.with_suffix(".csv"))
+    out.with_suffix(".json").write_text(json.dumps(
+        {"title": title, "figures": figures, "slopes_per_hour": found,
+         "events": [{"t_s": round(at, 1), "what": what.splitlines()[0]} for at, what in run.timeline.events]},
+        indent=2) + "\n")
+    plot_samples(run.rows, run.timeline.events, out.with_suffix(".png"), title=title)
+
+
 async def soak(args: argparse.Namespace) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="om-soak-"))
     kafka_node = None
-    node = cassandra.start(run_dir / "cassandra", commitlog_sync="group")  # survives its restart with its writes
+    # launched from the loop's thread, the main one, as the restart is: an attached JVM dies with its launcher
+    cluster = cassandra_cluster.start(run_dir / "cassandra")
     try:
         if args.bootstrap:
             bootstrap = args.bootstrap
         else:
             kafka_node = kafka.start(run_dir / "kafka")
             bootstrap = kafka_node.bootstrap
-        waits = [asyncio.to_thread(cassandra.wait_ready, node, 300)]
+        waits = [asyncio.to_thread(cassandra_cluster.wait_ready, cluster)]
         if kafka_node is not None:
             waits.append(asyncio.to_thread(kafka.wait_ready, kafka_node))
         await asyncio.gather(*waits)
+        print(f"cassandra cluster of 3 at {cluster.hosts}; kafka at {bootstrap}", flush=True)
         ledger = judge.ProviderLedger()
         plan = FailurePlan(rate=args.failure_rate, seed=args.seed, kinds=("429", "500", "503", "timeout"),
                            timeout_delay=GATEWAY_TIMEOUT_S * 3, retry_after=0.5)
         with FakeOpenAI(default=judge.answer, failures=plan, keep_requests=64, on_answer=ledger.heard) as server:
             capacity = None
             if args.rate is None:
-                capacity = await measure_capacity(bootstrap, node.contact_point, server.base_url,
+                capacity = await measure_capacity(bootstrap, cluster.hosts, server.base_url,
                                                   run_dir / "capacity", threads=args.capacity_threads,
                                                   turns=args.capacity_turns, partitions=args.partitions)
                 print(f"capacity of one worker: {capacity:.1f} msgs/s ({args.capacity_threads} threads x "
                       f"{args.capacity_turns} messages)", flush=True)
                 ledger.reset()
-            rate = args.rate if args.rate is not None else capacity / 2  # type: ignore[operator]
-            run = Soak(args, bootstrap, node, kafka_node, server, ledger, run_dir, rate)
+            rate = args.rate if args.rate is not None else capacity * args.load  # type: ignore[operator]
+            run = Soak(args, bootstrap, cluster, kafka_node, server, ledger, run_dir, rate)
+            title = (f"{args.threads} threads at {rate:.1f} msgs/s ({args.load:.0%} of one worker's capacity), "
+                     f"3 workers, {args.duration / 60:.0f} min")
+            figures: dict[str, Any] | None = None
+            found: dict[str, float] = {}
+            out = Path(args.out or ROOT / "docs" / f"soak-{args.duration / 60:.0f}min")
             try:
                 result = await run.run()
+                found = slopes(run.rows, args.duration)
+                figures = summary(result, run.rows, args, capacity, rate, run.latencies)
             finally:
-                node = run.node
-                out = Path(args.out)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                if run.rows:
-                    write_csv(run.rows, out.with_suffix(".csv"))
-                    plot_samples(run.rows, run.timeline.events, out.with_suffix(".png"),
-                                 title=f"{args.threads} threads at {rate:.0f} msgs/s, 3 workers, "
-                                       f"{args.duration / 60:.0f} min")
-            report(result, run.rows, args, capacity, rate, run.timeline)
+                write_outputs(out, run, figures, found, title)
+            assert figures is not None  # the run returned
+            report(figures, found, run.timeline)
+            print(f"samples, figures and plot: {out}.csv, .json, .png")
             if result["paid_twice_other"]:
                 for duplicate in ledger.duplicates:
                     if not duplicate.after_timeout:
                         print(f"  paid twice: {duplicate.thread} answered at {duplicate.first_at:.0f} and "
                               f"{duplicate.again_at:.0f} (epoch s)")
     finally:
-        node.process.stop(grace=30)
+        cluster.stop(grace=30)
         if kafka_node is not None:
             kafka_node.process.stop()
         if not args.keep:
@@ -552,7 +601,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=seconds, default=300.0, help="length of the soak (3600, 60m, 1h)")
     parser.add_argument("--threads", type=int, default=2000)
-    parser.add_argument("--rate", type=float, default=None, help="messages/s in all (default: half the capacity)")
+    parser.add_argument("--rate", type=float, default=None, help="messages/s in all (default: --load x capacity)")
+    parser.add_argument("--load", type=float, default=0.5, help="share of one worker's measured capacity")
     parser.add_argument("--capacity-threads", type=int, default=200)
     parser.add_argument("--capacity-turns", type=int, default=20)
     parser.add_argument("--sample", type=seconds, default=30.0, help="seconds between two samples")
@@ -563,7 +613,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--bootstrap", default=None, help="a Kafka to use (default: a broker of the soak's own)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "soak"), help="CSV and plot path, without suffix")
+    parser.add_argument("--out", default=None,
+                        help="CSV, JSON and plot path without suffix (default: docs/soak-<minutes>min)")
     parser.add_argument("--keep", action="store_true", help="keep the run folder (logs, data)")
     args = parser.parse_args()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks stop the JVMs and the workers
