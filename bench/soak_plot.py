@@ -3,11 +3,15 @@ descriptors, asyncio tasks, state-table records and content-cache bytes; the sen
 group's lag; the agents' publish→context p50/p99 and the rate. Kills, graceful leaves and the Cassandra restart are
 drawn as vertical lines.
 
-matplotlib is the ``bench`` extra of pyproject.toml, used by no part of the product.
+matplotlib is the ``bench`` extra of pyproject.toml, used by no part of the product. Drawn again from a run's files:
+``python bench/soak_plot.py docs/soak-60min`` (reads ``.csv`` and ``.json``, writes ``.png``).
 """
 
 from __future__ import annotations
 
+import csv
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +39,8 @@ def plot_samples(rows: list[dict[str, Any]], events: list[tuple[float, str]], pa
         ("w0 in-process maps (entries)", [(name, f"w0_{name}", 1.0) for name in
                                           ("decoded_states", "recent_contexts", "content_cache", "timers",
                                            "timer_heap", "model_calls", "settled_waiters")]),
-        ("group lag (records)", [("lag", "lag", 1.0)]),
-        ("publish→context (ms), rate (msgs/s)", [("p50", "p50_ms", 1.0), ("p99", "p99_ms", 1.0),
-                                                 ("rate", "rate", 1.0)]),
+        ("group lag (records); agents' rate (msgs/s, right)", [("lag", "lag", 1.0)]),
+        ("publish→context (s)", [("p50", "p50_ms", 0.001), ("p99", "p99_ms", 0.001)]),
     ]
     figure, axes = plt.subplots(4, 2, figsize=(14, 14), sharex=True)
     for axis, (label, lines) in zip(axes.flat, panels, strict=True):
@@ -52,7 +55,13 @@ def plot_samples(rows: list[dict[str, Any]], events: list[tuple[float, str]], pa
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7, loc="upper left")
         if label.startswith("publish"):
-            axis.set_yscale("symlog", linthresh=100)
+            axis.set_yscale("log")
+        if label.startswith("group lag"):
+            rate = axis.twinx()
+            x, y = _series(rows, "rate")
+            rate.plot(x, y, label="rate", color="tab:green", linewidth=1.0)
+            rate.set_ylim(bottom=0)
+            rate.legend(fontsize=7, loc="upper right")
     for axis in axes[-1]:
         axis.set_xlabel("minutes")
     figure.suptitle(f"om-stream soak: {title}\nred: SIGKILL, orange: graceful leave, black: Cassandra restart",
@@ -60,3 +69,22 @@ def plot_samples(rows: list[dict[str, Any]], events: list[tuple[float, str]], pa
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
+
+
+def _number(text: str) -> float | None:
+    return None if text == "" else float(text)
+
+
+def main(stem: str) -> None:
+    """Draw ``<stem>.png`` again from ``<stem>.csv`` and ``<stem>.json`` (what ``bench/soak.py`` wrote)."""
+    base = Path(stem)
+    with base.with_suffix(".csv").open() as source:
+        rows: list[dict[str, Any]] = [{key: _number(value) for key, value in row.items()}
+                                      for row in csv.DictReader(source)]
+    saved = json.loads(base.with_suffix(".json").read_text())
+    events = [(event["t_s"], event["what"]) for event in saved["events"]]
+    plot_samples(rows, events, base.with_suffix(".png"), title=saved["title"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
