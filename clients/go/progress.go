@@ -106,14 +106,7 @@ func NewProgressCommand(threadID, throughMessageID, resourceID, commandID string
 	if resourceID != "" {
 		command.ResourceID = &resourceID
 	}
-	value, err := EncodeCanonical(CommandSchema, command)
-	if err != nil {
-		return CommandRecord{}, err
-	}
-	if _, err := Validate(CommandSchema, value); err != nil {
-		return CommandRecord{}, err
-	}
-	return command, nil
+	return validCommand(command)
 }
 
 // AskProgress publishes a progress command (key = thread id) and returns its id, which the answering
