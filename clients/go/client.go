@@ -4,8 +4,10 @@
 // for the context that includes a message it published (read-your-writes over the compacted context topic),
 // follows a thread's data-om-* events with their CloudEvents attributes, and calls the recall tool over the
 // om.recall.requests -> om.recall.responses topic pair; Erase forgets a thread, or a resource and every thread
-// of it, for good (an erase command on om.commands, and its data-om-erased receipt). Every payload is validated
-// against the published JSON Schemas (embedded) and written in its RFC 8785 normal form.
+// of it, for good (an erase command on om.commands, and its data-om-erased receipt); Settled waits until a thread's
+// memory has caught up through a message (a progress command, and the data-om-progress events that answer it).
+// Every payload is validated against the published JSON Schemas (embedded) and written in its RFC 8785 normal
+// form.
 package omstream
 
 import (

@@ -91,18 +91,27 @@ func (v *contextView) latestOf(threadID string) *ContextRecord {
 
 // awaitIncluding returns the first context of threadID that includes messageID, bounded by ctx.
 func (v *contextView) awaitIncluding(ctx context.Context, threadID, messageID string) (*ContextRecord, error) {
+	return v.await(ctx, threadID, func(context *ContextRecord) bool {
+		return v.includesLocked(context, messageID)
+	}, "includes message "+messageID)
+}
+
+// await returns the thread's latest context once ready says it is the one (ready is called with v.mu held),
+// bounded by ctx; what describes the context waited for, in the error.
+func (v *contextView) await(ctx context.Context, threadID string, ready func(*ContextRecord) bool,
+	what string) (*ContextRecord, error) {
 	for {
 		v.mu.Lock()
 		latest, changed := v.latest[threadID], v.changed
-		ready := latest != nil && v.includesLocked(latest, messageID)
+		met := latest != nil && ready(latest)
 		v.mu.Unlock()
-		if ready {
+		if met {
 			return latest, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no context of thread %s includes message %s: %w", threadID, messageID, ctx.Err())
+			return nil, fmt.Errorf("no context of thread %s %s: %w", threadID, what, ctx.Err())
 		}
 	}
 }

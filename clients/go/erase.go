@@ -35,14 +35,7 @@ func NewEraseCommand(request EraseRequest, commandID string, now time.Time) (Com
 		resource := request.ResourceID
 		command.ResourceID = &resource
 	}
-	value, err := EncodeCanonical(CommandSchema, command)
-	if err != nil {
-		return CommandRecord{}, err
-	}
-	if _, err := Validate(CommandSchema, value); err != nil {
-		return CommandRecord{}, err
-	}
-	return command, nil
+	return validCommand(command)
 }
 
 // CommandKey is the key a command is published under: its thread, or its resource for an erase of a whole
@@ -111,4 +104,16 @@ func (c *Client) Erase(ctx context.Context, request EraseRequest) (*ErasedEvent,
 			return receipt, nil
 		}
 	}
+}
+
+// validCommand returns the command if its canonical bytes pass the schema, or the reason they do not.
+func validCommand(command CommandRecord) (CommandRecord, error) {
+	value, err := EncodeCanonical(CommandSchema, command)
+	if err != nil {
+		return CommandRecord{}, err
+	}
+	if _, err := Validate(CommandSchema, value); err != nil {
+		return CommandRecord{}, err
+	}
+	return command, nil
 }

@@ -63,7 +63,8 @@ type MessageRecord struct {
 
 // CommandRecord is om.command/v1, published to the commands topic with key = thread id (a resource erase:
 // key = resource id). ThreadID is left empty (omitted) only by an erase of a whole resource; Scope and RequestedAt
-// are the erase's.
+// are the erase's; RetentionDays is the override's; ThroughMessageID is the progress question's (nil: the
+// thread's newest message).
 type CommandRecord struct {
 	Schema            string  `json:"schema"`
 	CommandID         string  `json:"command_id"`
@@ -75,8 +76,10 @@ type CommandRecord struct {
 	Guidance          *string `json:"guidance,omitempty"`
 	MessageTokens     *int64  `json:"message_tokens,omitempty"`
 	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
+	RetentionDays     *int64  `json:"retention_days,omitempty"`
 	Force             *bool   `json:"force,omitempty"`
 	Replace           *bool   `json:"replace,omitempty"`
+	ThroughMessageID  *string `json:"through_message_id,omitempty"`
 }
 
 // ContextHints are the Observer's continuation hints.
@@ -249,13 +252,15 @@ type StatusWindows struct {
 	Buffered BufferedWindows `json:"buffered"`
 }
 
-// StatusEvent is data-om-status.
+// StatusEvent is data-om-status. Progress is set only in the answer of GET /v1/threads/{id}/status, never on
+// the events topic.
 type StatusEvent struct {
-	RecordID        string        `json:"recordId"`
-	ThreadID        string        `json:"threadId"`
-	Windows         StatusWindows `json:"windows"`
-	StepNumber      int64         `json:"stepNumber"`
-	GenerationCount int64         `json:"generationCount"`
+	RecordID        string         `json:"recordId"`
+	ThreadID        string         `json:"threadId"`
+	Windows         StatusWindows  `json:"windows"`
+	StepNumber      int64          `json:"stepNumber"`
+	GenerationCount int64          `json:"generationCount"`
+	Progress        *ProgressEvent `json:"progress,omitempty"`
 }
 
 // ObservationStartEvent is data-om-observation-start.
@@ -428,15 +433,42 @@ type ErasedEvent struct {
 	Parts       int64        `json:"parts"`
 }
 
+// ExpiredCounts is what a retention purge removed, per store (counts only, never content).
+type ExpiredCounts struct {
+	Messages     int64 `json:"messages"`
+	Observations int64 `json:"observations"` // segments removed whole
+	Rewritten    int64 `json:"rewritten"`    // segments written again without their expired entries
+	Entries      int64 `json:"entries"`      // entries cut from the segments written again
+	Threads      int64 `json:"threads"`
+	CycleResults int64 `json:"cycleResults"`
+}
+
+// ExpiredEvent is data-om-expired (om-stream's own): the receipt of a retention purge of a record, keyed on the
+// events topic by its thread (in resource scope, the record's primary thread; ThreadIDs lists them all). Cutoff
+// is the instant before which what was created is gone; NextPurgeAt is nil when nothing left will expire.
+type ExpiredEvent struct {
+	RecordID      string        `json:"recordId"`
+	ThreadID      string        `json:"threadId"`
+	ExpiryID      string        `json:"expiryId"`
+	ThreadIDs     []string      `json:"threadIds"`
+	RetentionDays int64         `json:"retentionDays"`
+	Cutoff        string        `json:"cutoff"`
+	ExpiredAt     string        `json:"expiredAt"`
+	Removed       ExpiredCounts `json:"removed"`
+	NextPurgeAt   *string       `json:"nextPurgeAt,omitempty"`
+}
+
 // -- HTTP bodies ----------------------------------------------------------------------------------------------
 
-// CommandRequest is the body of POST /v1/threads/{id}/observe, /reflect and /override.
+// CommandRequest is the body of POST /v1/threads/{id}/observe, /reflect and /override (the token counts,
+// RetentionDays and Replace are the override's).
 type CommandRequest struct {
 	ResourceID        *string `json:"resource_id,omitempty"`
 	Guidance          *string `json:"guidance,omitempty"`
 	Force             *bool   `json:"force,omitempty"`
 	MessageTokens     *int64  `json:"message_tokens,omitempty"`
 	ObservationTokens *int64  `json:"observation_tokens,omitempty"`
+	RetentionDays     *int64  `json:"retention_days,omitempty"`
 	Replace           *bool   `json:"replace,omitempty"`
 }
 
@@ -468,90 +500,6 @@ type HTTPError struct {
 	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
-// -- exports ---------------------------------------------------------------------------------------------------
-
-// ExportLine is one line of an om.export/v1 file (JSON Lines: om-stream export, GET /v1/resources/{id}/export):
-// the fields of every line type in one struct, Type saying which apply (header, state, thread, message, record,
-// segment, generation, recall-point, end).
-type ExportLine struct {
-	Type string `json:"type"`
-	// header
-	Schema        *string `json:"schema,omitempty"`
-	ResourceID    *string `json:"resource_id,omitempty"`
-	Scope         *string `json:"scope,omitempty"`
-	TokenEncoding *string `json:"token_encoding,omitempty"`
-	ExportedAt    *string `json:"exported_at,omitempty"`
-	Generator     *string `json:"generator,omitempty"`
-	// every line of a record
-	RecordKey *string `json:"record_key,omitempty"`
-	// state: the record's control state, in the form the worker's state table holds it
-	State json.RawMessage `json:"state,omitempty"`
-	// thread
-	ThreadID              *string         `json:"thread_id,omitempty"`
-	CreatedAt             *int64          `json:"created_at,omitempty"`
-	UpdatedAt             *int64          `json:"updated_at,omitempty"`
-	Title                 *string         `json:"title,omitempty"`
-	CurrentTask           *string         `json:"current_task,omitempty"`
-	SuggestedResponse     *string         `json:"suggested_response,omitempty"`
-	Extracted             json.RawMessage `json:"extracted,omitempty"`
-	LastObservedMessageID *string         `json:"last_observed_message_id,omitempty"`
-	WorkingMemory         json.RawMessage `json:"working_memory,omitempty"`
-	// message
-	Seq     *int64   `json:"seq,omitempty"`
-	Tokens  *int64   `json:"tokens,omitempty"`
-	Message *Message `json:"message,omitempty"`
-	// record
-	Epoch *int64 `json:"epoch,omitempty"`
-	// segment and generation
-	SegmentID          *string       `json:"segment_id,omitempty"`
-	Kind               *string       `json:"kind,omitempty"`
-	Generation         *int64        `json:"generation,omitempty"`
-	Text               *string       `json:"text,omitempty"`
-	CycleID            *string       `json:"cycle_id,omitempty"`
-	ThreadIDs          []string      `json:"thread_ids,omitempty"`
-	FirstMessageID     *string       `json:"first_message_id,omitempty"`
-	LastMessageID      *string       `json:"last_message_id,omitempty"`
-	MessageIDs         []string      `json:"message_ids,omitempty"`
-	MessageTokens      *int64        `json:"message_tokens,omitempty"`
-	BoundaryAt         *int64        `json:"boundary_at,omitempty"`
-	Generations        []int64       `json:"generations,omitempty"`
-	Ranges             []ExportRange `json:"ranges,omitempty"`
-	Replaced           []string      `json:"replaced,omitempty"`
-	SegmentIDs         []string      `json:"segment_ids,omitempty"`
-	ReflectionID       *string       `json:"reflection_id,omitempty"`
-	ReplacedSegmentIDs []string      `json:"replaced_segment_ids,omitempty"`
-	ObservationTokens  *int64        `json:"observation_tokens,omitempty"`
-	// recall-point
-	SourceID   *string `json:"source_id,omitempty"`
-	Chunk      *int64  `json:"chunk,omitempty"`
-	ObservedAt *int64  `json:"observed_at,omitempty"`
-	Range      *string `json:"range,omitempty"`
-	Cursor     *string `json:"cursor,omitempty"`
-	// end
-	Counts              *ExportCounts `json:"counts,omitempty"`
-	RecordsWithoutState []string      `json:"records_without_state,omitempty"`
-}
-
-// ExportRange is a run of one thread's messages an exported segment covers.
-type ExportRange struct {
-	ThreadID       string `json:"thread_id"`
-	FirstMessageID string `json:"first_message_id"`
-	LastMessageID  string `json:"last_message_id"`
-	FirstSeq       *int64 `json:"first_seq,omitempty"`
-	LastSeq        *int64 `json:"last_seq,omitempty"`
-}
-
-// ExportCounts is how many lines of each type an export holds (its end line).
-type ExportCounts struct {
-	States       int64 `json:"states"`
-	Threads      int64 `json:"threads"`
-	Messages     int64 `json:"messages"`
-	Records      int64 `json:"records"`
-	Segments     int64 `json:"segments"`
-	Generations  int64 `json:"generations"`
-	RecallPoints int64 `json:"recall_points"`
-}
-
 // PayloadTypes maps every schema name to a new value of its Go type.
 var PayloadTypes = map[string]func() any{
 	MessageSchema:                   func() any { return new(MessageRecord) },
@@ -572,6 +520,8 @@ var PayloadTypes = map[string]func() any{
 	"data-om-temporal-marker/v1":    func() any { return new(TemporalMarkerEvent) },
 	"data-om-condensation/v1":       func() any { return new(CondensationEvent) },
 	"data-om-erased/v1":             func() any { return new(ErasedEvent) },
+	"data-om-expired/v1":            func() any { return new(ExpiredEvent) },
+	"data-om-progress/v1":           func() any { return new(ProgressEvent) },
 	"om.http.command-request/v1":    func() any { return new(CommandRequest) },
 	"om.http.command-accepted/v1":   func() any { return new(CommandAccepted) },
 	"om.http.erase-accepted/v1":     func() any { return new(EraseAccepted) },

@@ -22,7 +22,9 @@ matters, in the Observer's format (so the Reflector's parser reads it like a rea
   (oldest first, the newest few last), then 🔴/✅ lines are cut to their high-priority sentences, written
   telegraphically (articles and fillers out, every name, number and date kept) and dropped, passing facts before
   lasting ones and oldest first; what the user asked to keep goes last, and the last entry standing is cut rather
-  than dropped.
+  than dropped. Before any 🔴 line goes, a request to remember loses what came with it: its other sentences, and
+  text pasted after it that the line runs on without a capital ("… my locker code is 7555. component,requests,…",
+  a table that was on lines of its own), which would otherwise outlive every other request.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ _GONE = re.compile(r"\b([A-Z][a-z]+(?: [A-Z][a-z]+)?) (?:left|quit|has left|no l
 _SAID = re.compile(r"^(User [a-z ]{2,40}?): (.+)$")
 _TOOL = re.compile(r"^Assistant called ([\w.:-]+)")
 _TRAILING_DATES = re.compile(r"(?:\s*\((?:meaning|estimated)[^()]*\))+$")
+# a sentence end the splitter (``sentences``) passes over because the next word is not capitalised: text pasted
+# after a request on lines of its own (a table, a log) is written on the request's line and reads as its sentence
+_GLUED_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[^\sA-Z])")
+_ABBREVIATION = re.compile(r"^(?:[a-z]\.)+[a-z]?\.?$|^(?:etc|vs|approx|incl|cf|ca)\.$", re.IGNORECASE)
 _NORMAL = re.compile(r"[^0-9a-z]+")
 _TOPIC = re.compile(r"[A-Za-z][A-Za-z0-9+#-]{2,}")
 _STOP = frozenset(
@@ -222,6 +228,44 @@ def _distil(entry: _Entry) -> bool:
         verb = "User stated"
     prefix = entry.line[:len(entry.line) - len(entry.content)]
     entry.line = prefix + (f"{verb}: " if verb else "") + " ".join(u.text for u in kept) + tail
+    return True
+
+
+def _glued_pieces(text: str) -> list[str]:
+    """``text`` split where a sentence ends before an uncapitalised word ("… code is 7555. component,requests"),
+    not after an abbreviation ("3 p.m. tomorrow", "e.g. the")."""
+    pieces: list[str] = []
+    start = 0
+    for end in _GLUED_END.finditer(text):
+        word = text[start:end.start()].rsplit(None, 1)[-1] if text[start:end.start()].strip() else ""
+        if _ABBREVIATION.match(word.rstrip("\"')]")):
+            continue
+        pieces.append(text[start:end.start()])
+        start = end.end()
+    pieces.append(text[start:])
+    return [p for p in pieces if p.strip()]
+
+
+def _asked_only(entry: _Entry) -> bool:
+    """A request to remember down to what was asked: its asked sentences, each without the text glued after it
+    (``_glued_pieces``), which ``_distil`` cannot tell from the request. False when nothing follows the ask."""
+    dates = _TRAILING_DATES.search(entry.content)
+    tail = dates.group(0) if dates else ""
+    body = entry.content[:len(entry.content) - len(tail)]
+    said = _SAID.match(body)
+    verb, body = (said.group(1), said.group(2)) if said else (None, body)
+    units = sentences(body)
+    asked = [u for u in units if read_sentence(u).remember or read_sentence(u).update] or units[:1]
+    kept: list[str] = []
+    for unit in asked:
+        pieces = _glued_pieces(unit)
+        cues = [i for i, piece in enumerate(pieces) if read_sentence(piece).remember or read_sentence(piece).update]
+        kept.append(" ".join(pieces[:(cues[-1] if cues else 0) + 1]))
+    shorter = " ".join(kept)
+    if len(shorter) >= len(" ".join(units)):
+        return False
+    prefix = entry.line[:len(entry.line) - len(entry.content)]
+    entry.line = prefix + (f"{verb}: " if verb else "") + shorter + tail
     return True
 
 
@@ -447,6 +491,8 @@ def _steps(fit: _Fit, budget: int) -> Iterator[bool]:
     remember = [e for e in by_value if e.rank == _REMEMBER]
     for entry in [*high, *remember]:
         yield fit.rewrite(entry, _distil)
+    for entry in remember:
+        yield fit.rewrite(entry, _asked_only)
     for entry in by_value:
         if entry.rank <= _NOTE:
             yield fit.drop(entry)

@@ -159,7 +159,8 @@ class Payload:
 def _catalogue() -> tuple[Payload, ...]:
     topics = [
         Payload(MESSAGE_SCHEMA, MessageRecord, "topic om.messages (input; key = thread id)", MESSAGE_SCHEMA),
-        Payload(COMMAND_SCHEMA, CommandRecord, "topic om.commands (input; key = thread id)", COMMAND_SCHEMA),
+        Payload(COMMAND_SCHEMA, CommandRecord, "topic om.commands (input; key = thread id, or resource id for an "
+                                               "erase of a whole resource)", COMMAND_SCHEMA),
         Payload(CONTEXT_SCHEMA, ContextRecord, "topic om.context (output, compacted; key = thread id); "
                                                "GET /v1/threads/{id}/context", CONTEXT_SCHEMA),
         Payload(DLQ_SCHEMA, DeadLetterRecord, "topic om.dlq (output; key = the original key)", DLQ_SCHEMA),
@@ -168,7 +169,11 @@ def _catalogue() -> tuple[Payload, ...]:
         Payload(RECALL_RESPONSE_SCHEMA, RecallResponse, "topic om.recall.responses (output; key = resource id)",
                 RECALL_RESPONSE_SCHEMA),
     ]
-    events = [Payload(f"{event_type}/v1", model, f"topic om.events (output; key = thread id; ce_type = {event_type})"
+    # the key of most events is their thread; the lifecycle receipts say what else theirs can be
+    event_keys = {"data-om-erased": "thread id for an erase of a thread, resource id for an erase of a resource",
+                  "data-om-expired": "thread id, the record's primary thread in resource scope"}
+    events = [Payload(f"{event_type}/v1", model, f"topic om.events (output; key = "
+                                                 f"{event_keys.get(event_type, 'thread id')}; ce_type = {event_type})"
                       + ("; GET /v1/threads/{id}/status" if event_type == "data-om-status" else ""))
               for event_type, model in sorted(EVENT_TYPES.items())]
     http = [

@@ -59,6 +59,15 @@ def test_every_shape_keeps_the_engine_invariants(shape: str, seed: int, turns: i
     assert run.watch.contexts >= turns  # the watch saw every message's context, at least
 
 
+def test_a_request_to_remember_outlives_a_later_one_with_a_pasted_table() -> None:
+    """Found by the property above (documents, seed 295, 49 turns, buffered): the turn-10 request "my cousin Oskar
+    lands on May 15" was dropped by the eighth reflection, whose budget the turn-24 request and the CSV pasted with
+    it filled alone."""
+    run = run_shape(generate("documents", 49, seed=295, scale=SCALE), BUFFERED)
+    assert shape_violations(run) == []
+    assert [f.statement for f in run.lost_facts] == []
+
+
 @settings(max_examples=20, deadline=None, phases=NO_SHRINK, suppress_health_check=[HealthCheck.too_slow])
 @given(shape=st.sampled_from(list(SHAPES)), behaviour=st.sampled_from([b for b in BEHAVIOURS if b != "offline"]),
        seed=st.integers(0, 2**31 - 1), turns=st.integers(40, 70))

@@ -159,6 +159,55 @@ def test_duplicates_merge_and_details_go_before_lines() -> None:
     assert "5521" in tight and "detail" not in tight
 
 
+def _pasted_table(rng: random.Random, rows: int) -> str:
+    """A CSV table as the offline Observer writes it after a request it came with: its lines run on, uncapitalised
+    (the message had it on lines of its own)."""
+    names = ("billing", "auth", "search", "ingest", "notifier", "gateway")
+    body = [f"{rng.choice(names)},{rng.randint(1_000, 999_999)},{rng.randint(0, 999)},{rng.choice(names)}"
+            for _ in range(rows)]
+    return " ".join(["component,requests,errors,owner_team", *body])
+
+
+def test_a_request_loses_the_table_pasted_with_it_before_an_older_request_goes() -> None:
+    """Seen in the shape replay documents/49/seed 295: a later request carrying a pasted table kept its 130 tokens
+    of rows while the older request ("my cousin Oskar lands on May 15") was dropped to fit."""
+    table = _pasted_table(random.Random(7), 14)
+    log = "\n".join([
+        "Date: Jan 5, 2026",
+        "* 🔴 (12:46) User asked the assistant to remember: Don't forget that my cousin Oskar lands on May 15 and "
+        "I'm picking them up. (meaning May 15, 2026)",
+        f"* 🔴 (14:39) User asked the assistant to remember: Please note this for later: my locker code is 7555. "
+        f"{table}",
+        "* 🔴 (15:02) User stated: The lease on our office ends on 2027-02-10. The reading list improves most of "
+        "the backlog.",
+        "* 🟡 (15:18) Assistant: The lease agreement postpones the kitchen renovation while the retry policy "
+        "anticipates the cleanup task."])
+    tokens = TIKTOKEN(log)
+    out = reflected(log, 2, int(tokens * 0.75), TIKTOKEN)
+    assert level_budget(2, int(tokens * 0.75), tokens) == MIN_BUDGET  # the pressure the replay had
+    for needle in ("Oskar", "May 15", "7555", "2027-02-10"):
+        assert needle in out, f"{needle} dropped:\n{out}"
+    assert "component,requests" not in out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), level=st.integers(0, MAX_LEVEL))
+def test_a_pasted_table_never_outlives_another_request_to_remember(seed: int, level: int) -> None:
+    rng = random.Random(seed)
+    log = random_log(rng)
+    asked = [line for line in log.text.splitlines() if "User asked the assistant to remember" in line]
+    if not asked:
+        return
+    lines = [f"{line} {_pasted_table(rng, rng.randint(3, 20))}" if "remember" in line and rng.random() < 0.5
+             else line for line in log.text.splitlines()]
+    text = "\n".join(lines)
+    tokens = TIKTOKEN(text)
+    out = reflected(text, level, tokens, TIKTOKEN)
+    if sum(TIKTOKEN(line) + 12 for line in asked) <= level_budget(level, tokens, tokens) / 2:
+        for code in log.remember:
+            assert code in out, f"request to remember {code} dropped at level {level}"
+
+
 def test_a_correction_outlives_the_fact_it_replaces() -> None:
     rng = random.Random(2)
     filler = [f"* 🟡 (09:{i:02d}) User stated: {prose.paragraph(rng, 2)}" for i in range(30)]

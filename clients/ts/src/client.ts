@@ -4,6 +4,8 @@
  * - `publish(message)`: an `om.message/v1` record, key = thread id, murmur2-partitioned like the Java client.
  * - `awaitContext(thread, messageId)`: read-your-writes over the compacted context topic.
  * - `events(thread)`: the thread's `data-om-*` events, validated, with their CloudEvents attributes.
+ * - `settled(thread, messageId)`: wait until the thread's memory has caught up through the message (a `progress`
+ *   command on `om.commands`, answered on `om.events`: see `settled.ts`).
  * - `recall(resourceId, args)`: the recall tool over `om.recall.requests` -> `om.recall.responses` (key = resource id),
  *   matched by `correlation_id`.
  * - `erase({threadId} | {resourceId})`: forget a thread, or a resource and every thread of it, for good: an `erase`
@@ -15,12 +17,14 @@ import { ContextView } from "./contexts.js";
 import { ContractError, decode, encodeCanonical, normalize, validate } from "./contract.js";
 import { commandKey, eraseCommand, type EraseSubject } from "./erase.js";
 import type { ErasedEvent } from "./generated/data-om-erased.v1.js";
+import type { ProgressEvent } from "./generated/data-om-progress.v1.js";
 import type { Payloads } from "./generated/index.js";
 import type { ContextRecord } from "./generated/om.context.v1.js";
 import type { MessageRecord } from "./generated/om.message.v1.js";
 import type { RecallRequest } from "./generated/om.recall.request.v1.js";
 import type { RecallResponse } from "./generated/om.recall.response.v1.js";
 import { partitionFor } from "./partition.js";
+import { progressCommand, Settling } from "./settled.js";
 import { TopicTail } from "./tail.js";
 import { withTimeout } from "./wait.js";
 
@@ -189,6 +193,78 @@ export class OMClient {
   /** The first context of `threadId` that includes `messageId`; rejects after `timeoutMs`. */
   awaitContext(threadId: string, messageId: string, timeoutMs = 30_000): Promise<ContextRecord> {
     return this.view.awaitIncluding(threadId, messageId, timeoutMs);
+  }
+
+  // -- has memory caught up? ---------------------------------------------------------------------------------------
+
+  /**
+   * Publish a `progress` command (`resourceId` is needed in resource scope); resolves to its id, which the answering
+   * `data-om-progress` event carries as `requestId`.
+   */
+  async askProgress(threadId: string, throughMessageId?: string | null, options: { resourceId?: string } = {}):
+  Promise<string> {
+    const command = progressCommand(threadId, throughMessageId, options.resourceId);
+    await this.producer.send({
+      topic: this.topics.commands, acks: -1,
+      messages: [{ key: threadId, value: Buffer.from(encodeCanonical("om.command/v1", command)),
+        headers: { "content-type": "application/json" } }],
+    });
+    return command.command_id;
+  }
+
+  /**
+   * Wait until the thread's memory has settled through `throughMessageId` (its newest message when the worker
+   * answers, when absent): the observation covering it has landed in the active log, or nothing in flight or
+   * scheduled would observe it without new input (it stays under the message threshold, or buffered until that is
+   * reached). Resolves to the thread's progress; rejects after `timeoutMs` (default 30 s: a worker that is down
+   * answers nothing). Needs only Kafka.
+   */
+  async settled(threadId: string, throughMessageId?: string | null,
+                options: { timeoutMs?: number; resourceId?: string } = {}): Promise<ProgressEvent> {
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const deadline = Date.now() + timeoutMs;
+    const late = (): Error => new Error(`memory of thread ${threadId} has not settled through ` +
+      `${throughMessageId ?? "its newest message"} after ${timeoutMs}ms`);
+    const remaining = (): number => {
+      const left = deadline - Date.now();
+      if (left <= 0) throw late();
+      return left;
+    };
+    const events = await this.events(threadId); // positioned before the question goes: the answer is not missed
+    try {
+      let askedAfter = this.latestContext(threadId);
+      const settling = new Settling(threadId, throughMessageId ?? null,
+        await this.askProgress(threadId, throughMessageId, options));
+      for (;;) {
+        const left = remaining();
+        let event: EventEnvelope;
+        try {
+          event = await events.next(left);
+        } catch {
+          throw late(); // next rejects only when its time is up
+        }
+        if (event.type !== "data-om-progress") continue;
+        const progress = event.data as ProgressEvent;
+        const next = settling.take(progress);
+        if (next.step === "settled") return progress;
+        if (next.step === "ask-again") {
+          // not taken in when the question was: ask again once a context received since shows it is
+          const previous = askedAfter;
+          const shows = (context: ContextRecord): boolean =>
+            context !== previous && this.view.includes(context, next.wanted);
+          const wait = remaining();
+          try {
+            await this.view.await(threadId, shows, wait, `shows message ${next.wanted}`);
+          } catch {
+            throw late(); // await rejects only when its time is up
+          }
+          askedAfter = this.latestContext(threadId);
+          settling.requestId = await this.askProgress(threadId, throughMessageId, options);
+        }
+      }
+    } finally {
+      await events.stop();
+    }
   }
 
   private async onContext(message: KafkaMessage): Promise<void> {

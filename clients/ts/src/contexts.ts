@@ -55,22 +55,28 @@ export class ContextView {
 
   /** The first context of `threadId` that includes `messageId`; rejects after `timeoutMs`. */
   awaitIncluding(threadId: string, messageId: string, timeoutMs: number): Promise<ContextRecord> {
-    const ready = (): ContextRecord | undefined => {
+    return this.await(threadId, (context) => this.includes(context, messageId), timeoutMs,
+      `includes message ${messageId}`);
+  }
+
+  /** The thread's latest context once `ready` says it is the one; rejects after `timeoutMs` (`what`: the error's). */
+  await(threadId: string, ready: (context: ContextRecord) => boolean, timeoutMs: number, what: string):
+  Promise<ContextRecord> {
+    const met = (): ContextRecord | undefined => {
       const context = this.latest.get(threadId);
-      return context !== undefined && this.includes(context, messageId) ? context : undefined;
+      return context !== undefined && ready(context) ? context : undefined;
     };
-    const now = ready();
+    const now = met();
     if (now !== undefined) return Promise.resolve(now);
     let check: () => void = () => undefined;
     const arrival = new Promise<ContextRecord>((resolve) => {
       check = () => {
-        const context = ready();
+        const context = met();
         if (context !== undefined) { this.waiters.delete(check); resolve(context); }
       };
       this.waiters.add(check);
     });
-    return withTimeout(arrival, timeoutMs,
-      `no context of thread ${threadId} includes message ${messageId} after ${timeoutMs}ms`,
+    return withTimeout(arrival, timeoutMs, `no context of thread ${threadId} ${what} after ${timeoutMs}ms`,
       () => this.waiters.delete(check));
   }
 

@@ -1,5 +1,6 @@
 export { OMClient, EventStream, DEFAULT_TOPICS } from "./client.js";
 export { commandKey, eraseCommand } from "./erase.js";
+export { progressCommand } from "./settled.js";
 export type { EraseSubject } from "./erase.js";
 export type { ClientOptions, EventEnvelope, EventType, MessageInput, Published, RecallArguments, Topics } from "./client.js";
 export { ContractError, SCHEMA_NAMES, decode, encodeCanonical, normalDateTime, normalize, schemaOf, validate } from "./contract.js";

@@ -23,11 +23,11 @@ table's ``gc_grace_seconds`` (10 days by default). Reads never return them again
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from om_stream.adapters.cassandra_store.session import run_all
 from om_stream.core.erasure import ErasureCounts, PartRecord
 
 __all__ = ["CassandraErasure"]
@@ -44,8 +44,8 @@ class CassandraErasure:
         ids: list[str] = []
         for bucket in buckets:
             ids += [row.message_id for row in await self._run("bucket_message_ids", (resource_id, thread_id, bucket))]
-        await _all([self._run("erase_message_by_id", (i, resource_id)) for i in ids])
-        await _all([self._run("erase_bucket", (resource_id, thread_id, b)) for b in buckets])
+        await run_all([self._run("erase_message_by_id", (i, resource_id)) for i in ids])
+        await run_all([self._run("erase_bucket", (resource_id, thread_id, b)) for b in buckets])
         await self._run("erase_buckets", (resource_id, thread_id))
         threads = 1 if await self.forget_listing(resource_id, thread_id) else 0
         owner = await self._run("thread_owner", (thread_id,))
@@ -66,7 +66,7 @@ class CassandraErasure:
             deletes.append(self._run("erase_thread_created", (row.created_ts, resource_id, thread_id)))
         if row.updated_ts is not None:
             deletes.append(self._run("erase_thread_updated", (row.updated_ts, resource_id, thread_id)))
-        await _all(deletes)
+        await run_all(deletes)
         return True
 
     async def erase_record(self, record_key: str, resource_id: str) -> ErasureCounts:
@@ -79,17 +79,17 @@ class CassandraErasure:
             owner = found[0].resource_id if found else None
         if owner and owner != resource_id:
             return ErasureCounts()  # another tenant's record under the same key
-        segments = [r for r in await _all([self._run("segment", (s,)) for s in segment_ids]) if r]
-        await _all([self._run("delete_segment", (s,)) for s in segment_ids])
+        segments = [r for r in await run_all([self._run("segment", (s,)) for s in segment_ids]) if r]
+        await run_all([self._run("delete_segment", (s,)) for s in segment_ids])
         await self._run("delete_record_segments", (record_key,))
         generations = await self._run("generations_of", (record_key, epoch))
         await self._run("delete_generations", (record_key, epoch))
         keys = [row.request_key for row in await self._run("record_results", (record_key,))]
-        stored = [r for r in await _all([self._run("cycle_result", (k,)) for k in keys]) if r]
-        await _all([self._run("drop_cycle_result", (k,)) for k in keys])
+        stored = [r for r in await run_all([self._run("cycle_result", (k,)) for k in keys]) if r]
+        await run_all([self._run("drop_cycle_result", (k,)) for k in keys])
         await self._run("erase_record_results", (record_key,))
         if rows:
-            await _all([self._run("erase_record_resource", (record_key,)),
+            await run_all([self._run("erase_record_resource", (record_key,)),
                         self._run("erase_record_epoch", (epoch, record_key))])
         return ErasureCounts(observations=len(segments), generations=len(generations), cycle_results=len(stored))
 
@@ -138,11 +138,3 @@ class CassandraErasure:
         rows = await self._run("erased_through", (record_digest,))
         return int(rows[0].epoch_through) if rows and rows[0].epoch_through is not None else None
 
-
-async def _all(calls: Sequence[Awaitable[Any]]) -> list[Any]:
-    """Run store calls concurrently; the first failure is raised after every call has finished."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return list(results)

@@ -22,12 +22,12 @@ return the deleted values again.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from om_stream.adapters.cassandra_store.erasure import CassandraErasure
 from om_stream.adapters.cassandra_store.queries import BUCKET_MS
+from om_stream.adapters.cassandra_store.session import run_all
 from om_stream.core.commands import ExpireStored, PersistRetention, SegmentRewrite
 from om_stream.core.retention import ExpiryCounts, SegmentText
 
@@ -50,7 +50,7 @@ class CassandraRetention:
         if not await self._owned(record_key, resource_id):
             return []
         ids = [row.segment_id for row in await self._run("record_segments", (record_key,))]
-        rows = await _all([self._run("segment", (i,)) for i in ids])
+        rows = await run_all([self._run("segment", (i,)) for i in ids])
         return [SegmentText(r[0].segment_id, r[0].text, r[0].boundary_at or 0) for r in rows
                 if r and r[0].text is not None and r[0].resource_id in (resource_id, "", None)]
 
@@ -67,7 +67,7 @@ class CassandraRetention:
                     return int(rows[0].created_at)
             return None
 
-        found = [t for t in await _all([of_thread(t) for t in dict.fromkeys(thread_ids)]) if t is not None]
+        found = [t for t in await run_all([of_thread(t) for t in dict.fromkeys(thread_ids)]) if t is not None]
         return min(found, default=None)
 
     async def _expire_messages(self, resource_id: str, thread_id: str, before: int) -> int:
@@ -80,7 +80,7 @@ class CassandraRetention:
             ids = [row.message_id for row in await (
                 self._run("bucket_message_ids", (resource_id, thread_id, bucket)) if whole else
                 self._run("bucket_ids_before", (resource_id, thread_id, bucket, before)))]
-            await _all([self._run("erase_message_by_id", (i, resource_id)) for i in ids])
+            await run_all([self._run("erase_message_by_id", (i, resource_id)) for i in ids])
             if whole:
                 await self._run("erase_bucket", (resource_id, thread_id, bucket))
             elif ids:
@@ -110,7 +110,7 @@ class CassandraRetention:
         found = await self._run("segment", (segment_id,))
         if found and found[0].record_key not in (record_key, None):
             return 0  # another record's segment: never this purge's
-        await _all([self._run("delete_segment", (segment_id,)),
+        await run_all([self._run("delete_segment", (segment_id,)),
                     self._run("expire_record_segment", (record_key, segment_id))])
         return 1 if found and found[0].text is not None else 0
 
@@ -118,9 +118,9 @@ class CassandraRetention:
         keep = tuple(f"{cycle}#" for cycle in keep_cycles)
         keys = [row.request_key for row in await self._run("record_results", (record_key,))
                 if not (keep and row.request_key.startswith(keep))]
-        stored = [r for r in await _all([self._run("cycle_result", (k,)) for k in keys]) if r]
-        await _all([self._run("drop_cycle_result", (k,)) for k in keys])
-        await _all([self._run("expire_record_result", (record_key, k)) for k in keys])
+        stored = [r for r in await run_all([self._run("cycle_result", (k,)) for k in keys]) if r]
+        await run_all([self._run("drop_cycle_result", (k,)) for k in keys])
+        await run_all([self._run("expire_record_result", (record_key, k)) for k in keys])
         return len(stored)
 
     async def expire(self, command: ExpireStored) -> tuple[ExpiryCounts, list[str]]:
@@ -128,16 +128,16 @@ class CassandraRetention:
         if not await self._owned(command.record_key, command.resource_id):
             return ExpiryCounts(), []
         resource, threads = command.resource_id, list(dict.fromkeys(command.thread_ids))
-        messages = sum(await _all([self._expire_messages(resource, t, command.before) for t in threads]))
+        messages = sum(await run_all([self._expire_messages(resource, t, command.before) for t in threads]))
         emptied = [t for t in threads if not await self._buckets(resource, t)]
-        await _all([self._erasure.forget_listing(resource, t) for t in emptied])
-        rewritten = sum(await _all([self._rewrite(command.record_key, r) for r in command.rewrites]))
-        observations = sum(await _all([self._delete_segment(command.record_key, s) for s in command.deletes]))
+        await run_all([self._erasure.forget_listing(resource, t) for t in emptied])
+        rewritten = sum(await run_all([self._rewrite(command.record_key, r) for r in command.rewrites]))
+        observations = sum(await run_all([self._delete_segment(command.record_key, s) for s in command.deletes]))
         metadata = 0
         for thread_id in command.threads:
             owner = await self._run("thread_owner", (thread_id,))
             if owner and owner[0].resource_id in (resource, None):
-                await _all([self._run("erase_thread_metadata", (thread_id,)),
+                await run_all([self._run("erase_thread_metadata", (thread_id,)),
                             self._run("erase_thread_title", (resource, thread_id))])
                 metadata += 1
         results = await self._expire_results(command.record_key, command.keep_cycles)
@@ -151,11 +151,3 @@ class CassandraRetention:
         rows = await self._run("record_retention_of", (record_key,))
         return int(rows[0].retention_days) if rows and rows[0].retention_days is not None else None
 
-
-async def _all(calls: Sequence[Awaitable[Any]]) -> list[Any]:
-    """Run store calls concurrently; the first failure is raised after every call has finished."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return list(results)

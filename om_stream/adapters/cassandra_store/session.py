@@ -24,17 +24,29 @@ import asyncio
 import logging
 import random
 import ssl
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from om_stream.errors import StorageError
 from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
 
-__all__ = ["STORE_NAME", "CassandraSession", "build_cluster", "outage_reason", "retryable", "translate", "unreachable"]
+__all__ = ["STORE_NAME", "CassandraSession", "build_cluster", "outage_reason", "retryable", "run_all", "translate",
+           "unreachable"]
 
 log = logging.getLogger(__name__)
 STORE_NAME = "cassandra"  # how outages name this store (the ``store`` label of ``om_store_unavailable``)
+
+
+
+async def run_all(calls: Sequence[Awaitable[Any]]) -> list[Any]:
+    """Run store calls concurrently; the first failure is raised after every call has finished (none is left
+    running behind the caller's back)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
 
 
 def _retryable() -> tuple[type[BaseException], ...]:

@@ -1,7 +1,7 @@
 /* Generated from schemas/ by `npm run sync` (scripts/codegen.mjs). Do not edit. */
 
 /**
- * data-om-erased/v1: topic om.events (output; key = thread id; ce_type = data-om-erased).
+ * data-om-erased/v1: topic om.events (output; key = thread id for an erase of a thread, resource id for an erase of a resource; ce_type = data-om-erased).
  *
  * om-stream addition: the receipt of an erase (``om.commands`` ``erase``, ``DELETE /v1/threads/{id}`` or
  * ``/v1/resources/{id}``, ``Memory.erase``). Published once every part is done, the recall index is swept and

@@ -24,6 +24,8 @@ import type { CondensationEvent } from "./data-om-condensation.v1.js";
 export type { CondensationEvent };
 import type { ErasedEvent } from "./data-om-erased.v1.js";
 export type { ErasedEvent };
+import type { ExpiredEvent } from "./data-om-expired.v1.js";
+export type { ExpiredEvent };
 import type { ObservationEndEvent } from "./data-om-observation-end.v1.js";
 export type { ObservationEndEvent };
 import type { ObservationFailedEvent } from "./data-om-observation-failed.v1.js";
@@ -65,6 +67,7 @@ export interface Payloads {
   "data-om-buffering-start/v1": BufferingStartEvent;
   "data-om-condensation/v1": CondensationEvent;
   "data-om-erased/v1": ErasedEvent;
+  "data-om-expired/v1": ExpiredEvent;
   "data-om-observation-end/v1": ObservationEndEvent;
   "data-om-observation-failed/v1": ObservationFailedEvent;
   "data-om-observation-start/v1": ObservationStartEvent;

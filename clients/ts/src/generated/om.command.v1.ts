@@ -1,11 +1,11 @@
 /* Generated from schemas/ by `npm run sync` (scripts/codegen.mjs). Do not edit. */
 
 /**
- * om.command/v1: topic om.commands (input; key = thread id).
+ * om.command/v1: topic om.commands (input; key = thread id, or resource id for an erase of a whole resource).
  *
  * ``observe`` (``force``: whatever the message threshold) / ``reflect`` (optional ``guidance``) / ``override``
- * (threshold overrides, merged into the thread's; ``replace``: exactly these) / ``clear`` / ``erase`` /
- * ``progress`` (a question: answered on the events topic with a ``data-om-progress`` event carrying
+ * (threshold overrides and a retention window, merged into the thread's; ``replace``: exactly these) / ``clear``
+ * / ``erase`` / ``progress`` (a question: answered on the events topic with a ``data-om-progress`` event carrying
  * ``requestId`` = this ``command_id``, and where ``through_message_id``, or the thread's newest message, stands).
  *
  * ``observe`` observes only once the thread's unobserved messages reach the message threshold, as the
@@ -36,11 +36,15 @@ export interface CommandRecord {
   message_tokens?: number | null;
   observation_tokens?: number | null;
   /**
+   * override: the thread's retention window in days, no longer than the deployment's (messages and observations older are removed)
+   */
+  retention_days?: number | null;
+  /**
    * observe: observe now, whatever the message threshold
    */
   force?: boolean | null;
   /**
-   * override: the thread's overrides become exactly these (a threshold left out loses its override) instead of merging
+   * override: the thread's overrides become exactly these (a threshold or window left out loses its override) instead of merging
    */
   replace?: boolean | null;
   /**

@@ -3,7 +3,9 @@
 import { randomUUID } from "node:crypto";
 import { Kafka, logLevel, type KafkaMessage } from "kafkajs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OMClient, partitionFor, validate, type ErasedEvent, type EventEnvelope } from "../../src/index.js";
+import {
+  OMClient, partitionFor, validate, type ErasedEvent, type EventEnvelope, type ProgressEvent,
+} from "../../src/index.js";
 import { TopicTail } from "../../src/tail.js";
 
 function env(name: string): string {
@@ -234,5 +236,78 @@ describe("erasure through the TypeScript client", () => {
   it("times out an erase whose receipt does not come in time", async () => {
     await expect(client.erase({ threadId: `ts-quick-${randomUUID().slice(0, 8)}` }, { timeoutMs: 1 }))
       .rejects.toThrow(/no receipt for erase/);
+  });
+});
+
+describe("settled through the TypeScript client", () => {
+  it("returns once memory has settled through a message: under the threshold, overtaken, past it, the newest", async () => {
+    const settledThread = `ts-settled-${randomUUID().slice(0, 8)}`;
+    const messageId = (index: number): string => `${settledThread}-m${index}`;
+    const publish = async (index: number): Promise<string> => (await client.publish({
+      message_id: messageId(index), thread_id: settledThread, resource_id: "r1",
+      role: index % 2 === 0 ? "user" : "assistant", created_at: new Date(Date.UTC(2026, 2, 1, 9, 0, 30 * index)).toISOString(),
+      parts: [{ type: "text", text: `turn ${index}: ${WORDS}` }],
+    })).messageId;
+    const named = (p: ProgressEvent): string | null | undefined => p.through?.messageId;
+    // what settled resolves to once memory has settled through `id`, the newest message: the answer to its question
+    // saying so, or a progress event after an answer that placed the message, settled through it
+    const expectSettles = (p: ProgressEvent, id: string): void => {
+      validate("data-om-progress/v1", p);
+      expect(p.threadId).toBe(settledThread);
+      if (p.through !== undefined && p.through !== null) {
+        expect([named(p), p.through.settled, p.through.status === "unknown", typeof p.requestId])
+          .toEqual([id, true, false, "string"]);
+      } else {
+        expect([p.requestId ?? null, p.settledThrough?.messageId]).toEqual([null, id]);
+      }
+    };
+
+    // under the message threshold: settled as soon as it is taken in, with nothing observed
+    const first = await publish(0);
+    const quiet = await client.settled(settledThread, first, { timeoutMs: 60_000 });
+    expect([typeof quiet.requestId, named(quiet), quiet.through?.status, quiet.through?.settled, quiet.observedThrough ?? null])
+      .toEqual(["string", first, "unobserved", true, null]);
+
+    // a message not sent yet: the worker answers "unknown" and the client waits; once the message is published, the
+    // client asks again and resolves
+    const watch = await client.events(settledThread);
+    try {
+      let outcome: "pending" | "resolved" | "rejected" = "pending";
+      const waiter = client.settled(settledThread, messageId(1), { timeoutMs: 120_000 });
+      waiter.then(() => { outcome = "resolved"; }, () => { outcome = "rejected"; });
+      for (;;) {
+        const event = await watch.next(60_000);
+        if (event.type !== "data-om-progress") continue;
+        const answer = event.data as ProgressEvent;
+        if (named(answer) !== messageId(1)) continue;
+        expect([answer.through?.status, answer.through?.settled]).toEqual(["unknown", false]);
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(outcome).toBe("pending"); // not settled through a message that is not there
+      await publish(1);
+      expectSettles(await waiter, messageId(1));
+    } finally {
+      await watch.stop();
+    }
+
+    // past the threshold: settled once an observation covers the messages
+    let last = "";
+    for (let index = 2; index < 10; index++) last = await publish(index);
+    expectSettles(await client.settled(settledThread, last, { timeoutMs: 120_000 }), last);
+    // settled stays settled without new input: asked again (about the newest message), the answer says so at once,
+    // and an observation has landed
+    const newest = await client.settled(settledThread, undefined, { timeoutMs: 60_000 });
+    expect([named(newest), newest.through?.settled, newest.latestMessage?.messageId]).toEqual([last, true, last]);
+    expect(newest.observedThrough).toBeTruthy();
+    const context = await client.awaitContext(settledThread, last, 60_000);
+    expect(context.observations.startsWith("<observations>")).toBe(true);
+  });
+
+  it("rejects after its timeout, not before, when the message never comes", async () => {
+    const began = Date.now();
+    await expect(client.settled(thread, "never-sent", { timeoutMs: 2_000 }))
+      .rejects.toThrow(/has not settled through never-sent after 2000ms/);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(2_000);
   });
 });
