@@ -70,6 +70,18 @@ bench-engine: ## engine overhead and drift, model tokens, Reflector calls and th
 bench-lifecycle: ## erase latency (thread; resource of 100 threads) across 3 workers, the stream's throughput during erasures, export rate and memory for 100,000 messages (SQLite, Cassandra)
 	$(PY) bench/lifecycle.py --trials 3
 
+# the `bench` extra of pyproject.toml (matplotlib), installed without touching om-stream's own install
+BENCH_INSTALLED := $(VENV)/.om-stream-bench-installed
+$(BENCH_INSTALLED): pyproject.toml | $(INSTALLED)
+	$(PY) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['bench']))" \
+		| xargs $(PY) -m pip install -q
+	touch $@
+
+DURATION ?= 1h
+.PHONY: bench-soak
+bench-soak: $(BENCH_INSTALLED) ## DURATION (1h; 600 = 10 min) of traffic at half a worker's measured capacity, 2000 threads, 3 workers with a SIGKILL, a leave and a join every 3 min, 10% of model calls failing, one node of a 3-node Cassandra restarted; prints RSS, fds, tasks, maps, lag, p50/p99 per interval, then lost/duplicated/regressed and model calls paid twice; writes docs/soak-<minutes>min.{csv,json,png}
+	$(PY) bench/soak.py --duration $(DURATION)
+
 .PHONY: bench-store
 bench-store: ## messages/s written to Cassandra and recall p50/p99 over 100,000 stored messages (starts Cassandra if OM_CASSANDRA_HOSTS is unset)
 	$(PY) bench/store_bench.py --runs 3

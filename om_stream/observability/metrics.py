@@ -72,6 +72,11 @@ class Metrics:
     worker_live: Gauge
     worker_role: Gauge
     model_calls_saved: Counter
+    # -- what a worker holds in process (``runtime/worker/inventory``) -------------------------------------------
+    asyncio_tasks: Gauge
+    table_records: Gauge
+    content_cache_bytes: Gauge
+    held_entries: Gauge
     # -- recall ------------------------------------------------------------------------------------------------
     recall_requests: Counter
     recall_seconds: Histogram
@@ -196,6 +201,19 @@ class Metrics:
                                       "Model calls not made because the same request's result was stored "
                                       "(stored) or another worker was making it (in_flight)", ["reason"],
                                       registry=reg),
+            asyncio_tasks=Gauge("om_asyncio_tasks", "Tasks alive in the worker's event loop", registry=reg),
+            table_records=Gauge("om_table_records",
+                                "Records in the worker's local copy of the state table, the partitions it holds "
+                                "(RocksDB: its estimate, which counts overwritten values until a compaction)",
+                                registry=reg),
+            content_cache_bytes=Gauge("om_content_cache_bytes",
+                                      "Estimated bytes of message and observation texts in the in-process content "
+                                      "cache (bounded by worker.content_cache_mb)", registry=reg),
+            held_entries=Gauge("om_held_entries",
+                               "Entries of the in-process maps that traffic adds to, by map (decoded_states, "
+                               "recent_contexts, content_cache, timers, timer_heap, model_calls, inflight_calls, "
+                               "settled_waiters, near_block_after): each is bounded or pruned", ["map"],
+                               registry=reg),
             recall_requests=Counter("om_recall_requests_total", "Recall tool calls by transport (http, kafka), "
                                     "mode and outcome (ok, invalid_request, unavailable)",
                                     ["transport", "mode", "outcome"], registry=reg),

@@ -72,6 +72,14 @@ class ContentCache:
             _, (_, dropped) = self._items.popitem(last=False)
             self._bytes -= dropped
 
+    @property
+    def size_bytes(self) -> int:
+        """The estimated size of what the cache holds (at most ``max_bytes``)."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
     def get(self, key: str) -> Message | str | None:
         item = self._items.get(key)
         if item is None:

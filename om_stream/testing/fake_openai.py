@@ -22,6 +22,10 @@ How the answer to a call is chosen:
 
 Any answer may carry a ``delay``: the server sleeps that long before replying (to provoke client timeouts). Sleeps
 end early when the server stops.
+
+What a long run needs: ``keep_requests`` bounds the record of requests to the newest ones (their count goes on), and
+``on_answer`` is told of every answer once its delay ran out, with whether the client was still there to read it (an
+answer written after the client gave up is still an answer a provider bills).
 """
 
 from __future__ import annotations
@@ -36,12 +40,14 @@ import random
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "AnswerListener",
     "DefaultResponder",
     "Endpoint",
     "ErrorReply",
@@ -200,6 +206,7 @@ class RecordedRequest:
 
 
 DefaultResponder: TypeAlias = Callable[[RecordedRequest], Response]
+AnswerListener: TypeAlias = Callable[[RecordedRequest, Response, bool], None]
 
 
 @dataclass(frozen=True)
@@ -262,24 +269,36 @@ def _default_responder(request: RecordedRequest) -> Response:
 
 @dataclass
 class _Script:
+    keep: int | None = None
     rules: list[_Rule] = field(default_factory=list)
-    requests: list[RecordedRequest] = field(default_factory=list)
+    requests: deque[RecordedRequest] = field(init=False)
+    received: int = 0
     plan_calls: int = 0
+
+    def __post_init__(self) -> None:
+        self.requests = deque(maxlen=self.keep)
 
 
 class FakeOpenAI:
     """The server. Start it with ``with FakeOpenAI() as srv:`` or :meth:`start` / :meth:`stop`; thread-safe.
 
-    ``default`` and ``failures`` may be reassigned while it runs.
+    ``default``, ``failures`` and ``on_answer`` may be reassigned while it runs. ``keep_requests``: how many of the
+    newest requests :attr:`requests` keeps (None: all); ``on_answer(request, response, delivered)`` is called from
+    the handler thread after each answer (``delivered``: written before the client went away).
     """
 
     def __init__(self, *, default: DefaultResponder = _default_responder, failures: FailurePlan | None = None,
-                 embedding_dimension: int = 8) -> None:
+                 embedding_dimension: int = 8, keep_requests: int | None = None,
+                 on_answer: AnswerListener | None = None) -> None:
+        if keep_requests is not None and keep_requests < 0:
+            raise ValueError("keep_requests must be at least 0, or None")
         self.default = default
         self.failures = failures
         self.embedding_dimension = embedding_dimension
+        self.on_answer = on_answer
+        self._keep = keep_requests
         self._lock = threading.Lock()
-        self._script = _Script()
+        self._script = _Script(keep_requests)
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -348,20 +367,27 @@ class FakeOpenAI:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """A snapshot of every request received, in arrival order."""
+        """A snapshot of every request received (the newest ``keep_requests``), in arrival order."""
         with self._lock:
             return list(self._script.requests)
+
+    @property
+    def received(self) -> int:
+        """How many requests arrived, whether or not they are still kept."""
+        with self._lock:
+            return self._script.received
 
     def reset(self) -> None:
         """Forget the script, the recorded requests and the failure plan's call count."""
         with self._lock:
-            self._script = _Script()
+            self._script = _Script(self._keep)
 
     # serving (called from handler threads)
 
     def _receive(self, path: str, headers: Mapping[str, str], body: Mapping[str, Any]) -> RecordedRequest:
         with self._lock:
-            request = RecordedRequest(len(self._script.requests), path, headers, body, time.time())
+            request = RecordedRequest(self._script.received, path, headers, body, time.time())
+            self._script.received += 1
             self._script.requests.append(request)
             return request
 
@@ -425,10 +451,15 @@ class _Handler(BaseHTTPRequestHandler):
             response = fake._choose(endpoint, request)
         if not fake._pause(response.delay):
             return
+        delivered = True
         try:
             self._answer(endpoint, request, response)
         except (BrokenPipeError, ConnectionResetError):
+            delivered = False
             logger.debug("fake-openai client went away before request %d was answered", request.index)
+        listener = fake.on_answer
+        if listener is not None:
+            listener(request, response, delivered)
 
     def _answer(self, endpoint: Endpoint | None, request: RecordedRequest, response: Response) -> None:
         streaming = endpoint == "chat" and request.body.get("stream") is True

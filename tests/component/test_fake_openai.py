@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -232,6 +233,42 @@ def test_a_failure_plan_timeout_delays_the_default_answer(litellm: ModuleType) -
         with pytest.raises(litellm.Timeout):
             _complete(litellm, srv, timeout=0.1)
         assert _complete(litellm, srv, timeout=5).choices[0].message.content == "ok"
+
+
+def test_every_answer_is_reported_once_its_delay_ran_out_with_whether_its_client_read_it(litellm: ModuleType) -> None:
+    answers: list[tuple[int, str, bool]] = []
+    lock = threading.Lock()
+
+    def heard(request: RecordedRequest, response: Response, delivered: bool) -> None:
+        with lock:
+            answers.append((request.index, type(response).__name__, delivered))
+
+    with FakeOpenAI(on_answer=heard) as srv:
+        srv.enqueue(ErrorReply.server_error(), Reply("late", delay=1.0))
+        with pytest.raises(litellm.InternalServerError):
+            _complete(litellm, srv)
+        with pytest.raises(litellm.Timeout):
+            _complete(litellm, srv, timeout=0.2)
+        assert _complete(litellm, srv).choices[0].message.content == "ok"
+        deadline = time.monotonic() + 10
+        while len(answers) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    by_index = {index: (kind, delivered) for index, kind, delivered in answers}
+    assert len(answers) == 3 and by_index[0] == ("ErrorReply", True) and by_index[2] == ("Reply", True)
+    assert by_index[1][0] == "Reply"  # the late answer is reported: a provider bills it whoever reads it
+
+
+def test_a_bounded_record_keeps_the_newest_requests_and_counts_them_all(litellm: ModuleType) -> None:
+    with FakeOpenAI(keep_requests=3) as srv:
+        for n in range(7):
+            _complete(litellm, srv, user=f"caller-{n}")
+        assert srv.received == 7
+        assert [r.index for r in srv.requests] == [4, 5, 6]
+        assert [r.body["user"] for r in srv.requests] == ["caller-4", "caller-5", "caller-6"]
+        srv.reset()
+        assert srv.requests == [] and srv.received == 0
+        _complete(litellm, srv)
+        assert [r.index for r in srv.requests] == [0]
 
 
 def test_embeddings_are_deterministic_unit_vectors_with_usage(litellm: ModuleType) -> None:

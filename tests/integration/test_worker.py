@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.worker import Agent, agent_for, http_call, message_record, running_worker
+from tests.support.worker import Agent, WorkerProcess, agent_for, http_call, message_record, running_worker
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": 0.25, "blockAfter": 1.2},
                            "reflection": {"observationTokens": 250}}
@@ -196,3 +197,43 @@ async def test_manual_commands_follow_the_reference_through_http_and_kafka(worke
                           "command": "clear"}, topic="commands", key=b"cmd")
         await agent.until(lambda a: bool(a.contexts.get("cmd")) and a.contexts["cmd"][-1]["observations"] == ""
                           and len(a.contexts["cmd"][-1]["messages"]) == 3)
+
+
+@pytest.mark.parametrize("table_store", ["memory://", "rocksdb://"])
+async def test_metrics_say_what_the_worker_holds_in_process(kafka_bootstrap: str, tmp_path: Path,
+                                                            table_store: str) -> None:
+    """The inventory gauges (runtime/worker/inventory.py) count what this worker's traffic put in its maps; RocksDB
+    estimates its records (overwritten values count until a compaction drops them)."""
+    threads = [f"held-{n}" for n in range(6)]
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=2,
+                              extra={"OM_WORKER_TABLE_STORE": table_store}) as worker, agent_for(worker) as agent:
+        await _turns(agent, threads, turns=2)
+        await _held_in_process(worker, records=(6, 6) if table_store == "memory://" else (6, 1000))
+
+
+async def _held_in_process(worker: WorkerProcess, records: tuple[int, int]) -> None:
+
+    def read(text: str) -> dict[str, float]:
+        found = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                label = sample.labels.get("map")
+                found[f"{sample.name}[{label}]" if label else sample.name] = sample.value
+        return found
+
+    def holds(seen: dict[str, float]) -> bool:
+        return (records[0] <= seen.get("om_table_records", -1) <= records[1]
+                and seen.get("om_held_entries[recent_contexts]") == 6.0
+                and seen.get("om_held_entries[decoded_states]") == 6.0)
+
+    seen: dict[str, float] = {}
+    for _ in range(60):  # read every 10 s by the worker
+        seen = read(await http_call(worker.metrics_port, "GET", "/metrics", raw=True))
+        if holds(seen):
+            break
+        await asyncio.sleep(0.5)
+    assert holds(seen), {name: value for name, value in seen.items() if name.startswith(("om_table", "om_held"))}
+    assert seen["om_asyncio_tasks"] > 0
+    assert seen["om_content_cache_bytes"] > 0 and seen["om_held_entries[content_cache]"] > 0
+    for name in ("timers", "timer_heap", "model_calls", "inflight_calls", "settled_waiters", "near_block_after"):
+        assert f"om_held_entries[{name}]" in seen, sorted(seen)

@@ -59,6 +59,7 @@ from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
 from om_stream.runtime.worker.group_lag import GroupLagProbe
+from om_stream.runtime.worker.inventory import INVENTORY_INTERVAL_S, Inventory
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
@@ -165,14 +166,17 @@ class Worker:
         self.publisher = _FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()
+        self.inventory = Inventory(deps.metrics)  # what the process holds, on gauges (inventory.py)
+        self.inventory.entries("inflight_calls", lambda: len(self.in_flight))
         self._handling = 0  # batches the memory and ingest agents have in hand
         self._rebuild_timers = True
         self.agents: dict[str, Any] = {}
         if self.plan.holds_table:
             self._hold_table()
         if self.plan.calls_models:
-            self.agents["model_workers"] = ModelRequests(deps, self.publisher, self.recall, self.in_flight).define(
-                self.app, self._watched, _RAW)
+            requests = ModelRequests(deps, self.publisher, self.recall, self.in_flight)
+            self.agents["model_workers"] = requests.define(self.app, self._watched, _RAW)
+            self.inventory.entries("model_calls", lambda: len(requests.calls))
         if self.plan.answers_recall:
             self.agents["recall"] = RecallRequests(deps, self.publisher, self.recall, self.in_flight).define(
                 self.app, self._watched, _RAW)
@@ -215,6 +219,15 @@ class Worker:
                                 blocking_timeout_ms=int(worker.blocking_timeout_s * 1000),
                                 purge_gap_ms=int(self.deps.settings.lifecycle.purge_gap_s * 1000)),
             on_forget=self._forget_context, erasures=self._erasures)
+        inventory, cache = self.inventory, self.effects.cache
+        inventory.table(self.table.local_records)
+        inventory.cache(lambda: cache.size_bytes)
+        for name, size in (("decoded_states", lambda: self.table.decoded_size), ("recent_contexts",
+                           lambda: len(self.contexts)), ("content_cache", lambda: len(cache)),
+                           ("timers", lambda: len(self.timers)), ("timer_heap", lambda: self.timers.heap_size),
+                           ("settled_waiters", lambda: self.watch.waiters),
+                           ("near_block_after", lambda: len(self.processor.near_limit))):
+            inventory.entries(name, size)
         self._define_memory_agents()
 
     def _remember_context(self, context: ContextRecord) -> None:
@@ -409,6 +422,7 @@ class Worker:
         app = self.app
         app.timer(interval=1.0)(self._watch)
         app.timer(interval=GROUP_LAG_INTERVAL_S)(self._read_group_lag)
+        app.timer(interval=INVENTORY_INTERVAL_S)(self._read_inventory)
 
         def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.deps.metrics.rebalances.inc()
@@ -493,6 +507,9 @@ class Worker:
             if end is not None and done is not None:
                 lags.append((tp.topic, tp.partition, int(end) - int(done), int(done)))
         return lags
+
+    async def _read_inventory(self) -> None:
+        self.inventory.read()
 
     async def _read_group_lag(self) -> None:
         if not self.in_flight.open:

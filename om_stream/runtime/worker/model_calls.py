@@ -68,6 +68,10 @@ class ModelCalls:
         self.store_wait_s = store_wait_s
         self._in_flight: dict[str, asyncio.Future[ModelResultArrived | None]] = {}  # this process's calls, by key
 
+    def __len__(self) -> int:
+        """Requests this process is calling a model for now."""
+        return len(self._in_flight)
+
     async def answer(self, request: Request) -> ModelResultArrived | None:
         """The result of ``request``; None when its record was erased (nothing to publish)."""
         if await self._erased(request):

@@ -22,8 +22,10 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from faust.stores import memory as faust_memory
+from faust.stores import rocksdb as faust_rocksdb
 from faust.streams import _current_event  # Faust's slot for "the event being handled"; tables read it
 
 from om_stream.core.state import RecordState
@@ -35,6 +37,7 @@ __all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "in_event", "record_event"
 # ``om_state`` held JSON-encoded keys on the wrong partitions; the new name starts a changelog in the right layout
 TABLE_NAME = "om_records"
 DECODED_KEPT = 16_384  # decoded states kept in process (a few KB each)
+ESTIMATED_KEYS = "rocksdb.estimate-num-keys"
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,18 @@ class RecordTable:
         self._decoded[key] = (raw, partition, state)
         while len(self._decoded) > DECODED_KEPT:
             del self._decoded[next(iter(self._decoded))]
+
+    def local_records(self) -> int | None:
+        """Records in the local store: exact in memory; RocksDB's own estimate per partition database, which counts
+        overwritten values until a compaction merges them (an exact count would read every key); None when the
+        store says nothing."""
+        store = self.table.data
+        if isinstance(store, faust_memory.Store):
+            return len(store)
+        if isinstance(store, faust_rocksdb.Store):
+            return sum(int(db.property_int_value(ESTIMATED_KEYS) or 0)
+                       for db in list(cast(Any, store)._dbs.values()))
+        return None
 
     @property
     def decoded_size(self) -> int:

@@ -1,0 +1,630 @@
+"""``make bench-soak DURATION=...``: hours of traffic with rebalances, a provider that fails and a Cassandra restart,
+and whether memory, file descriptors, tasks, maps, lag and latency stay flat.
+
+What runs, on real Apache Kafka and production's Cassandra shape, a three-node cluster of the soak's own
+(``devservices.cassandra_cluster``: replication 3, LOCAL_QUORUM; one node is restarted once), a broker of its own
+too unless ``--bootstrap`` names one, with the models behind litellm at the local fake OpenAI server
+(``bench/soak_judge.py``: an Observer and a Reflector that keep every user message's marker; 10 % of calls fail
+with 429, 500, 503 or a reply slower than the gateway's timeout):
+
+1. **capacity**: one worker's throughput on this workload (``--capacity-threads`` x ``--capacity-turns`` messages
+   published first, then timed from the worker's first context to the context covering every thread's last
+   message, by the create times the worker stamped), unless ``--rate`` is given;
+2. **the soak**: three workers in one group. ``--threads`` agents (thousands) each publish a message, wait for the
+   context that covers it, pause, and publish the next, at ``--rate`` messages/s in all (default: half the capacity).
+   Every ``--churn-every`` seconds one worker is killed (SIGKILL) and started again, and half a period later
+   another leaves gracefully (SIGTERM) and is started again (each start is a join); these two alternate between
+   ``w1`` and ``w2``, while ``w0`` lives through the whole run (the sentinel: the one process whose curves span every
+   rebalance). Once, at ``--cassandra-restart-at`` of the run, one Cassandra node (the second) is stopped (drained,
+   SIGTERM) and started again on its data, the other two serving meanwhile. A worker that exits unasked is started
+   again (counted as a crash);
+3. **sampling**, every ``--sample`` seconds, per worker process: RSS and open file descriptors (``/proc``), and from
+   its ``/metrics`` the asyncio tasks, the state table's records, the content cache's bytes and every in-process
+   map's entries (``om_held_entries``); the group's lag (``om_consumer_group_lag_records``, input topics); the
+   agents' publish→context p50/p99 over the window; the provider's answers and those paid twice. One line is
+   printed per sample and a CSV row written;
+4. **the end**: the agents stop, every thread's last message is awaited, and the verdict is printed in a stable
+   ``key: value`` form (lost, duplicated, version-regressed threads, unserved, model calls paid twice), with the
+   least-squares slope per hour of each sentinel curve over the run's second half, and a plot of the curves.
+
+Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
+(JSON) and the plot (PNG) go to ``--out`` (default ``docs/soak-<minutes>min``: ``docs/soak-60min.csv``, ``.json``,
+``.png``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import csv
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import soak_judge as judge  # noqa: E402
+from soak_plot import plot_samples  # noqa: E402
+
+from om_stream.devservices import cassandra_cluster, kafka  # noqa: E402
+from om_stream.testing.fake_openai import FailurePlan, FakeOpenAI  # noqa: E402
+from tests.support.cassandra_cluster import CLUSTER_ENV, cluster_keyspace  # noqa: E402
+from tests.support.cluster import WorkerGroup, notable, turn_text  # noqa: E402
+from tests.support.worker import WorkerProcess, message_record  # noqa: E402
+
+OPTIONS: dict[str, Any] = {
+    "observation": {"messageTokens": 400, "bufferTokens": 0.25, "bufferActivation": 0.8, "blockAfter": 1.2},
+    "reflection": {"observationTokens": 600, "bufferActivation": 0.5, "blockAfter": 1.2},
+}
+GATEWAY_TIMEOUT_S = 5.0
+RESTARTED_NODE = 1  # the cluster's second node: not the first contact point the drivers try
+HELD = ("decoded_states", "recent_contexts", "content_cache", "timers", "timer_heap", "model_calls",
+        "inflight_calls", "settled_waiters", "near_block_after")
+PER_WORKER = ("pid", "rss_mb", "fds", "tasks", "table_records", "cache_mb", "rebalances", *HELD)
+SLOPED = ("rss_mb", "fds", "tasks", "table_records", "cache_mb", *HELD)
+
+
+def seconds(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+
+
+def worker_env(model_url: str) -> dict[str, str]:
+    return {"OM_MEMORY_MODEL": "openai/gpt-4o-mini", "OM_MEMORY_API_BASE": model_url, "OM_MEMORY_API_KEY": "soak",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OM_LOG_LEVEL": "warning",
+            "OM_GATEWAY_TIMEOUT_S": str(GATEWAY_TIMEOUT_S), "OM_GATEWAY_DEADLINE_S": "60",
+            "OM_GATEWAY_MAX_RETRIES": "3", "OM_GATEWAY_BACKOFF_INITIAL_S": "0.2", "OM_GATEWAY_BACKOFF_MAX_S": "2",
+            "OM_GATEWAY_RETRY_AFTER_MAX_S": "1", "OM_GATEWAY_BREAKER_FAILURES": "10",
+            "OM_WORKER_CYCLE_TIMEOUT_S": "90", **CLUSTER_ENV}
+
+
+# -- processes ---------------------------------------------------------------------------------------------------
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def scrape(port: int, timeout: float = 5.0) -> dict[str, float]:
+    """A worker's /metrics, summed per series name (and per ``map`` label for ``om_held_entries``)."""
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
+    try:
+        writer.write(b"GET /metrics HTTP/1.0\r\n\r\n")
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), timeout)
+    finally:
+        writer.close()
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(response.partition(b"\r\n\r\n")[2].decode()):
+        for sample in family.samples:
+            name = sample.name
+            if name == "om_held_entries":
+                name = f"held:{sample.labels['map']}"
+            elif name == "om_consumer_group_lag_records" and ".model_requests" in sample.labels.get("topic", ""):
+                continue  # the models' own group: its lag is the calls waiting, not inputs
+            found[name] = found.get(name, 0.0) + sample.value
+    return found
+
+
+@dataclass
+class Member:
+    """A worker slot (``w0``...) of the group: its current process and what happened to it."""
+
+    name: str
+    process: WorkerProcess
+    expected_down: bool = False
+    crashes: int = 0
+
+    @property
+    def pid(self) -> int | None:
+        popen = self.process.popen
+        return popen.pid if popen is not None and popen.poll() is None else None
+
+
+@dataclass
+class Timeline:
+    started: float = field(default_factory=time.monotonic)
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def note(self, what: str) -> None:
+        self.events.append((self.now(), what))
+        print(f"[{self.now():7.0f}s] {what}", flush=True)
+
+
+# -- the agents --------------------------------------------------------------------------------------------------
+
+
+class Agents:
+    """``threads`` agents at ``rate`` messages/s in all: publish, wait for the context, pause, publish again."""
+
+    def __init__(self, bootstrap: str, topics: dict[str, str], threads: int, rate: float,
+                 context_timeout_s: float = 180.0) -> None:
+        self.bootstrap, self.topics = bootstrap, topics
+        self.names = [f"t{n}" for n in range(threads)]
+        self.cycle_s = threads / rate  # each thread's mean time from one message to its next
+        self.context_timeout_s = context_timeout_s
+        self.judge = judge.ContextJudge()
+        self.sent: dict[str, int] = dict.fromkeys(self.names, 0)
+        self.unserved: list[str] = []
+        self.window: list[float] = []  # latencies (s) since the sampler last took them
+        self.latencies: list[float] = []  # every one of the run (about 10 bytes each: 2 MB for 200,000 messages)
+        self.stopping = asyncio.Event()
+        self._consumer = AIOKafkaConsumer(topics["context"], bootstrap_servers=bootstrap,
+                                          auto_offset_reset="earliest", metadata_max_age_ms=1000,
+                                          group_id=f"soak-watch-{random.getrandbits(32):08x}",
+                                          max_partition_fetch_bytes=4 * 1024 * 1024)
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+        self._last_context = time.monotonic()
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        await self._producer.start()
+        self._pump_task = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        while True:
+            batch = await self._consumer.getmany(timeout_ms=200, max_records=2000)
+            for records in batch.values():
+                for record in records:
+                    if record.value is not None and record.key is not None:
+                        self.judge.seen(record.key.decode(), record.value)
+                        self._last_context = time.monotonic()
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._thread(name) for name in self.names))
+
+    async def _thread(self, thread: str) -> None:
+        rng = random.Random(thread)
+        await asyncio.sleep(rng.uniform(0, self.cycle_s))
+        while not self.stopping.is_set():
+            index = self.sent[thread]
+            role = "user" if index % 2 == 0 else "assistant"
+            record = message_record(thread, index, role, turn_text(thread, index), resource=f"user-{thread}")
+            published = time.monotonic()
+            await self._producer.send_and_wait(self.topics["messages"], json.dumps(record).encode(),
+                                               key=thread.encode())
+            self.sent[thread] = index + 1
+            try:
+                await self.judge.wait(thread, index, self.context_timeout_s)
+                latency = time.monotonic() - published
+                self.window.append(latency)
+                self.latencies.append(latency)
+            except TimeoutError:
+                self.unserved.append(record["message_id"])
+            pause = self.cycle_s * rng.uniform(0.5, 1.5) - (time.monotonic() - published)
+            if pause > 0:
+                with_stop = asyncio.ensure_future(self.stopping.wait())
+                await asyncio.wait({with_stop}, timeout=pause)
+                with_stop.cancel()
+
+    def take_window(self) -> list[float]:
+        window, self.window = self.window, []
+        return window
+
+    async def settle(self, quiet_s: float = 5.0, timeout: float = 120.0) -> None:
+        """Until no context arrived for ``quiet_s`` (the republications after the last rebalance are in)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() - self._last_context < quiet_s and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+
+    async def stop(self) -> None:
+        self._pump_task.cancel()
+        await asyncio.gather(self._pump_task, return_exceptions=True)
+        await self._producer.stop()
+        await self._consumer.stop()
+
+
+# -- capacity ----------------------------------------------------------------------------------------------------
+
+
+async def measure_capacity(bootstrap: str, cassandra_hosts: str, model_url: str, folder: Path, *, threads: int,
+                           turns: int, partitions: int) -> float:
+    """Messages/s one worker handles on this workload: the messages published first, then the worker started and
+    timed by the create times of its contexts, from its first to the one covering every thread's last message."""
+    group = WorkerGroup(bootstrap, folder, cassandra_hosts=cassandra_hosts, keyspace=cluster_keyspace(cassandra_hosts),
+                        partitions=partitions, options=OPTIONS, extra=worker_env(model_url))
+    # the worker creates the topics as its settings want them (partitions, retention), then leaves; topics a
+    # producer created would have the broker's defaults, which the worker refuses to start on
+    member = group.add()
+    await member.wait_ready(timeout=300)
+    await asyncio.to_thread(member.stop)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20)
+    await producer.start()
+    try:
+        for index in range(turns):
+            for n in range(threads):
+                thread = f"c{n}"
+                record = message_record(thread, index, "user" if index % 2 == 0 else "assistant",
+                                        turn_text(thread, index), resource=f"user-{thread}")
+                await producer.send(group.topics["messages"], json.dumps(record).encode(), key=thread.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    member.start()
+    consumer = AIOKafkaConsumer(group.topics["context"], bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                group_id=f"soak-capacity-{random.getrandbits(32):08x}", metadata_max_age_ms=1000)
+    await consumer.start()
+    pending = {f"c{n}" for n in range(threads)}
+    first, last = float("inf"), 0.0
+    deadline = time.monotonic() + 900
+    try:
+        while pending and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                for record in records:
+                    first = min(first, record.timestamp / 1000)
+                    context = json.loads(record.value)
+                    if context.get("through_message_id") == f"{record.key.decode()}-m{turns - 1}":
+                        pending.discard(record.key.decode())
+                        last = max(last, record.timestamp / 1000)
+    finally:
+        await consumer.stop()
+        member.stop()
+    if pending:
+        raise SystemExit(f"capacity: {len(pending)} threads not done in 900 s:\n{group.logs()}")
+    return threads * turns / (last - first)
+
+
+# -- the soak ----------------------------------------------------------------------------------------------------
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace, bootstrap: str, cluster: cassandra_cluster.CassandraCluster,
+                 kafka_node: kafka.KafkaNode | None, server: FakeOpenAI, ledger: judge.ProviderLedger,
+                 folder: Path, rate: float) -> None:
+        self.args, self.bootstrap, self.cluster, self.kafka_node = args, bootstrap, cluster, kafka_node
+        self.server, self.ledger, self.folder, self.rate = server, ledger, folder, rate
+        self.timeline = Timeline()
+        self.group = WorkerGroup(bootstrap, folder / "group", cassandra_hosts=cluster.hosts,
+                                 keyspace=cluster_keyspace(cluster.hosts), partitions=args.partitions,
+                                 options=OPTIONS, extra=worker_env(server.base_url))
+        self.members = [Member(f"w{n}", self.group.add(start=False)) for n in range(3)]
+        self.rows: list[dict[str, Any]] = []
+        self.counts = {"kills": 0, "leaves": 0, "joins": 0, "crashes": 0, "cassandra_restarts": 0}
+        self.cassandra_down_s = 0.0
+        self.restart_began: float | None = None
+        self.latencies: list[float] = []
+
+    async def run(self) -> dict[str, Any]:
+        for member in self.members:
+            member.process.start()
+        await self.group.settle(timeout=300)
+        self.timeline = Timeline()
+        self.timeline.note(f"3 workers ready; {self.args.threads} agents at {self.rate:.1f} msgs/s")
+        agents = Agents(self.bootstrap, self.group.topics, self.args.threads, self.rate)
+        self.latencies = agents.latencies
+        await agents.start()
+        talking = asyncio.create_task(agents.run())
+        background = [asyncio.create_task(self._churn()), asyncio.create_task(self._supervise()),
+                      asyncio.create_task(self._restart_cassandra())]
+        sampling = asyncio.create_task(self._sample_every(agents))
+        try:
+            await asyncio.sleep(self.args.duration)
+            self.timeline.note("traffic stops; waiting for every thread's last context")
+            churn, restart = background[0], background[2]
+            churn.cancel()
+            if self.restart_began is None:
+                restart.cancel()  # a node stopped and not yet back is brought back: the run ends on three
+            await asyncio.gather(churn, restart, return_exceptions=True)
+            agents.stopping.set()
+            await talking
+            await agents.settle()
+            await self._sample(agents)
+        finally:
+            sampling.cancel()
+            background[1].cancel()
+            await asyncio.gather(sampling, background[1], return_exceptions=True)
+            await agents.stop()
+            for member in self.members:
+                member.expected_down = True
+                await asyncio.to_thread(member.process.stop)
+        verdict = agents.judge.verdict(agents.sent)
+        return {**verdict, "unserved": len(agents.unserved), "messages": sum(agents.sent.values()),
+                "contexts": agents.judge.contexts, **self.ledger.summary(), **self.counts,
+                "cassandra_down_s": round(self.cassandra_down_s, 1)}
+
+    # churn ------------------------------------------------------------------------------------------------------
+
+    async def _churn(self) -> None:
+        period = self.args.churn_every
+        number = 0
+        while True:
+            await asyncio.sleep(period / 2)
+            victim, leaver = self.members[1 + number % 2], self.members[2 - number % 2]
+            await self._restart(victim, kill=True)
+            await asyncio.sleep(period / 2)
+            await self._restart(leaver, kill=False)
+            number += 1
+
+    async def _restart(self, member: Member, *, kill: bool) -> None:
+        member.expected_down = True
+        try:
+            if kill:
+                member.process.kill()
+                self.counts["kills"] += 1
+                self.timeline.note(f"SIGKILL {member.name}")
+            else:
+                await asyncio.to_thread(member.process.stop)
+                self.counts["leaves"] += 1
+                self.timeline.note(f"graceful leave {member.name}")
+            member.process.start()
+            self.counts["joins"] += 1
+            await member.process.wait_ready(timeout=300)
+            self.timeline.note(f"{member.name} joined (pid {member.pid})")
+        finally:
+            member.expected_down = False
+
+    async def _supervise(self) -> None:
+        """An orchestrator's part: a worker that exited unasked is started again."""
+        while True:
+            await asyncio.sleep(1.0)
+            for member in self.members:
+                popen = member.process.popen
+                if member.expected_down or popen is None or popen.poll() is None:
+                    continue
+                member.crashes += 1
+                self.counts["crashes"] += 1
+                self.timeline.note(f"{member.name} exited rc={popen.returncode}; started again\n"
+                                   f"{notable(member.process.log, limit=20)}")
+                member.process.start()
+
+    async def _restart_cassandra(self) -> None:
+        await asyncio.sleep(self.args.duration * self.args.cassandra_restart_at)
+        index = RESTARTED_NODE
+        began = self.restart_began = time.monotonic()
+        self.timeline.note(f"Cassandra stops: node {index + 1} of 3 drained and stopped")
+        await asyncio.to_thread(self.cluster.stop_node, index, 60)
+        # launched from the loop's thread, the main one: an attached JVM dies with the thread that started it
+        self.cluster.restart(index)
+        await asyncio.to_thread(cassandra_cluster.wait_ready, self.cluster, 300)
+        self.cassandra_down_s = time.monotonic() - began
+        self.counts["cassandra_restarts"] += 1
+        self.timeline.note(f"Cassandra node {index + 1} back (all three up) after {self.cassandra_down_s:.0f} s")
+
+    def cassandra_rss_mb(self) -> float:
+        """The running nodes' RSS together."""
+        total = 0.0
+        for index in self.cluster.running():
+            with contextlib.suppress(OSError):
+                total += rss_mb(self.cluster.nodes[index].process.pid)
+        return round(total, 1)
+
+    # sampling ---------------------------------------------------------------------------------------------------
+
+    async def _sample_every(self, agents: Agents) -> None:
+        while True:
+            await asyncio.sleep(self.args.sample)
+            await self._sample(agents)
+
+    async def _sample(self, agents: Agents) -> None:
+        now = self.timeline.now()
+        window = agents.take_window()
+        previous = self.rows[-1] if self.rows else {"t_s": 0.0, "sent": 0}
+        sent = sum(agents.sent.values())
+        row: dict[str, Any] = {"t_s": round(now, 1), "sent": sent,
+                               "rate": round((sent - previous["sent"]) / max(1e-9, now - previous["t_s"]), 1),
+                               # None for a window without a context awaited (after the traffic stopped)
+                               "p50_ms": round(judge.percentile(window, 0.5) * 1000, 1) if window else None,
+                               "p99_ms": round(judge.percentile(window, 0.99) * 1000, 1) if window else None,
+                               "unserved": len(agents.unserved), "lag": None, **self.ledger.summary(),
+                               "cassandra_rss_mb": self.cassandra_rss_mb(),
+                               "kafka_rss_mb": round(rss_mb(self.kafka_node.process.pid), 1)
+                               if self.kafka_node is not None else None,
+                               "soak_rss_mb": round(rss_mb(os.getpid()), 1)}
+        for member in self.members:
+            row.update(await self._read_member(member))
+            if row["lag"] is None and row.get(f"{member.name}_lag") is not None:
+                row["lag"] = row[f"{member.name}_lag"]
+        self.rows.append(row)
+        workers = " | ".join(
+            f"{m.name} " + ("down" if row[f"{m.name}_pid"] is None else
+                            f"rss {row[f'{m.name}_rss_mb']:.0f} MB fds {row[f'{m.name}_fds']} "
+                            f"tasks {row[f'{m.name}_tasks']} table {row[f'{m.name}_table_records']} "
+                            f"cache {row[f'{m.name}_cache_mb']} MB") for m in self.members)
+        print(f"[{now:7.0f}s] sent {sent} ({row['rate']:.1f}/s) p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms"
+              f" lag {row['lag']} | {workers} | answers {row['model_answers']} paid twice {row['paid_twice']}",
+              flush=True)
+
+    async def _read_member(self, member: Member) -> dict[str, Any]:
+        prefix = member.name
+        values: dict[str, Any] = {f"{prefix}_{key}": None for key in PER_WORKER}
+        values[f"{prefix}_lag"] = None
+        pid = member.pid
+        if pid is None:
+            return values
+        try:
+            values[f"{prefix}_pid"] = pid
+            values[f"{prefix}_rss_mb"] = round(rss_mb(pid), 1)
+            values[f"{prefix}_fds"] = open_fds(pid)
+        except OSError:  # it exited meanwhile
+            return values
+        try:
+            metrics = await scrape(member.process.metrics_port)
+        except (OSError, TimeoutError):
+            return values
+        values[f"{prefix}_tasks"] = metrics.get("om_asyncio_tasks")
+        values[f"{prefix}_table_records"] = metrics.get("om_table_records")
+        cache = metrics.get("om_content_cache_bytes")
+        values[f"{prefix}_cache_mb"] = round(cache / 2**20, 2) if cache is not None else None
+        values[f"{prefix}_rebalances"] = metrics.get("om_rebalances_total")
+        values[f"{prefix}_lag"] = metrics.get("om_consumer_group_lag_records")
+        for name in HELD:
+            values[f"{prefix}_{name}"] = metrics.get(f"held:{name}")
+        return values
+
+
+# -- report ------------------------------------------------------------------------------------------------------
+
+
+def slopes(rows: list[dict[str, Any]], duration: float) -> dict[str, float]:
+    """Per hour, over the second half of the run: each sentinel (w0) curve, the lag and the p99."""
+    half = [row for row in rows if row["t_s"] >= duration / 2]
+    found = {}
+    for key in [f"w0_{name}" for name in SLOPED] + ["lag", "p99_ms", "p50_ms"]:
+        points = [(row["t_s"] / 3600, float(row[key])) for row in half if row.get(key) is not None]
+        found[key] = judge.slope(points)
+    return found
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def summary(result: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace, capacity: float | None,
+            rate: float, latencies: list[float]) -> dict[str, Any]:
+    """The run's figures, in the order they are printed."""
+    w0 = [row for row in rows if row.get("w0_rss_mb") is not None]
+    return {"duration_s": round(args.duration), "threads": args.threads,
+            "capacity_msgs_s": round(capacity, 1) if capacity is not None else "not measured (--rate given)",
+            "rate_target_msgs_s": round(rate, 1),
+            "rate_achieved_msgs_s": round(result["messages"] / max(1.0, args.duration), 1), **result,
+            "p50_ms": round(judge.percentile(latencies, 0.5) * 1000),
+            "p99_ms": round(judge.percentile(latencies, 0.99) * 1000),
+            "p99_ms_worst_sample": round(max((r["p99_ms"] for r in rows if r["p99_ms"] is not None), default=0)),
+            "w0_rss_mb_first_last": f"{w0[0]['w0_rss_mb']:.0f} -> {w0[-1]['w0_rss_mb']:.0f}" if w0 else "n/a"}
+
+
+def report(figures: dict[str, Any], found: dict[str, float], timeline: Timeline) -> None:
+    print("\n== soak result ==")
+    for key, value in figures.items():
+        print(f"{key}: {value}")
+    print("slopes per hour over the second half (w0 = the worker that lives through the run):")
+    for key, value in found.items():
+        print(f"  slope {key}: {value:+.2f}/h")
+    print("events:")
+    for at, what in timeline.events:
+        print(f"  {at:7.0f}s {what.splitlines()[0]}")
+
+
+def write_outputs(out: Path, run: Soak, figures: dict[str, Any] | None, found: dict[str, float],
+                  title: str) -> None:
+    """The samples (CSV), the figures, slopes and events (JSON) and the plot (PNG), side by side."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not run.rows:
+        return
+    write_csv(run.rows, out.with_suffix(".csv"))
+    out.with_suffix(".json").write_text(json.dumps(
+        {"title": title, "figures": figures, "slopes_per_hour": found,
+         "events": [{"t_s": round(at, 1), "what": what.splitlines()[0]} for at, what in run.timeline.events]},
+        indent=2) + "\n")
+    plot_samples(run.rows, run.timeline.events, out.with_suffix(".png"), title=title)
+
+
+async def soak(args: argparse.Namespace) -> None:
+    run_dir = Path(tempfile.mkdtemp(prefix="om-soak-"))
+    kafka_node = None
+    # launched from the loop's thread, the main one, as the restart is: an attached JVM dies with its launcher
+    cluster = cassandra_cluster.start(run_dir / "cassandra")
+    try:
+        if args.bootstrap:
+            bootstrap = args.bootstrap
+        else:
+            kafka_node = kafka.start(run_dir / "kafka")
+            bootstrap = kafka_node.bootstrap
+        waits = [asyncio.to_thread(cassandra_cluster.wait_ready, cluster)]
+        if kafka_node is not None:
+            waits.append(asyncio.to_thread(kafka.wait_ready, kafka_node))
+        await asyncio.gather(*waits)
+        print(f"cassandra cluster of 3 at {cluster.hosts}; kafka at {bootstrap}", flush=True)
+        ledger = judge.ProviderLedger()
+        plan = FailurePlan(rate=args.failure_rate, seed=args.seed, kinds=("429", "500", "503", "timeout"),
+                           timeout_delay=GATEWAY_TIMEOUT_S * 3, retry_after=0.5)
+        with FakeOpenAI(default=judge.answer, failures=plan, keep_requests=64, on_answer=ledger.heard) as server:
+            capacity = None
+            if args.rate is None:
+                capacity = await measure_capacity(bootstrap, cluster.hosts, server.base_url,
+                                                  run_dir / "capacity", threads=args.capacity_threads,
+                                                  turns=args.capacity_turns, partitions=args.partitions)
+                print(f"capacity of one worker: {capacity:.1f} msgs/s ({args.capacity_threads} threads x "
+                      f"{args.capacity_turns} messages)", flush=True)
+                ledger.reset()
+            rate = args.rate if args.rate is not None else capacity * args.load  # type: ignore[operator]
+            run = Soak(args, bootstrap, cluster, kafka_node, server, ledger, run_dir, rate)
+            title = (f"{args.threads} threads at {rate:.1f} msgs/s ({args.load:.0%} of one worker's capacity), "
+                     f"3 workers, {args.duration / 60:.0f} min")
+            figures: dict[str, Any] | None = None
+            found: dict[str, float] = {}
+            out = Path(args.out or ROOT / "docs" / f"soak-{args.duration / 60:.0f}min")
+            try:
+                result = await run.run()
+                found = slopes(run.rows, args.duration)
+                figures = summary(result, run.rows, args, capacity, rate, run.latencies)
+            finally:
+                write_outputs(out, run, figures, found, title)
+            assert figures is not None  # the run returned
+            report(figures, found, run.timeline)
+            print(f"samples, figures and plot: {out}.csv, .json, .png")
+            if result["paid_twice_other"]:
+                for duplicate in ledger.duplicates:
+                    if not duplicate.after_timeout:
+                        print(f"  paid twice: {duplicate.thread} answered at {duplicate.first_at:.0f} and "
+                              f"{duplicate.again_at:.0f} (epoch s)")
+    finally:
+        cluster.stop(grace=30)
+        if kafka_node is not None:
+            kafka_node.process.stop()
+        if not args.keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        else:
+            print(f"run folder kept: {run_dir}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=seconds, default=300.0, help="length of the soak (3600, 60m, 1h)")
+    parser.add_argument("--threads", type=int, default=2000)
+    parser.add_argument("--rate", type=float, default=None, help="messages/s in all (default: --load x capacity)")
+    parser.add_argument("--load", type=float, default=0.5, help="share of one worker's measured capacity")
+    parser.add_argument("--capacity-threads", type=int, default=200)
+    parser.add_argument("--capacity-turns", type=int, default=20)
+    parser.add_argument("--sample", type=seconds, default=30.0, help="seconds between two samples")
+    parser.add_argument("--churn-every", type=seconds, default=180.0,
+                        help="seconds between two kills (a graceful leave half-way between)")
+    parser.add_argument("--cassandra-restart-at", type=float, default=0.5, help="share of the run")
+    parser.add_argument("--failure-rate", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=28)
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--bootstrap", default=None, help="a Kafka to use (default: a broker of the soak's own)")
+    parser.add_argument("--out", default=None,
+                        help="CSV, JSON and plot path without suffix (default: docs/soak-<minutes>min)")
+    parser.add_argument("--keep", action="store_true", help="keep the run folder (logs, data)")
+    args = parser.parse_args()
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks stop the JVMs and the workers
+        signal.signal(sig, _interrupted)
+    asyncio.run(soak(args))
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+if __name__ == "__main__":
+    main()
