@@ -50,8 +50,8 @@ from om_stream.core.state import BufferedReflection, ChunkRef, RecordState, Segm
 from om_stream.core.step import Step
 from om_stream.core.views import metadata_expired
 
-__all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "fires_purge", "keep_timer", "note", "purge",
-           "purge_missing", "refuse_expired"]
+__all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "fires_purge", "held_segments", "holds_expired",
+           "keep_timer", "left_behind_expired", "note", "purge", "purge_missing", "refuse_expired"]
 
 PURGE_TIMER = "retention:purge"
 
@@ -172,17 +172,14 @@ def purge(step: Step, due: ExpiryDue) -> None:
         return
     work = _Purge(due.cutoff, {s.segment_id: s for s in due.segments})
     old_log = list(state.log)
-    known = {s.id for s in state.log} | {c.id for c in state.buffered}
-    if state.buffered_reflection is not None:
-        known.add(state.buffered_reflection.id)
+    known = held_segments(state)
     _drop_messages(step, work.before)
     _cut_log(step, work)
     _cut_chunks(step, work)
     _cut_buffered_reflection(step, work, old_log)
     _overtake_reflections(step, work, old_log)
     for stored in due.segments:  # segments earlier generations left behind, kept for recall: whole or not at all
-        if stored.segment_id not in known and (segment_expired(stored.boundary_at, work.before)
-                                               or cut_text(stored.text, work.before, stored.boundary_at).changed):
+        if stored.segment_id not in known and left_behind_expired(stored, work.before):
             work.deletes.append(stored.segment_id)
     threads = _expire_metadata(step, work.before)
     expiry_id = step.new_id("exp")
@@ -207,6 +204,29 @@ def purge(step: Step, due: ExpiryDue) -> None:
                                                           entries=work.entries, threads=0, cycle_results=0),
         next_purge_at=iso(next_at) if next_at is not None else None), expiry_of=expiry_id)
     step.owe_all_threads()
+
+
+def held_segments(state: RecordState) -> set[str]:
+    """The segments the state itself holds (its log, its buffered chunks and reflection): the purge cuts these
+    entry by entry; the record's other stored segments are those earlier generations left behind."""
+    held = {s.id for s in state.log} | {c.id for c in state.buffered}
+    if state.buffered_reflection is not None:
+        held.add(state.buffered_reflection.id)
+    return held
+
+
+def left_behind_expired(stored: SegmentText, before: int) -> bool:
+    """A segment earlier generations left behind (kept for recall, never rendered) goes whole, not cut: when its
+    newest message or any of its entries passed the window."""
+    return segment_expired(stored.boundary_at, before) or cut_text(stored.text, before, stored.boundary_at).changed
+
+
+def holds_expired(state: RecordState, before: int) -> bool:
+    """Something the state holds (a message, an entry of a segment, a thread's derived metadata) is dated before
+    the cutoff: a purge at it would change the state."""
+    pinned = [t.turn_message.created_at for t in state.threads.values() if t.turn_message is not None]
+    return any(at < before for at in [*_dates(state), *pinned]) or any(
+        metadata_expired(thread, before) for thread in state.threads.values())
 
 
 def _drop_messages(step: Step, before: int) -> None:
