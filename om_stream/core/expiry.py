@@ -257,7 +257,8 @@ def _cut_log(step: Step, work: _Purge) -> None:
 
 
 def _cut_chunks(step: Step, work: _Purge) -> None:
-    """A buffered chunk keeps covering its messages that are left (their counts with them), or goes with them."""
+    """A buffered chunk keeps covering its messages that are left (their counts with them), or goes with them; one
+    that lost messages loses the hints written from them."""
     state = step.state
     chunks: list[ChunkRef] = []
     for chunk in state.buffered:
@@ -268,9 +269,14 @@ def _cut_chunks(step: Step, work: _Purge) -> None:
                 work.deletes.append(chunk.id)
             continue
         chunk_id, tokens, dated = verdict
-        chunks.append(replace(chunk, id=chunk_id, tokens=chunk.tokens if tokens < 0 else tokens, dated_from=dated,
-                              first_seq=left[0].seq, first_message_id=left[0].id, message_count=len(left),
-                              message_tokens=sum(m.tokens for m in left)))
+        kept = replace(chunk, id=chunk_id, tokens=chunk.tokens if tokens < 0 else tokens, dated_from=dated,
+                       first_seq=left[0].seq, first_message_id=left[0].id, message_count=len(left),
+                       message_tokens=sum(m.tokens for m in left))
+        if len(left) < chunk.message_count:
+            # its hints and title were written from every message it covered: the oldest of them went, so they go
+            # too (derived metadata is dated by its oldest source); activating it then keeps the thread's own
+            kept = replace(kept, current_task=None, suggested_response=None, thread_title=None)
+        chunks.append(kept)
     state.buffered = chunks
 
 
