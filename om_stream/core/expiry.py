@@ -320,6 +320,12 @@ def _expire_metadata(step: Step, before: int) -> tuple[str, ...]:
         thread.title = thread.current_task = thread.suggested_response = None
         thread.derived_from = None
         expired.append(thread_id)
+    if expired:
+        # a buffered chunk's hints were written with the thread's hints of then before the Observer (and may carry
+        # them on): they go with them, or activating the chunk would bring them back
+        gone = set(expired)
+        step.state.buffered = [replace(c, current_task=None, suggested_response=None, thread_title=None)
+                               if gone.intersection(c.thread_ids) else c for c in step.state.buffered]
     return tuple(expired)
 
 
