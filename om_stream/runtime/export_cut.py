@@ -111,7 +111,7 @@ class RecordCuts:
         self.retention = retention
         self.resource_id = resource_id
         self.scope = scope
-        self.now = retention.now_ms()  # one cutoff per record for the whole export
+        self.now = retention.now_ms()  # the export's one time: every record is cut at its cutoff then
         self._cuts: dict[str, RecordCut] = {}
         self._stated: set[str] = set()  # records cut by their state's purge
 
