@@ -51,7 +51,7 @@ class InMemoryExports:
 
     async def resource_messages(self, resource_id: str) -> AsyncIterator[ExportedMessage]:
         for key, message, seq, tokens in self._resource_rows(resource_id):
-            yield ExportedMessage(key, seq, tokens, message.model_dump_json())
+            yield ExportedMessage(key, seq, tokens, message.model_dump_json(), message.created_at_ms)
 
     async def record_epoch(self, record_key: str) -> int:
         record = self._records.get(record_key)

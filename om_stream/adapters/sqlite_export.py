@@ -69,8 +69,8 @@ class SqliteExports:
                                     (resource_id, *position, MESSAGE_PAGE)).fetchall()
 
             rows = await self._run(read)
-            for _, _, seq, _, record_key, tokens, body in rows:
-                yield ExportedMessage(record_key, seq, tokens, body)
+            for _, created_at, seq, _, record_key, tokens, body in rows:
+                yield ExportedMessage(record_key, seq, tokens, body, int(created_at))
             if len(rows) < MESSAGE_PAGE:
                 return
             thread_id, created, seq, message_id = rows[-1][:4]

@@ -287,7 +287,11 @@ class SqliteContentStore(SqliteExports):
             stored = {r[0]: ranges_from_json(r[1]) for r in conn.execute(
                 f"SELECT segment_id, ranges FROM segments WHERE segment_id IN ({','.join('?' * len(replaced))})",
                 list(replaced))} if replaced else {}
-            ranges = reflection_ranges(stored[s] for s in replaced if s in stored)
+            # the reflection's own ranges first: none when the engine commits it, those it had when it is imported
+            # (the segments it condensed may have been purged since: they no longer say what it covered)
+            own = conn.execute("SELECT ranges FROM segments WHERE segment_id = ?", (command.reflection_id,)).fetchone()
+            ranges = reflection_ranges([ranges_from_json(own[0]) if own else (),
+                                        *(stored[s] for s in replaced if s in stored)])
             conn.execute("UPDATE segments SET ranges = ?, replaced = ? WHERE segment_id = ?",
                          (ranges_to_json(ranges), json.dumps(list(replaced)), command.reflection_id))
             for segment_id in command.segment_ids:

@@ -50,8 +50,8 @@ from om_stream.core.state import BufferedReflection, ChunkRef, RecordState, Segm
 from om_stream.core.step import Step
 from om_stream.core.views import metadata_expired
 
-__all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "fires_purge", "keep_timer", "note", "purge",
-           "purge_missing", "refuse_expired"]
+__all__ = ["PURGE_TIMER", "cut_result", "dated_from", "drop_expired", "fires_purge", "held_segments", "holds_expired",
+           "keep_timer", "left_behind_expired", "note", "purge", "purge_missing", "refuse_expired"]
 
 PURGE_TIMER = "retention:purge"
 
@@ -172,17 +172,14 @@ def purge(step: Step, due: ExpiryDue) -> None:
         return
     work = _Purge(due.cutoff, {s.segment_id: s for s in due.segments})
     old_log = list(state.log)
-    known = {s.id for s in state.log} | {c.id for c in state.buffered}
-    if state.buffered_reflection is not None:
-        known.add(state.buffered_reflection.id)
+    known = held_segments(state)
     _drop_messages(step, work.before)
     _cut_log(step, work)
     _cut_chunks(step, work)
     _cut_buffered_reflection(step, work, old_log)
     _overtake_reflections(step, work, old_log)
     for stored in due.segments:  # segments earlier generations left behind, kept for recall: whole or not at all
-        if stored.segment_id not in known and (segment_expired(stored.boundary_at, work.before)
-                                               or cut_text(stored.text, work.before, stored.boundary_at).changed):
+        if stored.segment_id not in known and left_behind_expired(stored, work.before):
             work.deletes.append(stored.segment_id)
     threads = _expire_metadata(step, work.before)
     expiry_id = step.new_id("exp")
@@ -207,6 +204,29 @@ def purge(step: Step, due: ExpiryDue) -> None:
                                                           entries=work.entries, threads=0, cycle_results=0),
         next_purge_at=iso(next_at) if next_at is not None else None), expiry_of=expiry_id)
     step.owe_all_threads()
+
+
+def held_segments(state: RecordState) -> set[str]:
+    """The segments the state itself holds (its log, its buffered chunks and reflection): the purge cuts these
+    entry by entry; the record's other stored segments are those earlier generations left behind."""
+    held = {s.id for s in state.log} | {c.id for c in state.buffered}
+    if state.buffered_reflection is not None:
+        held.add(state.buffered_reflection.id)
+    return held
+
+
+def left_behind_expired(stored: SegmentText, before: int) -> bool:
+    """A segment earlier generations left behind (kept for recall, never rendered) goes whole, not cut: when its
+    newest message or any of its entries passed the window."""
+    return segment_expired(stored.boundary_at, before) or cut_text(stored.text, before, stored.boundary_at).changed
+
+
+def holds_expired(state: RecordState, before: int) -> bool:
+    """Something the state holds (a message, an entry of a segment, a thread's derived metadata) is dated before
+    the cutoff: a purge at it would change the state."""
+    pinned = [t.turn_message.created_at for t in state.threads.values() if t.turn_message is not None]
+    return any(at < before for at in [*_dates(state), *pinned]) or any(
+        metadata_expired(thread, before) for thread in state.threads.values())
 
 
 def _drop_messages(step: Step, before: int) -> None:
@@ -237,7 +257,8 @@ def _cut_log(step: Step, work: _Purge) -> None:
 
 
 def _cut_chunks(step: Step, work: _Purge) -> None:
-    """A buffered chunk keeps covering its messages that are left (their counts with them), or goes with them."""
+    """A buffered chunk keeps covering its messages that are left (their counts with them), or goes with them; one
+    that lost messages loses the hints written from them."""
     state = step.state
     chunks: list[ChunkRef] = []
     for chunk in state.buffered:
@@ -248,9 +269,14 @@ def _cut_chunks(step: Step, work: _Purge) -> None:
                 work.deletes.append(chunk.id)
             continue
         chunk_id, tokens, dated = verdict
-        chunks.append(replace(chunk, id=chunk_id, tokens=chunk.tokens if tokens < 0 else tokens, dated_from=dated,
-                              first_seq=left[0].seq, first_message_id=left[0].id, message_count=len(left),
-                              message_tokens=sum(m.tokens for m in left)))
+        kept = replace(chunk, id=chunk_id, tokens=chunk.tokens if tokens < 0 else tokens, dated_from=dated,
+                       first_seq=left[0].seq, first_message_id=left[0].id, message_count=len(left),
+                       message_tokens=sum(m.tokens for m in left))
+        if len(left) < chunk.message_count:
+            # its hints and title were written from every message it covered: the oldest of them went, so they go
+            # too (derived metadata is dated by its oldest source); activating it then keeps the thread's own
+            kept = replace(kept, current_task=None, suggested_response=None, thread_title=None)
+        chunks.append(kept)
     state.buffered = chunks
 
 
@@ -294,6 +320,12 @@ def _expire_metadata(step: Step, before: int) -> tuple[str, ...]:
         thread.title = thread.current_task = thread.suggested_response = None
         thread.derived_from = None
         expired.append(thread_id)
+    if expired:
+        # a buffered chunk's hints were written with the thread's hints of then before the Observer (and may carry
+        # them on): they go with them, or activating the chunk would bring them back
+        gone = set(expired)
+        step.state.buffered = [replace(c, current_task=None, suggested_response=None, thread_title=None)
+                               if gone.intersection(c.thread_ids) else c for c in step.state.buffered]
     return tuple(expired)
 
 

@@ -33,12 +33,14 @@ class ExportedThread:
 
 @dataclass(frozen=True)
 class ExportedMessage:
-    """A stored message: the record it was taken in by, its place there, its token count, its JSON text."""
+    """A stored message: the record it was taken in by, its place there, its token count, its JSON text, and its
+    creation time (what the retention window dates it by)."""
 
     record_key: str
     seq: int
     tokens: int
     body: str  # the message as the store holds it: ``Message.model_dump_json()``
+    created_at: int  # epoch ms
 
 
 @dataclass(frozen=True)

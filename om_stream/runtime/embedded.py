@@ -97,7 +97,7 @@ from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded_erasure import EmbeddedErasures
 from om_stream.runtime.embedded_outlet import EmbeddedOutlet
-from om_stream.runtime.exporter import ExportSpec, HeldStates, export_lines
+from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.record_locks import RecordLocks
@@ -335,7 +335,8 @@ class Memory:
             raise StorageError(f"{self.store!r} cannot export (it is no ports.ExportSource)", transient=False)
         index = self.recall_service.index if self.recall_service is not None else None
         spec = ExportSpec(resource_id, self.store, HeldStates(self._states), self.config.scope,
-                          self.config.token_encoding, index if isinstance(index, RecallPointSource) else None)
+                          self.config.token_encoding, index if isinstance(index, RecallPointSource) else None,
+                          ExportRetention(self.store, self.config, self.accountant, self.clock.now_ms, self.limits))
         async for line in export_lines(spec):
             yield line
 

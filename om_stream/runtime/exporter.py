@@ -13,6 +13,9 @@ so every message and segment a state refers to was stored before the state was r
 the resource receives messages while it is exported. (Rows newer than a state are exported too; they are not part
 of that state's memory.)
 
+Cut at the retention window (``runtime.export_cut``): nothing past a record's window is written, whether or not
+its purge has run; each record's state and rows are written as its purge would leave them.
+
 Never logs what it exports: the file is the resource's personal data.
 """
 
@@ -28,6 +31,7 @@ from om_stream import __version__
 from om_stream.core.engine import record_key
 from om_stream.core.state import RecordState
 from om_stream.ports import ExportSource, RecallPointSource
+from om_stream.runtime.export_cut import ExportRetention, RecordCuts
 from om_stream.wire.export import (
     EXPORT_SCHEMA,
     EndLine,
@@ -42,7 +46,8 @@ from om_stream.wire.export import (
     message_line,
 )
 
-__all__ = ["CHUNK_BYTES", "ExportSpec", "HeldStates", "StateReader", "export_lines", "write_lines"]
+__all__ = ["CHUNK_BYTES", "ExportRetention", "ExportSpec", "HeldStates", "StateReader", "export_lines",
+           "write_lines"]
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 * 1024  # lines are handed to the writer in chunks of about this size
@@ -80,6 +85,7 @@ class ExportSpec:
     scope: Literal["thread", "resource"]
     token_encoding: str
     points: RecallPointSource | None = None  # None: the deployment keeps no recall index
+    retention: ExportRetention | None = None  # the windows it is cut at (None: written as the stores hold it)
 
 
 async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
@@ -95,15 +101,21 @@ async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
         if state.resource_id == resource:
             states.setdefault(state.key, state)
     with_state = set(states)
+    cuts = RecordCuts(spec.retention, resource, spec.scope) if spec.retention is not None else None
     for key in sorted(states):
-        yield StateLine(record_key=key, state=states[key].to_dict()).encode()
+        state = states[key] if cuts is None else await cuts.cut_state(states[key])
+        yield StateLine(record_key=key, state=state.to_dict()).encode()
     threads = 0
-    async for thread in source.resource_threads(resource):
-        threads += 1
-        yield ThreadLine.of(thread).encode()
+    async for listed in source.resource_threads(resource):
+        thread = listed if cuts is None else await cuts.thread(listed)
+        if thread is not None:
+            threads += 1
+            yield ThreadLine.of(thread).encode()
     messages = 0
     records = set(with_state)
     async for message in source.resource_messages(resource):
+        if cuts is not None and not (await cuts.of(message.record_key)).keeps_message(message.created_at):
+            continue
         messages += 1
         records.add(message.record_key)
         yield message_line(message.record_key, message.seq, message.tokens, message.body)
@@ -112,9 +124,12 @@ async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
         yield RecordLine(record_key=key, epoch=await source.record_epoch(key)).encode()
     segments = 0
     for key in keys:
-        async for segment in source.record_segments(key):
-            segments += 1
-            yield SegmentLine.of(segment).encode()
+        cut = await cuts.of(key) if cuts is not None else None
+        async for stored in source.record_segments(key):
+            segment = stored if cut is None else cut.segment(stored)
+            if segment is not None:
+                segments += 1
+                yield SegmentLine.of(segment).encode()
     generations = 0
     for key in keys:
         for generation in await source.record_generations(key):
@@ -122,11 +137,15 @@ async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
             yield GenerationLine.of(generation).encode()
     points = 0
     if spec.points is not None:
-        async for point in spec.points.resource_points(resource):
-            points += 1
-            yield RecallPointLine(record_key=point.record_key, thread_id=point.thread_id, kind=point.kind,
-                                  source_id=point.source_id, chunk=point.chunk, text=point.text,
-                                  observed_at=point.observed_at, range=point.range, cursor=point.cursor).encode()
+        async for stored_point in spec.points.resource_points(resource):
+            kept = [stored_point] if cuts is None else (await cuts.of(stored_point.record_key)).points(
+                stored_point, cuts.retention.accountant.count_text)
+            for point in kept:
+                points += 1
+                yield RecallPointLine(record_key=point.record_key, thread_id=point.thread_id, kind=point.kind,
+                                      source_id=point.source_id, chunk=point.chunk, text=point.text,
+                                      observed_at=point.observed_at, range=point.range,
+                                      cursor=point.cursor).encode()
     missing = sorted(records - with_state)
     if missing:
         log.warning("export of resource %s: %d record(s) without a state (their rows are exported, their memory "

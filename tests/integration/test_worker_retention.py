@@ -7,7 +7,10 @@ thread of messages created now stays, a thread mixes both (its observation segme
 and a message created more than a day ago is refused on arrival and never dead-lettered.
 
 Every message carries a marker (``MK<thread>Z<n>Q``). The test first sees the old markers in contexts, recall and
-the stores (so their absence afterwards means something), waits for the purge's ``data-om-expired`` receipts, then
+the stores (so their absence afterwards means something). Once every old message has passed the window, while the
+store still holds most of them (a record's purges run ``OM_LIFECYCLE_PURGE_GAP_S`` apart: the first removed only
+the oldest), it exports the resource over HTTP: no old marker is in the file, every young one is. It then waits
+for the purge's ``data-om-expired`` receipts, then
 checks that no old marker is left in: the context the API serves, the latest context on the topic, the latest
 state in the table's changelog, recall (messages, threads, search), every Cassandra table read whole (or the SQLite
 file's bytes), the recall index's file; and that every young marker is still where it was."""
@@ -33,6 +36,9 @@ from tests.support.worker import Agent, agent_for, http_call, worker_process
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 120, "bufferTokens": False},
                            "reflection": {"observationTokens": 20_000}, "retrieval": {"vector": True}}
 EXPIRING = 150  # seconds: the old messages pass the window this long (plus their offsets) after the test starts
+# seconds between a record's purges: longer than a minute, so the purge of entries dated by their minute (before
+# the messages expire) and the first purge that removes an old message are followed by none until after the export
+PURGE_GAP = 61
 
 
 def marker(thread: str, index: int) -> str:
@@ -91,8 +97,8 @@ async def test_what_passes_the_window_goes_from_every_read_and_every_store(
         kafka_bootstrap: str, cassandra_hosts: str, tmp_path: Path, store: str) -> None:
     keyspace = new_keyspace(cassandra_hosts) if store == "cassandra" else ""
     qdrant = tmp_path / "qdrant"
-    extra = {"OM_LIFECYCLE_RETENTION_DAYS": "1", "OM_LIFECYCLE_PURGE_GAP_S": "5", "OM_EMBEDDING_KIND": "offline",
-             "OM_QDRANT_PATH": str(qdrant), "OM_WORKER_TIMER_INTERVAL_S": "0.5"}
+    extra = {"OM_LIFECYCLE_RETENTION_DAYS": "1", "OM_LIFECYCLE_PURGE_GAP_S": str(PURGE_GAP),
+             "OM_EMBEDDING_KIND": "offline", "OM_QDRANT_PATH": str(qdrant), "OM_WORKER_TIMER_INTERVAL_S": "0.5"}
     if store == "cassandra":
         extra |= {"OM_CASSANDRA_HOSTS": cassandra_hosts, "OM_CASSANDRA_KEYSPACE": keyspace,
                   "OM_CASSANDRA_REPLICATION_FACTOR": "1"}
@@ -143,7 +149,18 @@ async def test_what_passes_the_window_goes_from_every_read_and_every_store(
             await agent.send(stale, key=b"t-new")
 
             expiry = old_at + timedelta(days=1, seconds=20)  # the last old message passes the window
-            wait = (expiry - datetime.now(UTC)).total_seconds() + 60
+            # the export, every old message past the window, before the records' second purges
+            await asyncio.sleep(max(0.0, (expiry - datetime.now(UTC)).total_seconds()))
+            unpurged = [m for m in expired if m in stored()]
+            exported = await http_call(worker.port, "GET", "/v1/resources/ana/export", raw=True)
+            assert not [m for m in expired if m in exported], [m for m in expired if m in exported]
+            lines = [json.loads(line) for line in exported.splitlines()]
+            in_messages = "".join(json.dumps(line) for line in lines if line["type"] == "message")
+            assert all(m in in_messages for m in kept), [m for m in kept if m not in in_messages]
+            assert lines[-1]["type"] == "end" and lines[-1]["counts"]["messages"] == len(kept)
+            assert len(unpurged) >= 6, ("the old messages were purged before the export: it cut nothing", unpurged)
+
+            wait = (expiry - datetime.now(UTC)).total_seconds() + PURGE_GAP + 60
             done = await receipts(agent, {"t-old": 8, "t-mix": 4}, timeout=max(wait, 60))
             assert done["t-old"]["messages"] == 8 and done["t-mix"]["messages"] == 4, done
             assert done["t-mix"]["rewritten"] >= 1 and done["t-mix"]["entries"] >= 2, done

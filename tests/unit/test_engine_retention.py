@@ -24,20 +24,23 @@ from om_stream.core.commands import (
     PersistSegment,
     RejectInput,
 )
-from om_stream.core.config import ResolvedConfig
-from om_stream.core.engine import record_config
+from om_stream.core.config import OMConfig, ResolvedConfig
+from om_stream.core.engine import decide, new_record, record_config
 from om_stream.core.events import ExpiredEvent
 from om_stream.core.expiry import PURGE_TIMER
-from om_stream.core.inputs import ClearRecord, MessageAppended, OverrideThresholds
+from om_stream.core.inputs import ClearRecord, ExpiryDue, MessageAppended, OverrideThresholds
 from om_stream.core.messages import Message, TextPart
-from om_stream.core.retention import DAY_MS
+from om_stream.core.retention import DAY_MS, SegmentText
+from om_stream.core.state import ChunkRef, MessageRef, RecordState, ThreadState
 from om_stream.core.step import EngineLimits
+from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, narrowed
 from om_stream.wire.context import ContextRecord
 from tests.support.engine_cases import events, sync_only
 from tests.support.sim import Outcome, Sim
 
 MINUTE = 60_000
+HOUR = 60 * MINUTE
 _MENTION = re.compile(r"\bm\d+\b")
 
 
@@ -313,3 +316,42 @@ def test_nothing_older_than_the_window_is_shown_everything_younger_is_and_the_st
         for segment in store.segments.values():
             old = [m for m in _MENTION.findall(segment.segment.text) if _created(sim, m) < purged]
             assert not old, f"seed {seed}: segment {segment.segment.segment_id} still holds {old}"
+
+
+# -- a buffered chunk's hints -----------------------------------------------------------------------------------------
+
+
+def _chunk_state(derived_from: int | None) -> RecordState:
+    """A record with a buffered chunk over m2..m3 whose hints name m1 (the Observer read the thread's hints, written
+    from m1, beside the chunk's messages), and the thread's own metadata dated ``derived_from``."""
+    state = new_record("t1", "thread", "r1")
+    state.msg_seq = 3
+    state.unobserved = [MessageRef(f"m{n}", "t1", n, n * HOUR, 10, "user", True) for n in (2, 3)]
+    state.unobserved_tokens = 20
+    state.buffered = [ChunkRef(id="seg-c", cycle_id="buf-1", first_seq=2, last_seq=3, first_message_id="m2",
+                               last_message_id="m3", message_count=2, message_tokens=20, tokens=12,
+                               last_message_at=3 * HOUR, buffered_at=3 * HOUR, thread_ids=("t1",),
+                               current_task="carry on with m1", suggested_response="answer m1",
+                               thread_title="about m1", dated_from=2 * HOUR)]
+    state.threads["t1"] = ThreadState("t1", title="about m1", current_task="m1", derived_from=derived_from,
+                                      last_message_id="m3", last_message_at=3 * HOUR)
+    return state
+
+
+def _purged(state: RecordState, before: int) -> RecordState:
+    config = OMConfig.parse({}).resolve().with_retention(1)
+    texts = (SegmentText("seg-c", "Date: Jan 1, 1970\n* (02:00) m2\n* (03:00) m3", 3 * HOUR),)
+    return decide(state, ExpiryDue(before, texts), before + DAY_MS, config, TokenAccountant(len)).state
+
+
+def test_a_buffered_chunk_loses_its_hints_with_the_thread_s_metadata_or_with_a_message_it_covers() -> None:
+    # the thread's metadata, written from m1, expires: the chunk's hints (written with it) go too
+    chunk = _purged(_chunk_state(HOUR), HOUR + 1).buffered[0]
+    assert (chunk.current_task, chunk.suggested_response, chunk.thread_title) == (None, None, None)
+    assert chunk.id == "seg-c" and chunk.message_count == 2  # its text and messages were all inside the window
+    # a message it covers expires: its hints go, what is left of it stays
+    chunk = _purged(_chunk_state(None), 2 * HOUR + 1).buffered[0]
+    assert (chunk.current_task, chunk.thread_title) == (None, None) and chunk.message_count == 1
+    # nothing of it expired: the chunk is left as it was
+    state = _chunk_state(None)
+    assert _purged(state, HOUR).buffered == state.buffered

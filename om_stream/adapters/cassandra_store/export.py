@@ -81,7 +81,7 @@ class CassandraExports:
             buckets = sorted(row.bucket for row in await _query(self, "buckets", (resource_id, thread.thread_id)))
             for bucket in buckets:
                 async for row in _bucket_rows(self, resource_id, thread.thread_id, bucket):
-                    yield ExportedMessage(row.record_key, row.seq, row.tokens, row.body)
+                    yield ExportedMessage(row.record_key, row.seq, row.tokens, row.body, int(row.created_at))
 
     async def record_epoch(self: _Connected, record_key: str) -> int:
         return await _epoch(self, record_key)

@@ -433,8 +433,10 @@ class CassandraContentStore(CassandraExports):
                         command.generation, command.record_key, command.reflection_id)
             return
         replaced = list(dict.fromkeys(command.replaced_segment_ids))
-        found = await _all([self._run("segment", (s,)) for s in replaced])
-        ranges = reflection_ranges(ranges_from_json(r[0].ranges) for r in found if r)
+        # the reflection's own ranges first: none when the engine commits it, those it had when it is imported (the
+        # segments it condensed may have been purged since: they no longer say what it covered)
+        own, *found = await _all([self._run("segment", (s,)) for s in [command.reflection_id, *replaced]])
+        ranges = reflection_ranges(ranges_from_json(r[0].ranges) for r in [own, *found] if r)
         await self._run("reflection_ranges", (self._ttl, ranges_to_json(ranges), replaced, command.reflection_id))
         await _all([self._run("segment_active", (self._ttl, {command.generation}, s))
                     for s in command.segment_ids])

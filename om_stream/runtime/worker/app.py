@@ -44,7 +44,6 @@ from om_stream.core.engine import record_config
 from om_stream.core.expiry import PURGE_TIMER, purge_missing
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
-from om_stream.core.step import EngineLimits
 from om_stream.errors import WireDecodeError
 from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
 from om_stream.retention import changelog_config, fence_window_ms, segment_roll_interval_ms
@@ -55,7 +54,7 @@ from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
+from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
 from om_stream.runtime.worker.group_lag import GroupLagProbe
@@ -215,9 +214,7 @@ class Worker:
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
             index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
-            limits=EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
-                                blocking_timeout_ms=int(worker.blocking_timeout_s * 1000),
-                                purge_gap_ms=int(self.deps.settings.lifecycle.purge_gap_s * 1000)),
+            limits=engine_limits(self.deps.settings),
             on_forget=self._forget_context, erasures=self._erasures)
         inventory, cache = self.inventory, self.effects.cache
         inventory.table(self.table.local_records)

@@ -10,15 +10,18 @@ from om_stream.adapters.recall_retention import RecallRetention
 from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import OMConfig, ResolvedConfig
+from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_metrics import MeteredModel, ModelCallMetrics
 from om_stream.observability.store_outages import StoreOutageWatch
 from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
+from om_stream.runtime.clock import SystemClock
+from om_stream.runtime.export_cut import ExportRetention
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
-__all__ = ["WorkerDeps", "build_deps", "build_recall", "kafka_client_options"]
+__all__ = ["WorkerDeps", "build_deps", "build_recall", "engine_limits", "export_retention", "kafka_client_options"]
 
 
 @dataclass
@@ -34,6 +37,19 @@ class WorkerDeps:
     metrics: Metrics
     outages: StoreOutageWatch  # what the content store says of its outages (the log, a gauge, liveness)
     recall: RecallService | None = None  # None: the content store cannot be browsed (memory store)
+
+
+def engine_limits(settings: Settings) -> EngineLimits:
+    """The engine's bounds in a worker deployment (its memory agents decide with them; an export's purge too)."""
+    worker = settings.worker
+    return EngineLimits(cycle_timeout_ms=int(worker.cycle_timeout_s * 1000),
+                        blocking_timeout_ms=int(worker.blocking_timeout_s * 1000),
+                        purge_gap_ms=int(settings.lifecycle.purge_gap_s * 1000))
+
+
+def export_retention(deps: WorkerDeps) -> ExportRetention:
+    """The windows an export of the deployment is cut at, on the real clock (``runtime.export_cut``)."""
+    return ExportRetention(deps.store, deps.config, deps.accountant, SystemClock().now_ms, engine_limits(deps.settings))
 
 
 def kafka_client_options(kafka: KafkaSettings) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from aiohttp import web as aiohttp_web
 from om_stream.ports import ExportSource, RecallPointSource
 from om_stream.runtime.exporter import ExportSpec, export_lines, write_lines
 from om_stream.runtime.worker.changelog_states import ChangelogStates, TableThenChangelog
-from om_stream.runtime.worker.deps import WorkerDeps, kafka_client_options
+from om_stream.runtime.worker.deps import WorkerDeps, export_retention, kafka_client_options
 from om_stream.runtime.worker.state_table import RecordTable
 
 __all__ = ["CONTENT_TYPE", "export_response"]
@@ -35,7 +35,8 @@ def _spec(deps: WorkerDeps, table: RecordTable, resource_id: str, source: Export
     changelog = ChangelogStates(kafka, deps.settings.worker.app_id, client_options=kafka_client_options(kafka))
     index = deps.recall.index if deps.recall is not None else None
     return ExportSpec(resource_id, source, TableThenChangelog(table, changelog), deps.config.scope,
-                      deps.config.token_encoding, index if isinstance(index, RecallPointSource) else None)
+                      deps.config.token_encoding, index if isinstance(index, RecallPointSource) else None,
+                      export_retention(deps))
 
 
 async def export_response(request: aiohttp_web.Request, deps: WorkerDeps, table: RecordTable,

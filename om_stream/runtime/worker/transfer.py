@@ -25,7 +25,7 @@ from om_stream.ports import ContentStore, ExportSource, RecallPointSource
 from om_stream.runtime.exporter import ExportSpec, export_lines, write_lines
 from om_stream.runtime.importer import ImportReport, RecallTarget, import_lines
 from om_stream.runtime.worker.changelog_states import ChangelogStates
-from om_stream.runtime.worker.deps import WorkerDeps, build_deps, kafka_client_options
+from om_stream.runtime.worker.deps import WorkerDeps, build_deps, export_retention, kafka_client_options
 from om_stream.runtime.worker.restores import KafkaRestorer
 from om_stream.runtime.worker.topics import ensure_topics
 from om_stream.settings import Settings
@@ -75,7 +75,7 @@ async def export_resource(settings: Settings, resource_id: str,
         spec = ExportSpec(resource_id, store, ChangelogStates(kafka, settings.worker.app_id,
                                                               client_options=kafka_client_options(kafka)),
                           deps.config.scope, deps.config.token_encoding,
-                          index if reached and isinstance(index, RecallPointSource) else None)
+                          index if reached and isinstance(index, RecallPointSource) else None, export_retention(deps))
         written = await write_lines(export_lines(spec), write)
     finally:
         await _closing(store, deps)
