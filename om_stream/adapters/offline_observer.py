@@ -138,7 +138,7 @@ def digest(texts: Sequence[str], limit: int, weights: Sequence[int] | None = Non
     if len(whole) <= limit or not texts:
         return cut(whole, limit)
     weight = list(weights) if weights is not None else [_reply_weight(t) for t in texts]
-    order = sorted(range(len(texts)), key=lambda i: (-(weight[i] + (3 if i == 0 else 0)), i))
+    order = sorted(range(len(texts)), key=lambda i: (-(weight[i] + (1 if i == 0 else 0)), i))
     chosen: set[int] = set()
     used = 0
     for index in order:

@@ -66,6 +66,13 @@ def test_a_planted_fact_is_kept_word_for_word_and_marked_high(seed: int, kind: s
     assert line.startswith("* 🔴"), line
 
 
+def test_a_fact_after_a_long_first_sentence_of_filler_is_kept() -> None:
+    """Found by the property test above (seed 234): a first sentence of 190 characters that said nothing was
+    preferred to the fact after it, which then no longer fit the line's budget."""
+    test_a_planted_fact_is_kept_word_for_word_and_marked_high.hypothesis.inner_test(  # type: ignore[attr-defined]
+        seed=234, kind="number", before=1, after=0)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_a_correction_is_kept_with_its_new_value(seed: int) -> None:
