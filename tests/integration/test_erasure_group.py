@@ -39,17 +39,23 @@ def marker(seed: int, index: int) -> str:
     return f"MK{seed}n{index}Q"
 
 
-def cassandra_text(hosts: str, keyspace: str) -> str:
-    """Every row of every table of the keyspace, as text."""
+def cassandra_rows(hosts: str, keyspace: str) -> dict[str, list[str]]:
+    """Every row of every table of the keyspace, as text, by table."""
     (host, port), = CassandraSettings(hosts=hosts).contact_points()
     cluster = Cluster([host], port=port, protocol_version=5)
     try:
         session = cluster.connect(keyspace)
         tables = [r.table_name for r in session.execute(
             "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,))]
-        return "\n".join(str(row) for table in tables for row in session.execute(f"SELECT * FROM {table}"))
+        return {table: [str(row) for row in session.execute(f"SELECT * FROM {table}")] for table in tables}
     finally:
         cluster.shutdown()
+
+
+def holding(rows: dict[str, list[str]], markers: set[str]) -> dict[str, list[str]]:
+    """The rows (by table) that hold one of ``markers``."""
+    found = {table: [row[:600] for row in held if any(m in row for m in markers)] for table, held in rows.items()}
+    return {table: held for table, held in found.items() if held}
 
 
 async def erase(agent: Agent, seed: int, scope: str, subject: str, resource: str) -> str:
@@ -130,9 +136,11 @@ async def _one_seed(seed: int, bootstrap: str, hosts: str, tmp: Path) -> None:
                         pending.remove((erase_id, blocked))
             await group.settle()
             await asyncio.sleep(3)  # the last inputs handled, the last model calls answered
-        stored = cassandra_text(hosts, group.keyspace)
+        rows = cassandra_rows(hosts, group.keyspace)
+        stored = "\n".join(row for held in rows.values() for row in held)
         left = sorted(m for m in erased if m in stored)
-        assert not left, (seed, f"{len(left)} erased markers in Cassandra", left[:5])
+        assert not left, (seed, f"{len(left)} erased markers in Cassandra", left[:5], holding(rows, set(left[:5])),
+                          group.logs())
         lost = sorted(m for m in live if m not in stored)
         assert not lost, (seed, f"{len(lost)} kept markers missing from Cassandra", lost[:5], group.logs())
         assert all(r["verified"] for r in receipts.values()), (seed, [r for r in receipts.values()

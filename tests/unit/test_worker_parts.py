@@ -13,6 +13,7 @@ import pytest
 
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import RequestObservation
+from om_stream.core.erasure import record_digest
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.state import RecordState
 from om_stream.errors import StorageError
@@ -342,3 +343,40 @@ async def test_a_request_asked_again_while_this_process_calls_the_model_waits_fo
     a, b = await asyncio.gather(calls.answer(_request()), calls.answer(_request()))
     assert model.calls == 1 and a == b
     assert _value(metrics, "om_model_calls_saved_total", reason="in_flight") == 1
+
+
+async def test_a_result_stored_after_its_record_was_erased_is_removed_and_not_published() -> None:
+    """An erase that ran during the call (its ledger note written, its sweep done) finds no result to sweep: the
+    model worker's own check after storing removes it."""
+    store, metrics = InMemoryContentStore(), Metrics.create()
+
+    class ErasedDuringTheCall(_Model):
+        async def __call__(self, request: RequestObservation | Any) -> ModelResultArrived:
+            await store.mark_erased(record_digest(request.record_key), request.epoch, 3600)
+            return await super().__call__(request)
+
+    calls = ModelCalls(ErasedDuringTheCall(), store, metrics, owner="w1", ledger=store)
+    assert await calls.answer(_request()) is None
+    assert store.cycle_results.result_count() == 0
+    assert metrics.erasure_writes_undone.labels("cycle_result")._value.get() == 1
+
+
+async def test_a_ledger_that_cannot_be_read_after_the_call_leaves_no_stored_result() -> None:
+    """Unknown is not 'not erased': a result whose record may have been swept meanwhile is not kept (a repeat pays
+    again), and the answer still goes out."""
+    class Unreadable(InMemoryContentStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reads = 0
+
+        async def erased_through(self, record_digest: str) -> int | None:
+            self.reads += 1
+            if self.reads > 1:  # the check after the call
+                raise StorageError("no replica answered")
+            return await super().erased_through(record_digest)
+
+    store, model = Unreadable(), _Model()
+    calls = ModelCalls(model, store, Metrics.create(), owner="w1", ledger=store)
+    result = await calls.answer(_request())
+    assert result is not None and result.ok and model.calls == 1
+    assert store.cycle_results.result_count() == 0

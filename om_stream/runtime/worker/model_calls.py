@@ -21,6 +21,7 @@ although a quorum of replicas is up; an Observer call behind it would hold its t
 A request of a record incarnation that was erased (``core.erasure``; the content store's ledger says so) is not
 answered: before the call, nothing is called; after it, the result written meanwhile is removed again and
 nothing is published (an erase that ran during the call may have swept the results before this one was written).
+A ledger that cannot be read after the call removes the stored result too: nothing else would, if an erase ran.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class ModelCalls:
 
     async def answer(self, request: Request) -> ModelResultArrived | None:
         """The result of ``request``; None when its record was erased (nothing to publish)."""
-        if await self._erased(request):
+        if await self._erased(request) is True:  # unknown: answered (the check after the call decides again)
             self.metrics.erasure_writes_undone.labels("model_call_skipped").inc()
             return None
         key = request_key(request)
@@ -99,14 +100,15 @@ class ModelCalls:
         finally:
             del self._in_flight[key]
 
-    async def _erased(self, request: Request) -> bool:
+    async def _erased(self, request: Request) -> bool | None:
+        """Whether the ledger says the request's record incarnation was erased; None when it cannot be read."""
         if self.ledger is None:
             return False
         try:
             through = await self._bounded(self.ledger.erased_through(record_digest(request.record_key)))
-        except (StorageError, TimeoutError) as exc:  # unknown: answer it (the check after the call runs again)
+        except (StorageError, TimeoutError) as exc:
             log.warning("erasure ledger unavailable for %s: %r", request.request_id, exc)
-            return False
+            return None
         return through is not None and request.epoch <= through
 
     async def _answer(self, key: str, request: Request) -> ModelResultArrived | None:
@@ -150,19 +152,25 @@ class ModelCalls:
             log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
                         request.request_id, exc if isinstance(exc, StorageError) else
                         f"no answer in {self.store_wait_s:.0f} s")
-        if await self._erased(request):
-            await self._undo(key, request)
+        erased = await self._erased(request)
+        if erased is None:
+            # unknown: an erase may have swept the results before this one was stored, and then nothing would
+            # remove it; the stored copy goes (a repeat of the request would pay the model again), the answer is
+            # still published (an erased record has no cycle to apply it to)
+            await self._drop(key, request)
+        elif erased:
+            self.metrics.erasure_writes_undone.labels("cycle_result").inc()
+            log.info("model result of %s came after its record was erased; removed", request.request_id)
+            await self._drop(key, request)
             return None
         return result
 
-    async def _undo(self, key: str, request: Request) -> None:
-        """The record was erased while its model was called: the result just stored holds its text."""
-        self.metrics.erasure_writes_undone.labels("cycle_result").inc()
-        log.info("model result of %s came after its record was erased; removed", request.request_id)
+    async def _drop(self, key: str, request: Request) -> None:
+        """The result just stored may hold an erased record's text: removed."""
         try:
-            await self.results.drop_result(key)
-        except StorageError as exc:  # it expires with the results' TTL; the ledger says so to a repeat meanwhile
-            log.warning("model result of erased %s could not be removed: %s", request.request_id, exc)
+            await self._bounded(self.results.drop_result(key))
+        except (StorageError, TimeoutError) as exc:  # it expires with the results' TTL; the ledger tells a repeat
+            log.warning("model result of %s could not be removed: %r", request.request_id, exc)
 
     async def _bounded(self, step: Awaitable[R]) -> R:
         """One step of the bookkeeping, given ``store_wait_s`` at most (TimeoutError past it)."""
