@@ -76,8 +76,13 @@ class WorkerProcess:
             time.sleep(0.2)
         time.sleep(1.0)  # the dump is written in one go, but not in one write
 
-    def tail(self, chars: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-chars:]
+    def tail(self, chars: int = 4000, *, debug: bool = True) -> str:
+        """The end of the worker's log; without its DEBUG lines (``debug=False``), which at debug level are mostly
+        the Kafka client's and would fill the whole tail."""
+        text = self.log.read_text(errors="replace")
+        if not debug:
+            text = "\n".join(line for line in text.splitlines() if "] [DEBUG] " not in line)
+        return text[-chars:]
 
     async def wait_ready(self, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -200,7 +205,7 @@ class Agent:
         deadline = time.monotonic() + timeout
         while not predicate(self):
             if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met after {timeout}s:\n{self.worker.tail()}")
+                raise AssertionError(f"condition not met after {timeout}s:\n{self.worker.tail(debug=False)}")
             await self.pump()
 
 
