@@ -41,9 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from om_stream.adapters.offline_model import OfflineModel
-from om_stream.adapters.qdrant_index import QdrantRecallIndex
-from om_stream.adapters.recall_retention import RecallRetention
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
@@ -58,7 +55,7 @@ from om_stream.core.commands import (
     RequestObservation,
     RequestReflection,
 )
-from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
+from om_stream.core.config import OMConfig, RetrievalConfig
 from om_stream.core.engine import new_record, record_config, record_key
 from om_stream.core.erasure import EraseRequested
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
@@ -89,7 +86,6 @@ from om_stream.ports import (
     ExportSource,
     RecallIndex,
     RecallPointSource,
-    RecallStore,
     RetryingModel,
 )
 from om_stream.runtime.clock import ManualClock, SystemClock
@@ -97,6 +93,7 @@ from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded_erasure import EmbeddedErasures
 from om_stream.runtime.embedded_outlet import EmbeddedOutlet
+from om_stream.runtime.embedded_parts import StatesTable, WakingTimers, check_id, recall_service_for
 from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
@@ -108,7 +105,6 @@ from om_stream.wire.context import ContextRecord
 __all__ = ["ManualClock", "Memory", "SystemClock"]
 
 log = logging.getLogger(__name__)
-MAX_ID_LENGTH = 256  # thread and resource ids, as in messages and om.command/v1
 REJECTIONS_KEPT = 1000  # the latest refusals kept for inspection (``Memory.rejections``)
 EventListener = Callable[[OMEvent, str], Awaitable[None] | None]
 
@@ -151,7 +147,7 @@ class Memory:
         self.store: ContentStore = store or SqliteContentStore(":memory:")
         self._owns_store = store is None  # a store the caller gave stays open for the caller
         self.clock: Clock = clock or SystemClock()
-        self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index, self.clock)
+        self.recall_service = recall_service_for(self.store, self.config, self.counter, embedder, index, self.clock)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
         self.model: ChatModel = model or self.offline
         self.limits = limits or EngineLimits()
@@ -181,8 +177,9 @@ class Memory:
         self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
         self.erasures = EmbeddedErasures(self)
         self._writes = StateWatch()  # wakes settled() once an input's state is written and published
-        self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects, table=_Table(self),
-                         outlets=lambda: EmbeddedOutlet(self), timers=_Timers(self), clock=self.clock,
+        self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects,
+                         table=StatesTable(self._states), outlets=lambda: EmbeddedOutlet(self),
+                         timers=WakingTimers(self.timers, self._timer_wakeup), clock=self.clock,
                          limits=self.limits, on_decided=self._decided, erasures=self.erasures)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
@@ -281,7 +278,7 @@ class Memory:
             raise InputRejected("invalid_fields", "erase needs thread_id, or resource_id for a whole resource")
         for name, value in (("thread_id", thread_id), ("resource_id", resource_id)):
             if value is not None:
-                _check_id(name, value)
+                check_id(name, value)
         scope: Literal["thread", "resource"] = "thread" if thread_id is not None else "resource"
         if scope == "thread" and resource_id is None:
             resource_id = next((s.resource_id for s in self._states.values() if thread_id in s.threads), None)
@@ -405,7 +402,7 @@ class Memory:
     def _record_of(self, thread_id: str, resource_id: str | None) -> tuple[str, str]:
         """The key and resource of the thread's record (in resource scope, the resource it belongs to when none is
         given)."""
-        _check_id("thread_id", thread_id)
+        check_id("thread_id", thread_id)
         resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
                                        thread_id)
         return record_key(self.config.scope, thread_id, resource), resource
@@ -429,9 +426,9 @@ class Memory:
     async def _command(self, thread_id: str, resource_id: str | None, event: Input, *,
                        raise_refusal: bool = False) -> Decided | None:
         """A manual command for a thread's record; what was decided (None: nothing, the record does not exist)."""
-        _check_id("thread_id", thread_id)
+        check_id("thread_id", thread_id)
         if resource_id is not None:
-            _check_id("resource_id", resource_id)
+            check_id("resource_id", resource_id)
         resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
                                        thread_id)
         decisions: list[Decided] = []
@@ -593,45 +590,3 @@ class Memory:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._timer_wakeup.wait(), timeout=max(0.01, delay))
 
-
-class _Table:
-    """The embedded state table: the states in memory."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.states = memory._states
-
-    def get(self, arrival: Arrival) -> RecordState | None:
-        return self.states.get(arrival.key)
-
-    def set(self, arrival: Arrival, state: RecordState) -> None:
-        self.states[arrival.key] = state
-
-
-class _Timers:
-    """The records' timers in a wheel; a new one wakes the timer loop (it may be due before the one it sleeps to)."""
-
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-
-    def track(self, key: str, timers: Mapping[str, int]) -> None:
-        self.memory.timers.track(key, timers)
-        self.memory._timer_wakeup.set()
-
-
-def _check_id(name: str, value: object) -> None:
-    """Refuse what the wire contract refuses (``om.command/v1``): an empty or overlong thread or resource id."""
-    if not isinstance(value, str) or not value:
-        raise InputRejected("invalid_fields", f"{name} must be a non-empty string, got {value!r}")
-    if len(value) > MAX_ID_LENGTH:
-        raise InputRejected("invalid_fields", f"{name} is {len(value)} characters long; at most {MAX_ID_LENGTH}")
-
-
-def _recall_service(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,
-                    embedder: Embedder | None, index: RecallIndex | None, clock: Clock) -> RecallService | None:
-    if not isinstance(store, RecallStore):
-        return None
-    retention = RecallRetention(config.retention_ms, config.scope, clock.now_ms)
-    if embedder is None or config.retrieval is None or not config.retrieval.vector:
-        return RecallService(store, counter.count, retention=retention)
-    return RecallService(store, counter.count, embedder=embedder, retention=retention,
-                         index=index or QdrantRecallIndex(embedder.model_id, embedder.dimension))

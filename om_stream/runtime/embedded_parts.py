@@ -1,0 +1,69 @@
+"""The small pieces ``Memory`` is assembled from: its state table (the states in a dict), its timers (a wheel that
+wakes the timer loop), the check of an id the wire contract would refuse, and the recall service its options ask
+for."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from om_stream.adapters.qdrant_index import QdrantRecallIndex
+from om_stream.adapters.recall_retention import RecallRetention
+from om_stream.adapters.recall_service import RecallService
+from om_stream.adapters.tiktoken_counter import TiktokenCounter
+from om_stream.core.config import ResolvedConfig
+from om_stream.core.state import RecordState
+from om_stream.errors import InputRejected
+from om_stream.ports import Clock, ContentStore, Embedder, RecallIndex, RecallStore
+from om_stream.runtime.host import Arrival
+from om_stream.runtime.timers import TimerWheel
+
+__all__ = ["MAX_ID_LENGTH", "StatesTable", "WakingTimers", "check_id", "recall_service_for"]
+
+MAX_ID_LENGTH = 256  # thread and resource ids, as in messages and om.command/v1
+
+
+class StatesTable:
+    """The embedded state table: the states in memory."""
+
+    def __init__(self, states: dict[str, RecordState]) -> None:
+        self.states = states
+
+    def get(self, arrival: Arrival) -> RecordState | None:
+        return self.states.get(arrival.key)
+
+    def set(self, arrival: Arrival, state: RecordState) -> None:
+        self.states[arrival.key] = state
+
+
+class WakingTimers:
+    """The records' timers in a wheel; a new one wakes the timer loop (it may be due before the one it sleeps to)."""
+
+    def __init__(self, wheel: TimerWheel, wakeup: asyncio.Event) -> None:
+        self.wheel = wheel
+        self.wakeup = wakeup
+
+    def track(self, key: str, timers: Mapping[str, int]) -> None:
+        self.wheel.track(key, timers)
+        self.wakeup.set()
+
+
+def check_id(name: str, value: object) -> None:
+    """Refuse what the wire contract refuses (``om.command/v1``): an empty or overlong thread or resource id."""
+    if not isinstance(value, str) or not value:
+        raise InputRejected("invalid_fields", f"{name} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ID_LENGTH:
+        raise InputRejected("invalid_fields", f"{name} is {len(value)} characters long; at most {MAX_ID_LENGTH}")
+
+
+def recall_service_for(store: ContentStore, config: ResolvedConfig, counter: TiktokenCounter,
+                       embedder: Embedder | None, index: RecallIndex | None, clock: Clock) -> RecallService | None:
+    """The recall service the options ask for: none on a store recall cannot read, search only with an embedder and
+    ``retrieval.vector``."""
+    if not isinstance(store, RecallStore):
+        return None
+    retention = RecallRetention(config.retention_ms, config.scope, clock.now_ms)
+    if embedder is None or config.retrieval is None or not config.retrieval.vector:
+        return RecallService(store, counter.count, retention=retention)
+    return RecallService(store, counter.count, embedder=embedder, retention=retention,
+                         index=index or QdrantRecallIndex(embedder.model_id, embedder.dimension))
