@@ -196,6 +196,10 @@ class WorkerErasures:
         # owner of a record may have handled an erase of it meanwhile, and swept before these writes landed. The
         # new owner notes the erased epoch in the ledger before its sweep, and these writes are durable before
         # ``may_commit`` was asked: either the sweep came after them and removed them, or this read sees the note.
+        # The thread metadata the batch wrote goes whole, even if a later incarnation of the thread wrote to it since
+        # (its row is the thread's, not an incarnation's): every field of it is derived by the Observer, which that
+        # incarnation's next observation writes again, while keeping the row could keep the erased conversation's
+        # title, task or working memory.
         for writes in written:
             through = await self._ledger(partial(self.store.erased_through, record_digest(writes.record_key)))
             if through is None or through < writes.epoch:
