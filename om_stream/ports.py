@@ -20,7 +20,7 @@ from om_stream.core.commands import (
     PersistThreadMetadata,
 )
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites
 from om_stream.core.export_rows import ExportedMessage, ExportedSegment, ExportedThread
 from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import Attachment, ChatMessage, ChatRequest, ChatResponse, Usage
@@ -169,6 +169,12 @@ class ErasableStore(Protocol):
     async def erase_resource(self, resource_id: str) -> ErasureCounts:
         """Everything of a resource: every thread's conversation and records, and every record of it (a record is
         the resource's when its row names it)."""
+        ...
+
+    async def erase_writes(self, writes: StrayWrites) -> ErasureCounts:
+        """Remove what one refused batch wrote for a record of ``writes.resource_id`` (``runtime.erasure``): its
+        messages and segments by id, its generations of the record by number, and the metadata of the threads it
+        wrote (each only where it belongs to that resource). A thread left with no message loses its listing."""
         ...
 
     async def resource_of(self, record_key: str) -> str | None:

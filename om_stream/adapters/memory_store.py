@@ -20,7 +20,7 @@ from om_stream.core.commands import (
     PersistSegment,
     PersistThreadMetadata,
 )
-from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites
 from om_stream.core.messages import Message
 from om_stream.core.recall.records import StoredMessage
 from om_stream.core.retention import ExpiryCounts, SegmentText
@@ -285,6 +285,38 @@ class InMemoryContentStore(InMemoryExports):
         for key in records:
             counts += await self.erase_record(key, resource_id)
         return counts
+
+    async def erase_writes(self, writes: StrayWrites) -> ErasureCounts:
+        resource_id = writes.resource_id
+        messages = 0
+        record = self._records.get(writes.record_key)
+        for message_id in writes.message_ids:
+            tenants = self._messages.get(message_id, {})
+            if tenants.pop(resource_id, None) is not None:
+                messages += 1
+            if not tenants:
+                self._messages.pop(message_id, None)
+            if record is not None:
+                held = record.messages.get(message_id)
+                if held is not None and held[0].resource_id == resource_id:
+                    del record.messages[message_id]
+        ours = record is None or record.resource_id in ("", resource_id)  # not another tenant's record
+        segments = [i for i in writes.segment_ids if ours
+                    and (s := self.segments.get(i)) is not None and s.segment.record_key == writes.record_key]
+        for segment_id in segments:
+            del self.segments[segment_id]
+        generations = 0
+        if record is not None and ours:
+            for generation in writes.generations:
+                generations += record.generations.pop(generation, None) is not None
+        threads = 0
+        for thread_id in writes.thread_ids:
+            metadata = self._threads.get(thread_id)
+            if metadata is not None and metadata.resource_id in (resource_id, None):
+                del self._threads[thread_id]
+                threads += 1
+        return ErasureCounts(messages=messages, observations=len(segments), generations=generations,
+                             threads=threads)
 
     async def resource_of(self, record_key: str) -> str | None:
         record = self._records.get(record_key)

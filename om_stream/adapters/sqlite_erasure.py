@@ -16,9 +16,10 @@ import json
 import sqlite3
 import time
 
-from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites
 
-__all__ = ["MIGRATION", "erase_record", "erase_resource", "erase_thread", "erased_through", "erasure_part",
+__all__ = ["MIGRATION", "erase_record", "erase_resource", "erase_thread", "erase_writes", "erased_through",
+           "erasure_part",
            "holds", "mark_erased", "put_erasure_part", "resource_of"]
 
 # the store's fourth schema version: results by the record that asked, and the ledger
@@ -63,6 +64,35 @@ def erase_record(conn: sqlite3.Connection, record_key: str, resource_id: str) ->
     conn.execute("DELETE FROM cycle_results WHERE record_key = ?", (record_key,))
     conn.execute("DELETE FROM records WHERE record_key = ?", (record_key,))
     return ErasureCounts(observations=segments, generations=generations, cycle_results=int(results))
+
+
+def erase_writes(conn: sqlite3.Connection, writes: StrayWrites) -> ErasureCounts:
+    resource_id = writes.resource_id
+    threads = {row[0] for row in conn.execute(f"SELECT DISTINCT thread_id FROM messages WHERE resource_id = ? AND"
+                                              f" message_id IN ({_marks(writes.message_ids)})",
+                                              (resource_id, *writes.message_ids))}
+    messages = conn.execute(f"DELETE FROM messages WHERE resource_id = ? AND message_id IN"
+                            f" ({_marks(writes.message_ids)})", (resource_id, *writes.message_ids)).rowcount
+    for thread_id in threads:  # a thread left with no message is not listed any more
+        conn.execute("DELETE FROM resource_threads WHERE resource_id = ? AND thread_id = ? AND NOT EXISTS"
+                     " (SELECT 1 FROM messages WHERE resource_id = ? AND thread_id = ?)",
+                     (resource_id, thread_id, resource_id, thread_id))
+    segments = generations = 0
+    owner = _owner(conn, writes.record_key)
+    if not owner or owner == resource_id:  # not another tenant's record under the same key
+        segments = conn.execute(f"DELETE FROM segments WHERE record_key = ? AND resource_id = ? AND segment_id IN"
+                                f" ({_marks(writes.segment_ids)})",
+                                (writes.record_key, resource_id, *writes.segment_ids)).rowcount
+        generations = conn.execute(f"DELETE FROM generations WHERE record_key = ? AND generation IN"
+                                   f" ({_marks(writes.generations)})",
+                                   (writes.record_key, *writes.generations)).rowcount
+    metadata = conn.execute(f"DELETE FROM threads WHERE thread_id IN ({_marks(writes.thread_ids)}) AND"
+                            " (resource_id = ? OR resource_id IS NULL)", (*writes.thread_ids, resource_id)).rowcount
+    return ErasureCounts(messages=messages, observations=segments, generations=generations, threads=metadata)
+
+
+def _marks(values: tuple[object, ...]) -> str:
+    return ", ".join("?" * len(values))
 
 
 def erase_resource(conn: sqlite3.Connection, resource_id: str) -> ErasureCounts:

@@ -53,7 +53,7 @@ from om_stream.core.commands import (
     PersistSegment,
     PersistThreadMetadata,
 )
-from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
 from om_stream.core.retention import ExpiryCounts, SegmentText
@@ -523,6 +523,9 @@ class SqliteContentStore(SqliteExports):
 
     async def erase_resource(self, resource_id: str) -> ErasureCounts:
         return await self._erase(lambda conn: sqlite_erasure.erase_resource(conn, resource_id))
+
+    async def erase_writes(self, writes: StrayWrites) -> ErasureCounts:
+        return await self._erase(lambda conn: sqlite_erasure.erase_writes(conn, writes))
 
     async def resource_of(self, record_key: str) -> str | None:
         return await self._run(lambda conn: sqlite_erasure.resource_of(conn, record_key))

@@ -36,6 +36,7 @@ __all__ = [
     "ErasureScope",
     "Fence",
     "PartRecord",
+    "StrayWrites",
     "record_digest",
     "subject_digest",
 ]
@@ -113,6 +114,23 @@ class Fence:
     def from_dict(cls, data: Mapping[str, Any]) -> Fence:
         return cls(str(data["erase_id"]), tuple((int(p), int(o)) for p, o in data.get("offsets", ())),
                    int(data.get("epoch_through", 0)), int(data["created_at"]), int(data["expires_at"]))
+
+
+@dataclass(frozen=True)
+class StrayWrites:
+    """What one batch wrote to the content store for one record, when the batch may not commit (its member lost
+    the group meanwhile): what is removed again if an erase of the record's incarnation (``epoch``, the one the
+    batch decided on) was handled elsewhere in the meantime. Segment ids are unique per cycle, and a later
+    incarnation's cycles have other ids, so removing them by id never touches what came after the erase."""
+
+    record_key: str
+    record_id: str  # ``scope:key``: what the process's caches know the record's segments by
+    resource_id: str
+    epoch: int
+    message_ids: tuple[str, ...] = ()
+    segment_ids: tuple[str, ...] = ()
+    generations: tuple[int, ...] = ()
+    thread_ids: tuple[str, ...] = ()  # threads whose metadata the batch wrote
 
 
 @dataclass(frozen=True)

@@ -235,7 +235,9 @@ class Metrics:
                                           "they arrived afterwards (lagging or replayed)", registry=reg),
             erasure_writes_undone=Counter("om_erasure_writes_undone_total",
                                           "Work of an erased record that finished after its erase and was dropped "
-                                          "or removed again (model_call_skipped, cycle_result, recall_points)",
+                                          "or removed again (model_call_skipped, cycle_result, recall_points; "
+                                          "refused_batch: rows a batch refused after a rebalance wrote of a "
+                                          "record erased meanwhile)",
                                           ["what"], registry=reg),
             expirations=Counter("om_expirations_total", "Retention purges run (their data-om-expired receipt "
                                 "published), one per record and purge", registry=reg),

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from om_stream.adapters.recall_service import RecallService
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, record_digest
+from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, StrayWrites, record_digest
 from om_stream.core.inputs import ClearRecord
 from om_stream.core.state import RecordState
 from om_stream.ports import Clock, ContentStore
@@ -55,6 +55,11 @@ class EmbeddedErasures:
     def epoch_floor(self, arrival: Arrival) -> int:
         erased = self._epochs.get(record_digest(arrival.key))
         return erased + 1 if erased is not None else 0
+
+    async def undo_if_erased(self, written: Sequence[StrayWrites]) -> None:
+        # Nothing to undo: the embedded runner hands the host no ``may_commit`` (no group can move on without it),
+        # so no batch is refused after its writes, and an erase waits for its records' locks, behind every batch.
+        return None
 
     async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
         memory = self.memory

@@ -18,7 +18,11 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
   4. **offsets**: the driver's (the Kafka worker commits its inputs' offsets after the producer flush).
 
 ``may_commit`` is asked once phase 1 is done, just before the state writes (the Kafka worker checks there that the
-group still holds the batch's generation: ``runtime/worker/membership.py``).
+group still holds the batch's generation: ``runtime/worker/membership.py``). A batch it refuses has written its
+phase 1 already, and the member that took its records over may have erased one of them meanwhile, its sweep done
+before these writes landed: the driver's ``Erasures`` is handed what the batch wrote (``undo_if_erased``) and
+removes it again for each record whose incarnation the erasure ledger says was erased. (An erasure input's own
+phase 1 only removes, or rebuilds a record that is not erased: nothing of it needs undoing.)
 
 Before deciding, a clear is handed the record's conversation (its stored messages, read from the content store),
 which comes back to the record as unobserved; a record's retention purge (its ``retention:purge`` timer) is
@@ -53,10 +57,14 @@ from typing import Any, Protocol, TypeVar
 from om_stream.core.commands import (
     ClearStored,
     Command,
+    CommitGeneration,
     EmitEvent,
     ExpireIndex,
+    ExpireStored,
     IndexForRecall,
     PersistMessage,
+    PersistSegment,
+    PersistThreadMetadata,
     PublishContext,
     RejectInput,
     RequestObservation,
@@ -64,7 +72,7 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import decide, new_record, retention_cutoff
-from om_stream.core.erasure import ErasureInput
+from om_stream.core.erasure import ErasureInput, StrayWrites
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent, StatusEvent
 from om_stream.core.expiry import fires_purge
 from om_stream.core.inputs import ClearRecord, ExpiryDue, Input, ReportProgress, TimerFired
@@ -171,6 +179,12 @@ class Erasures(Protocol):
     async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
         """Phase 1 of an erasure input (its store work) and its publications prepared on ``outlet``; returns its
         state-table writes, which the host makes in phase 2."""
+        ...
+
+    async def undo_if_erased(self, written: Sequence[StrayWrites]) -> None:
+        """A batch may not commit after its phase-1 writes (``may_commit`` said no: the group moved on without
+        this member, and another may have erased a record of it meanwhile): remove what it wrote of each record
+        whose incarnation the erasure ledger says was erased (``runtime.erasure``)."""
         ...
 
 
@@ -301,6 +315,8 @@ class Host:
             await self._publish(batch, outlet)
             if may_commit is not None and not await may_commit():
                 outlet.discard()
+                if self.erasures is not None:
+                    await self.erasures.undo_if_erased(_written(batch))
                 return False
             # 2. the state table, and the timers the states hold
             for key, (state, arrival) in batch.states.items():
@@ -467,6 +483,35 @@ class Host:
             log.exception("a publication failed; the record's next input publishes again")
             if self.on_publish_error is not None:
                 self.on_publish_error()
+
+
+def _written(batch: _Batch) -> list[StrayWrites]:
+    """What a batch wrote to the content store, by record, with the epoch of the incarnation it decided on (the
+    lowest: a clear in the batch starts a later one, whose writes still come of the record the batch began
+    with)."""
+    written: dict[str, StrayWrites] = {}
+    for decided in batch.decided:
+        before = decided.before
+        held = written.get(before.key)
+        messages, segments, generations, threads = (
+            (list(held.message_ids), list(held.segment_ids), list(held.generations), list(held.thread_ids))
+            if held is not None else ([], [], [], []))
+        for command in decided.commands:
+            if isinstance(command, PersistMessage):
+                messages.append(command.message.message_id)
+            elif isinstance(command, PersistSegment):
+                segments.append(command.segment_id)
+            elif isinstance(command, ExpireStored):
+                segments.extend(r.new_id for r in command.rewrites)
+            elif isinstance(command, CommitGeneration):
+                generations.append(command.generation)
+            elif isinstance(command, PersistThreadMetadata):
+                threads.append(command.thread_id)
+        epoch = before.epoch if held is None else min(held.epoch, before.epoch)
+        written[before.key] = StrayWrites(
+            before.key, before.record_id, before.resource_id, epoch, tuple(dict.fromkeys(messages)),
+            tuple(dict.fromkeys(segments)), tuple(dict.fromkeys(generations)), tuple(dict.fromkeys(threads)))
+    return [w for w in written.values() if w.message_ids or w.segment_ids or w.generations or w.thread_ids]
 
 
 async def _outcome(call: Awaitable[object]) -> object:

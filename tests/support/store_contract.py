@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
-from om_stream.core.erasure import ErasureCounts, PartRecord, record_digest
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites, record_digest
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.recall.groups import observation_ranges
 from om_stream.ports import ContentStore, CycleResults, MessageRange, RecallStore
@@ -489,4 +489,35 @@ async def check_erasure_ledger(store: ContentStore, p: str) -> None:
     assert await store.erased_through(record_digest(f"{p}short")) is None
 
 
-ERASURE_CHECKS = (check_erase_thread_and_record, check_erase_resource, check_erasure_ledger)
+async def check_erase_writes(store: ContentStore, p: str) -> None:
+    """What one refused batch wrote of an erased record is removed again by id, within its tenant alone."""
+    ana, bob, t1, t2 = f"{p}ana", f"{p}bob", f"{p}t1", f"{p}t2"
+    await _conversation(store, p, t1, ana, 5)
+    await _conversation(store, p, t2, bob, 5)  # another tenant, the same message ids
+    late = StrayWrites(t1, f"thread:{t1}", ana, 0, message_ids=(f"{p}m3", f"{p}m4"),
+                       segment_ids=(f"{p}{t1}-ref",), generations=(1,), thread_ids=(t1,))
+    removed = await store.erase_writes(late)
+    assert (removed.messages, removed.observations, removed.generations, removed.threads) == (2, 1, 1, 1), removed
+    assert [m.message_id for m in await store.get_messages([f"{p}m{i}" for i in range(5)], resource_id=ana)] == \
+        [f"{p}m0", f"{p}m1", f"{p}m2"]
+    assert await store.get_segment_texts([f"{p}{t1}-obs", f"{p}{t1}-ref"]) == {f"{p}{t1}-obs": f"observed in {t1}"}
+    assert (await store.get_thread_metadata(t1)).title is None
+    # the other tenant keeps everything, message ids and all
+    assert [m.message_id for m in await store.get_messages([f"{p}m3", f"{p}m4"], resource_id=bob)] == \
+        [f"{p}m3", f"{p}m4"]
+    assert (await store.get_thread_metadata(t2)).title == f"title of {t2}"
+    # another tenant's record under the same key is not touched, nor its segments
+    assert (await store.erase_writes(StrayWrites(t2, f"thread:{t2}", ana, 0, segment_ids=(f"{p}{t2}-ref",),
+                                                 generations=(1,), thread_ids=(t2,)))).total == 0
+    assert await store.get_segment_texts([f"{p}{t2}-ref"]) == {f"{p}{t2}-ref": f"reflected in {t2}"}
+    assert (await store.get_thread_metadata(t2)).title == f"title of {t2}" and await store.holds(bob, t2)
+    # idempotent: a second call removes and counts nothing
+    assert (await store.erase_writes(late)).total == 0
+    # a thread left with no message is not held (nor listed) any more
+    rest = StrayWrites(t1, f"thread:{t1}", ana, 0, message_ids=tuple(f"{p}m{i}" for i in range(3)))
+    assert (await store.erase_writes(rest)).messages == 3
+    assert not await store.holds(ana, t1)
+    assert await store.holds(bob, t2)
+
+
+ERASURE_CHECKS = (check_erase_thread_and_record, check_erase_resource, check_erasure_ledger, check_erase_writes)

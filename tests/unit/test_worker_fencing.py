@@ -17,7 +17,9 @@ from om_stream.core.state import RecordState
 from om_stream.core.tokens import TokenAccountant
 from om_stream.observability.metrics import Metrics
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.erasure import WorkerErasures
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.offsets import STRANDED_AFTER_S, OffsetLedger
 from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord
@@ -63,10 +65,17 @@ class Committer:
         return True
 
 
+class NoFences:
+    """The erasure table's reads, with no fence written (the erase in these tests is handled by another member)."""
+
+    def get(self, arrival: Any, key: str) -> None:
+        return None
+
+
 class Driver:
     """The worker's memory agent around a processor: a generation the ledger fences."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, erasing: bool = False) -> None:
         config = OMConfig.parse({"observation": {"messageTokens": 10_000}}).resolve()
         self.store, self.table, self.producer, self.committer = StallingStore(), Table(), Producer(), Committer()
         self.ledger = OffsetLedger(self.committer, lambda topic, partition: (topic, partition))
@@ -76,7 +85,16 @@ class Driver:
                                                                   conversation_overhead=0),
             effects=Effects(self.store, config, count_text=lambda t: len(t.split())), publisher=self.producer,
             table=self.table, clock=self, metrics=Metrics.create(), timers=TimerWheel(),
-            generation=lambda: self.generation if self.ledger.accepting else -1)
+            generation=lambda: self.generation if self.ledger.accepting else -1,
+            erasures=self._erasures if erasing else None)
+
+    def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
+        store_retry = processor.store_retry
+        return WorkerErasures(
+            kafka=KAFKA, scope="thread", records=self.table, table=NoFences(),  # type: ignore[arg-type]
+            store=self.store, sweeper=Sweeper(self.store, processor.outlet.effects, store_retry, 3600),
+            outlet=processor.outlet, end_offsets=_no_offsets, clock=self, metrics=processor.metrics,
+            store_retry=store_retry, fence_ttl_s=3600, indexing=False, decide_clear=processor.clear_now)
 
     def now_ms(self) -> int:
         return 1_772_442_000_000
@@ -110,6 +128,44 @@ async def test_a_batch_held_by_the_store_while_the_group_moved_on_writes_nothing
     await driver.ledger.commit()
     assert [c for c in driver.committer.commits if c.get((KAFKA.topic_messages, 0), 0) > 1] == []
     assert driver.processor.metrics.registry.get_sample_value("om_fenced_batches_total") == 1
+
+
+async def _no_offsets(topic: str, partitions: list[int]) -> None:
+    raise AssertionError("no erase is handled by this member")
+
+
+async def _straddle(*, erased: bool) -> Driver:
+    """A batch held in its store writes while the group moves on; ``erased``: the member that took the partition
+    over erases the thread meanwhile (ledger note, then its sweep), before the held write lands."""
+    driver = Driver(erasing=True)
+    assert await driver.handle(0)
+    driver.store.flowing.clear()
+    held = asyncio.create_task(driver.handle(1))
+    await asyncio.wait_for(driver.store.waiting.wait(), 1.0)
+    driver.generation = 2
+    if erased:
+        sweeper = Sweeper(driver.store, driver.processor.outlet.effects, driver.processor.store_retry, 3600)
+        swept = await sweeper.records([driver.table.states["t1"]])
+        assert swept.counts.messages == 1 and swept.verified
+    driver.store.flowing.set()
+    assert await held is False
+    return driver
+
+
+async def test_a_refused_batchs_writes_of_a_record_erased_meanwhile_are_removed_again() -> None:
+    driver = await _straddle(erased=True)
+    assert await driver.store.get_messages(["t1-m0", "t1-m1"], resource_id="r1") == []
+    assert not await driver.store.holds("r1", "t1")
+    assert driver.processor.metrics.registry.get_sample_value(
+        "om_erasure_writes_undone_total", {"what": "refused_batch"}) == 1
+
+
+async def test_a_refused_batchs_writes_of_a_record_not_erased_stay() -> None:
+    driver = await _straddle(erased=False)
+    # idempotent writes the new owner makes again from the same inputs: nothing to take back
+    assert [m.message_id for m in await driver.store.get_messages(["t1-m1"], resource_id="r1")] == ["t1-m1"]
+    assert driver.processor.metrics.registry.get_sample_value(
+        "om_erasure_writes_undone_total", {"what": "refused_batch"}) is None
 
 
 async def test_a_revocation_waits_for_the_batch_in_hand_and_commits_its_offsets() -> None:

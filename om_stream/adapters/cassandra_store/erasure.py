@@ -17,6 +17,10 @@ How each table is erased, and why that way:
 * The thread metadata row, the record's segments, generations and cached model results: deleted at the present
   time; a tenant check comes first (the row must name the resource erased).
 
+What a refused batch wrote of an erased record (``erase_writes``): each message row by its full key (read from
+``messages_by_id``), then its ``messages_by_id`` row; a bucket left empty, and the listing of a thread left with
+no bucket, go as in a thread's erase; segments and generations row by row, after the tenant check.
+
 Deletes leave tombstones: Cassandra drops the deleted values from its files at the first compaction after the
 table's ``gc_grace_seconds`` (10 days by default). Reads never return them again.
 """
@@ -28,7 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from om_stream.adapters.cassandra_store.session import run_all
-from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites
 
 __all__ = ["CassandraErasure"]
 
@@ -92,6 +96,45 @@ class CassandraErasure:
             await run_all([self._run("erase_record_resource", (record_key,)),
                         self._run("erase_record_epoch", (epoch, record_key))])
         return ErasureCounts(observations=len(segments), generations=len(generations), cycle_results=len(stored))
+
+    async def erase_writes(self, writes: StrayWrites, epoch: int) -> tuple[ErasureCounts, set[str]]:
+        """What one refused batch wrote of a record (``ports.ErasableStore.erase_writes``); ``epoch``: the record's
+        clear epoch in the store now (its generations may have been written under it or under the incarnation's).
+        Returns the counts and the threads whose messages were removed."""
+        resource_id = writes.resource_id
+        places = await run_all([self._run("message_place", (i, resource_id)) for i in writes.message_ids])
+        found = [(i, rows[0]) for i, rows in zip(writes.message_ids, places, strict=True) if rows]
+        # the row by thread first, then by id: an undo cut short is found again by id
+        await run_all([self._run("erase_message", (resource_id, p.thread_id, p.bucket, p.created_at, p.seq, i))
+                       for i, p in found])
+        await run_all([self._run("erase_message_by_id", (i, resource_id)) for i, _ in found])
+        threads = {p.thread_id for _, p in found}
+        for thread_id, bucket in {(p.thread_id, p.bucket) for _, p in found}:
+            left = await self._run("count_bucket", (resource_id, thread_id, bucket))
+            if not left or not int(left[0].count):
+                await self._run("expire_bucket_row", (resource_id, thread_id, bucket))
+        for thread_id in threads:
+            if not await self._run("buckets", (resource_id, thread_id)):
+                await self.forget_listing(resource_id, thread_id)
+        counts = ErasureCounts(messages=len(found))
+        owner = await self._run("record_owner", (writes.record_key,))
+        if not owner or owner[0].resource_id in (None, resource_id):  # not another tenant's record
+            segments = [s for s, rows in zip(writes.segment_ids, await run_all(
+                [self._run("segment", (s,)) for s in writes.segment_ids]), strict=True)
+                if rows and rows[0].record_key == writes.record_key and rows[0].resource_id in ("", resource_id)]
+            await run_all([self._run("delete_segment", (s,)) for s in segments])
+            await run_all([self._run("expire_record_segment", (writes.record_key, s)) for s in segments])
+            keys = [(e, g) for e in sorted({writes.epoch, epoch}) for g in writes.generations]
+            rows = await run_all([self._run("generation", (writes.record_key, e, g)) for e, g in keys])
+            held = [k for k, r in zip(keys, rows, strict=True) if r]
+            await run_all([self._run("erase_generation", (writes.record_key, e, g)) for e, g in held])
+            counts += ErasureCounts(observations=len(segments), generations=len(held))
+        for thread_id in writes.thread_ids:
+            metadata = await self._run("thread_owner", (thread_id,))
+            if metadata and metadata[0].resource_id in (resource_id, None):
+                await self._run("erase_thread_metadata", (thread_id,))
+                counts += ErasureCounts(threads=1)
+        return counts, threads
 
     async def thread_ids(self, resource_id: str) -> list[str]:
         return [row.thread_id for row in await self._run("resource_thread_ids", (resource_id,))]

@@ -65,6 +65,10 @@ WRITES: dict[str, str] = {
                              " WHERE resource_id = ? AND thread_id = ?"),
     "erase_thread_title": "DELETE title FROM resource_threads WHERE resource_id = ? AND thread_id = ?",
     "erase_thread_metadata": "DELETE FROM threads WHERE thread_id = ?",
+    # what a refused batch wrote of an erased record (``CassandraErasure.erase_writes``), row by row
+    "erase_message": ("DELETE FROM messages WHERE resource_id = ? AND thread_id = ? AND bucket = ? AND created_at = ?"
+                      " AND seq = ? AND message_id = ?"),
+    "erase_generation": "DELETE FROM generations WHERE record_key = ? AND epoch = ? AND generation = ?",
     "erase_record_resource": "DELETE resource_id, retention_days FROM records WHERE record_key = ?",
     "erase_record_epoch": "DELETE epoch FROM records USING TIMESTAMP ? WHERE record_key = ?",
     "erase_record_results": "DELETE FROM cycle_results_by_record WHERE record_key = ?",
@@ -114,6 +118,8 @@ READS: dict[str, str] = {
     "thread_listing": ("SELECT writetime(created_at) AS created_ts, writetime(updated_at) AS updated_ts, title"
                        " FROM resource_threads WHERE resource_id = ? AND thread_id = ?"),
     "thread_owner": "SELECT resource_id FROM threads WHERE thread_id = ?",
+    "message_place": ("SELECT thread_id, bucket, created_at, seq FROM messages_by_id WHERE message_id = ?"
+                      " AND resource_id = ?"),
     "record_results": "SELECT request_key FROM cycle_results_by_record WHERE record_key = ?",
     "generations_of": "SELECT generation FROM generations WHERE record_key = ? AND epoch = ?",
     "resource_thread_ids": "SELECT thread_id FROM resource_threads WHERE resource_id = ?",

@@ -51,7 +51,7 @@ from om_stream.core.commands import (
     PersistSegment,
     PersistThreadMetadata,
 )
-from om_stream.core.erasure import ErasureCounts, PartRecord
+from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import ranges_from_json, ranges_to_json, reflection_ranges
 from om_stream.core.retention import ExpiryCounts, SegmentText
@@ -516,6 +516,12 @@ class CassandraContentStore(CassandraExports):
         counts = await self._erasure.erase_record(record_key, resource_id)
         if self._record_resources.get(record_key) == resource_id:
             del self._record_resources[record_key]
+        return counts
+
+    async def erase_writes(self, writes: StrayWrites) -> ErasureCounts:
+        counts, threads = await self._erasure.erase_writes(writes, await self._epoch(writes.record_key))
+        for thread_id in threads:
+            self._forget_thread(writes.resource_id, thread_id)
         return counts
 
     async def erase_resource(self, resource_id: str) -> ErasureCounts:

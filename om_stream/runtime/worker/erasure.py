@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -45,6 +45,7 @@ from om_stream.core.erasure import (
     ErasureSaga,
     Fence,
     PartRecord,
+    StrayWrites,
     record_digest,
     subject_digest,
 )
@@ -52,6 +53,7 @@ from om_stream.core.inputs import MessageAppended
 from om_stream.core.state import RecordState
 from om_stream.observability.metrics import Metrics
 from om_stream.ports import Clock, ContentStore
+from om_stream.runtime.effects import message_prefix
 from om_stream.runtime.erasure import Sweeper, receipt
 from om_stream.runtime.host import Arrival, Outlet, StoreRetry
 from om_stream.runtime.internal_codec import EraseIndexed
@@ -188,6 +190,32 @@ class WorkerErasures:
         elif isinstance(event, EraseIndexDone):
             writes += await self._index_done(arrival, event)
         return writes
+
+    async def undo_if_erased(self, written: Sequence[StrayWrites]) -> None:
+        # The group moved on while this batch was in its phase 1 (a store stalled for this member alone): the new
+        # owner of a record may have handled an erase of it meanwhile, and swept before these writes landed. The
+        # new owner notes the erased epoch in the ledger before its sweep, and these writes are durable before
+        # ``may_commit`` was asked: either the sweep came after them and removed them, or this read sees the note.
+        # The thread metadata the batch wrote goes whole, even if a later incarnation of the thread wrote to it since
+        # (its row is the thread's, not an incarnation's): every field of it is derived by the Observer, which that
+        # incarnation's next observation writes again, while keeping the row could keep the erased conversation's
+        # title, task or working memory.
+        for writes in written:
+            through = await self._ledger(partial(self.store.erased_through, record_digest(writes.record_key)))
+            if through is None or through < writes.epoch:
+                continue  # not erased, or erased before the incarnation this batch decided on
+            counts = await self._ledger(partial(self.store.erase_writes, writes))
+            self._forget(writes)
+            self.metrics.erasure_writes_undone.labels("refused_batch").inc(counts.total)
+            log.info("a refused batch's writes of an erased record were removed again: %s", counts.as_dict())
+
+    def _forget(self, writes: StrayWrites) -> None:
+        """What this process's cache holds of what was removed: the messages by id, the record's segment texts
+        and every condensed log (``Effects.forget``)."""
+        effects = self.sweeper.effects
+        messages = {message_prefix(writes.resource_id) + i for i in writes.message_ids}
+        effects.cache.evict(lambda key, _: key in messages)
+        effects.forget(writes.resource_id, writes.thread_ids, [writes.record_id])
 
     # -- the inputs --------------------------------------------------------------------------------------------------
 
