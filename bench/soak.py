@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import csv
 import json
 import os
 import random
@@ -58,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import soak_judge as judge  # noqa: E402
-from soak_plot import plot_samples  # noqa: E402
+from soak_report import HELD, report, slopes, summary, write_outputs  # noqa: E402
 
 from om_stream.devservices import cassandra_cluster, kafka  # noqa: E402
 from om_stream.testing.fake_openai import FailurePlan, FakeOpenAI  # noqa: E402
@@ -72,10 +71,7 @@ OPTIONS: dict[str, Any] = {
 }
 GATEWAY_TIMEOUT_S = 5.0
 RESTARTED_NODE = 1  # the cluster's second node: not the first contact point the drivers try
-HELD = ("decoded_states", "recent_contexts", "content_cache", "timers", "timer_heap", "model_calls",
-        "inflight_calls", "settled_waiters", "near_block_after")
 PER_WORKER = ("pid", "rss_mb", "fds", "tasks", "table_records", "cache_mb", "rebalances", *HELD)
-SLOPED = ("rss_mb", "fds", "tasks", "table_records", "cache_mb", *HELD)
 
 
 def seconds(text: str) -> float:
@@ -477,67 +473,6 @@ class Soak:
         return values
 
 
-# -- report ------------------------------------------------------------------------------------------------------
-
-
-def slopes(rows: list[dict[str, Any]], duration: float) -> dict[str, float]:
-    """Per hour, over the second half of the run: each sentinel (w0) curve, the lag and the p99."""
-    half = [row for row in rows if row["t_s"] >= duration / 2]
-    found = {}
-    for key in [f"w0_{name}" for name in SLOPED] + ["lag", "p99_ms", "p50_ms"]:
-        points = [(row["t_s"] / 3600, float(row[key])) for row in half if row.get(key) is not None]
-        found[key] = judge.slope(points)
-    return found
-
-
-def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    with path.open("w", newline="") as out:
-        writer = csv.DictWriter(out, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def summary(result: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace, capacity: float | None,
-            rate: float, latencies: list[float]) -> dict[str, Any]:
-    """The run's figures, in the order they are printed."""
-    w0 = [row for row in rows if row.get("w0_rss_mb") is not None]
-    return {"duration_s": round(args.duration), "threads": args.threads,
-            "capacity_msgs_s": round(capacity, 1) if capacity is not None else "not measured (--rate given)",
-            "rate_target_msgs_s": round(rate, 1),
-            "rate_achieved_msgs_s": round(result["messages"] / max(1.0, args.duration), 1), **result,
-            "p50_ms": round(judge.percentile(latencies, 0.5) * 1000),
-            "p99_ms": round(judge.percentile(latencies, 0.99) * 1000),
-            "p99_ms_worst_sample": round(max((r["p99_ms"] for r in rows if r["p99_ms"] is not None), default=0)),
-            "w0_rss_mb_first_last": f"{w0[0]['w0_rss_mb']:.0f} -> {w0[-1]['w0_rss_mb']:.0f}" if w0 else "n/a"}
-
-
-def report(figures: dict[str, Any], found: dict[str, float], timeline: Timeline) -> None:
-    print("\n== soak result ==")
-    for key, value in figures.items():
-        print(f"{key}: {value}")
-    print("slopes per hour over the second half (w0 = the worker that lives through the run):")
-    for key, value in found.items():
-        print(f"  slope {key}: {value:+.2f}/h")
-    print("events:")
-    for at, what in timeline.events:
-        print(f"  {at:7.0f}s {what.splitlines()[0]}")
-
-
-def write_outputs(out: Path, run: Soak, figures: dict[str, Any] | None, found: dict[str, float],
-                  title: str) -> None:
-    """The samples (CSV), the figures, slopes and events (JSON) and the plot (PNG), side by side."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not run.rows:
-        return
-    write_csv(run.rows, out.with_suffix(".csv"))
-    out.with_suffix(".json").write_text(json.dumps(
-        {"title": title, "figures": figures, "slopes_per_hour": found,
-         "events": [{"t_s": round(at, 1), "what": what.splitlines()[0]} for at, what in run.timeline.events]},
-        indent=2) + "\n")
-    plot_samples(run.rows, run.timeline.events, out.with_suffix(".png"), title=title)
-
-
 async def soak(args: argparse.Namespace) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="om-soak-"))
     kafka_node = None
@@ -578,9 +513,9 @@ async def soak(args: argparse.Namespace) -> None:
                 found = slopes(run.rows, args.duration)
                 figures = summary(result, run.rows, args, capacity, rate, run.latencies)
             finally:
-                write_outputs(out, run, figures, found, title)
+                write_outputs(out, run.rows, run.timeline.events, figures, found, title)
             assert figures is not None  # the run returned
-            report(figures, found, run.timeline)
+            report(figures, found, run.timeline.events)
             print(f"samples, figures and plot: {out}.csv, .json, .png")
             if result["paid_twice_other"]:
                 for duplicate in ledger.duplicates:
