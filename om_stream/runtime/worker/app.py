@@ -75,7 +75,6 @@ from om_stream.runtime.worker.segment_roll import SegmentRoll
 from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
-from om_stream.wire.context import ContextRecord
 
 __all__ = ["Worker"]
 
@@ -212,10 +211,10 @@ class Worker:
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
-            timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self._remember_context,
+            timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self.contexts.remember,
             index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
             limits=engine_limits(self.deps.settings),
-            on_forget=self._forget_context, erasures=self._erasures)
+            on_forget=self.contexts.forget, erasures=self._erasures)
         inventory, cache = self.inventory, self.effects.cache
         inventory.table(self.table.local_records)
         inventory.cache(lambda: cache.size_bytes)
@@ -226,12 +225,6 @@ class Worker:
                            ("near_block_after", lambda: len(self.processor.near_limit))):
             inventory.entries(name, size)
         self._define_memory_agents()
-
-    def _remember_context(self, context: ContextRecord) -> None:
-        self.contexts[context.thread_id] = context
-
-    def _forget_context(self, thread_id: str) -> None:
-        self.contexts.pop(thread_id, None)
 
     def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
         deps = self.deps

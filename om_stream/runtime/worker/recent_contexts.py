@@ -25,3 +25,11 @@ class RecentContexts(dict[str, ContextRecord]):
         super().__setitem__(thread_id, context)
         while len(self) > self.limit:
             del self[next(iter(self))]
+
+    def remember(self, context: ContextRecord) -> None:
+        """The context just published or read, kept as its thread's latest."""
+        self[context.thread_id] = context
+
+    def forget(self, thread_id: str) -> None:
+        """The thread was erased: its latest context goes too."""
+        self.pop(thread_id, None)
