@@ -71,7 +71,7 @@ async def _read(consumer: AIOKafkaConsumer, *, count: int | None = None,
 
 async def _read_all(bootstrap: str, topic: str) -> list[str]:
     """Every record of ``topic``, from the first offset to the end, without a group."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]

@@ -23,7 +23,8 @@ SMALL = {"OM_WORKER_TABLE_STORE": "rocksdb://", "OM_LIFECYCLE_SEGMENT_S": "2",
 
 async def _changelog(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every record of the changelog from the beginning to its end when asked: (partition, key, value)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                                auto_offset_reset="earliest")
     await consumer.start()
     try:
         partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]

@@ -54,7 +54,8 @@ async def converse(agent: Agent, thread: str, resource: str, turns: int, *, firs
 
 async def latest_per_key(bootstrap: str, topic: str) -> dict[str, bytes | None]:
     """Every key's latest record value on ``topic`` (None: a tombstone), read from the beginning to the end."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                                auto_offset_reset="earliest")
     await consumer.start()
     try:
         partitions = consumer.partitions_for_topic(topic) or set()

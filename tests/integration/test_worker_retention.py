@@ -8,8 +8,8 @@ and a message created more than a day ago is refused on arrival and never dead-l
 
 Every message carries a marker (``MK<thread>Z<n>Q``). The test first sees the old markers in contexts, recall and
 the stores (so their absence afterwards means something). Once every old message has passed the window, while the
-store still holds most of them (a record's purges run ``OM_LIFECYCLE_PURGE_GAP_S`` apart: the first removed only
-the oldest), it exports the resource over HTTP: no old marker is in the file, every young one is. It then waits
+store still holds them (a record's purges run ``OM_LIFECYCLE_PURGE_GAP_S`` apart, see ``old_messages_at``), it
+exports the resource over HTTP: no old marker is in the file, every young one is. It then waits
 for the purge's ``data-om-expired`` receipts, then
 checks that no old marker is left in: the context the API serves, the latest context on the topic, the latest
 state in the table's changelog, recall (messages, threads, search), every Cassandra table read whole (or the SQLite
@@ -35,10 +35,21 @@ from tests.support.worker import Agent, agent_for, http_call, worker_process
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 120, "bufferTokens": False},
                            "reflection": {"observationTokens": 20_000}, "retrieval": {"vector": True}}
-EXPIRING = 150  # seconds: the old messages pass the window this long (plus their offsets) after the test starts
-# seconds between a record's purges: longer than a minute, so the purge of entries dated by their minute (before
-# the messages expire) and the first purge that removes an old message are followed by none until after the export
-PURGE_GAP = 61
+EXPIRING = 150  # seconds: the old messages pass the window at least this long (plus offsets) after the test starts
+PURGE_GAP = 61  # seconds between a record's purges
+
+
+def old_messages_at(now: datetime) -> datetime:
+    """When the first old message was created: at least ``EXPIRING`` seconds inside the window, and 5 seconds into
+    a minute. The phase decides when the store loses the old messages. The Observer dates its entries by the
+    minute, so a record's first purge (P1) comes when that minute passes the window, ``s`` seconds before its
+    first message does (``s``: the seconds into the minute); it cuts the entries, and no message has expired yet.
+    The next purge comes a gap later, ``61 - s`` seconds after the first message expired, and removes every old
+    message of the record at once. The export runs 20 seconds after the first expiry: with ``s`` of 5 the store
+    still holds every old message then (the export's cut is what keeps them out of the file); with ``s`` above 41
+    it held none (CI on 7726413 failed so)."""
+    earliest = now - timedelta(days=1) + timedelta(seconds=EXPIRING)
+    return (earliest + timedelta(seconds=55)).replace(second=5, microsecond=0)
 
 
 def marker(thread: str, index: int) -> str:
@@ -112,7 +123,7 @@ async def test_what_passes_the_window_goes_from_every_read_and_every_store(
     try:
         async with started(process) as worker, agent_for(worker) as agent:
             now = datetime.now(UTC)
-            old_at = now - timedelta(days=1) + timedelta(seconds=EXPIRING)
+            old_at = old_messages_at(now)
             old = {("t-old", i): old_at + timedelta(seconds=i) for i in range(8)}
             # exchanges of a day ago and of now, alternating: one observation covers both, and loses only the old
             mixing = {0, 1, 4, 5}
@@ -149,7 +160,7 @@ async def test_what_passes_the_window_goes_from_every_read_and_every_store(
             await agent.send(stale, key=b"t-new")
 
             expiry = old_at + timedelta(days=1, seconds=20)  # the last old message passes the window
-            # the export, every old message past the window, before the records' second purges
+            # the export: every old message past the window, none purged yet (their purges come 61 - 5 s after)
             await asyncio.sleep(max(0.0, (expiry - datetime.now(UTC)).total_seconds()))
             unpurged = [m for m in expired if m in stored()]
             exported = await http_call(worker.port, "GET", "/v1/resources/ana/export", raw=True)
@@ -158,7 +169,14 @@ async def test_what_passes_the_window_goes_from_every_read_and_every_store(
             in_messages = "".join(json.dumps(line) for line in lines if line["type"] == "message")
             assert all(m in in_messages for m in kept), [m for m in kept if m not in in_messages]
             assert lines[-1]["type"] == "end" and lines[-1]["counts"]["messages"] == len(kept)
-            assert len(unpurged) >= 6, ("the old messages were purged before the export: it cut nothing", unpurged)
+            if len(unpurged) < len(expired):  # the receipts so far, dated from the moment the first old message expired
+                for _ in range(4):
+                    await agent.pump()
+                first = old_at + timedelta(days=1)
+                seen = [(key, (datetime.fromisoformat(value["expiredAt"]) - first).total_seconds(), value["removed"])
+                        for key, value, headers in agent.events if headers.get("ce_type") == b"data-om-expired"]
+                raise AssertionError(("the old messages were purged before the export: it cut nothing", unpurged,
+                                      "receipts (thread, seconds after the first expiry, removed):", seen))
 
             wait = (expiry - datetime.now(UTC)).total_seconds() + PURGE_GAP + 60
             done = await receipts(agent, {"t-old": 8, "t-mix": 4}, timeout=max(wait, 60))
