@@ -25,7 +25,7 @@ from typing import Any
 
 from om_stream.adapters.offline import import_litellm
 from om_stream.core.prompts.chat import ChatMessage
-from om_stream.errors import ModelError
+from om_stream.errors import ModelError, cut_error
 from om_stream.ports import ChatRequest, ChatResponse, Usage
 
 __all__ = [
@@ -224,7 +224,7 @@ def model_error(exc: BaseException) -> ModelError:
                 "connection" if "Connection" in name else
                 "client_error" if status is not None else name)
     where = f" (HTTP {status})" if status is not None else ""
-    return ModelError(f"{name}{where}: {exc}"[:2000], kind=kind, status_code=status, retry_after=_retry_after(exc))
+    return ModelError(cut_error(f"{name}{where}: {exc}"), kind=kind, status_code=status, retry_after=_retry_after(exc))
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -49,6 +49,7 @@ from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, Segment
 from om_stream.core.step import Step
 from om_stream.core.thresholds import minimum_remaining, select_chunks, should_trigger_buffer, sync_cut
 from om_stream.core.ttl import resolve_idle_ms
+from om_stream.errors import cut_error
 
 __all__ = ["activate_chunks", "awaiting_tool_results", "evaluate", "on_result", "reported_values",
            "start_manual_observation", "store_extracted"]
@@ -549,7 +550,7 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
 
 def _on_failure(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state = step.state
-    error = (result.error or "the Observer returned no observations")[:2000]
+    error = cut_error(result.error or "the Observer returned no observations")
     main = step.primary_thread(cycle.thread_ids)
     step.drop_cycle(cycle.id)
     partial = result.observations.strip() or None

@@ -80,7 +80,7 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, narrowed
-from om_stream.errors import InputRejected, OMError, RecallError, StorageError
+from om_stream.errors import InputRejected, OMError, RecallError, StorageError, cut_error, error_text
 from om_stream.ports import (
     ChatModel,
     Clock,
@@ -570,7 +570,7 @@ class Memory:
             result = ModelResultArrived(
                 cycle_id=request.cycle_id, attempt=request.attempt, ok=False, error_kind="internal",
                 operation="observation" if isinstance(request, RequestObservation) else "reflection",
-                error=f"internal error: {type(exc).__name__}: {exc}"[:2000])
+                error=cut_error(f"internal error: {error_text(exc)}"))
         try:
             await self._apply(key, resource_id, result)
         except OMError:
