@@ -83,7 +83,7 @@ class GatewayStats:
     circuit_skips: int = 0
     budget_refusals: int = 0
     deadline_exceeded: int = 0
-    input_too_large: int = 0
+    input_too_large: int = 0  # calls over a route's largest tier, and attempts a provider refused as too long
     cost_usd: float = 0.0
     unknown_cost_calls: int = 0
 
@@ -311,6 +311,8 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
                         breaker.release()
                         raise
                     last = exc
+                    if exc.kind == "input_too_large":  # the provider refused the input's length
+                        stats.input_too_large += 1
                     if isinstance(exc, _IncompleteAnswer):
                         spent.append(exc.tokens)
                         breaker.success()  # the model answered: nothing against its health
