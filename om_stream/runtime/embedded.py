@@ -100,6 +100,7 @@ from om_stream.runtime.embedded_outlet import EmbeddedOutlet
 from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
+from om_stream.runtime.named_model import named_model_options, serving_model
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.settled import StateWatch, wait_settled
 from om_stream.runtime.timers import TimerWheel
@@ -133,7 +134,7 @@ class Memory:
     """Observational Memory for one process. Use as an async context manager."""
 
     def __init__(self, config: OMConfig | Mapping[str, Any] | bool | None = None, *,
-                 store: ContentStore | None = None, model: ChatModel | None = None,
+                 store: ContentStore | None = None, model: ChatModel | str | None = None,
                  offline: ChatModel | None = None, clock: Clock | None = None,
                  limits: EngineLimits | None = None, on_event: EventListener | None = None,
                  embedder: Embedder | None = None, index: RecallIndex | None = None,
@@ -143,8 +144,9 @@ class Memory:
         store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory).
         ``retention_days``: messages created, and observation entries dated, longer ago are left out of every
         context, recall result and event, then purged from the store and the index (``core.expiry``; a thread may
-        shorten it, ``override(retention_days=)``)."""
-        self.options = OMConfig.parse(config)
+        shorten it, ``override(retention_days=)``). ``model``: a ``ChatModel``, or a name as the options take one
+        (then the Observer's and the Reflector's, through the model gateway); without it the offline model serves."""
+        self.options = named_model_options(OMConfig.parse(config), model)
         self.config = self.options.resolve().with_retention(retention_days)
         self.counter = TiktokenCounter(self.config.token_encoding)
         self.accountant = TokenAccountant(self.counter.count)
@@ -153,7 +155,7 @@ class Memory:
         self.clock: Clock = clock or SystemClock()
         self.recall_service = _recall_service(self.store, self.config, self.counter, embedder, index, self.clock)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
-        self.model: ChatModel = model or self.offline
+        self.model: ChatModel = serving_model(model, self.config) or self.offline
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,
