@@ -52,7 +52,7 @@ from om_stream.adapters.litellm_model import (
 from om_stream.adapters.offline import import_litellm
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.model_spec import DEFAULT_MODEL, ModelSpec
-from om_stream.errors import ModelError, ModelUnavailable
+from om_stream.errors import ModelError, ModelUnavailable, cut_error
 from om_stream.ports import (
     AttachmentAwareModel,
     ChatModel,
@@ -461,7 +461,7 @@ class _IncompleteAnswer(ModelError):
 
 
 def _give_up(last: ModelError | None, summary: str) -> str:
-    return f"{summary}; last error: {last}"[:2000] if last is not None else summary
+    return cut_error(f"{summary}; last error: {last}") if last is not None else summary
 
 
 def gateway_for_cli(model: str, api_base: str | None = None, *,
