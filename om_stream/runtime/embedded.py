@@ -73,6 +73,7 @@ from om_stream.core.inputs import (
     RestoreRecord,
 )
 from om_stream.core.messages import Message
+from om_stream.core.model_spec import ModelSpec
 from om_stream.core.progress import progress_event
 from om_stream.core.recall.params import RecallArguments, RecallScope
 from om_stream.core.recall.results import RecallResult
@@ -134,7 +135,7 @@ class Memory:
     """Observational Memory for one process. Use as an async context manager."""
 
     def __init__(self, config: OMConfig | Mapping[str, Any] | bool | None = None, *,
-                 store: ContentStore | None = None, model: ChatModel | str | None = None,
+                 store: ContentStore | None = None, model: ChatModel | ModelSpec | None = None,
                  offline: ChatModel | None = None, clock: Clock | None = None,
                  limits: EngineLimits | None = None, on_event: EventListener | None = None,
                  embedder: Embedder | None = None, index: RecallIndex | None = None,
@@ -144,8 +145,9 @@ class Memory:
         store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory).
         ``retention_days``: messages created, and observation entries dated, longer ago are left out of every
         context, recall result and event, then purged from the store and the index (``core.expiry``; a thread may
-        shorten it, ``override(retention_days=)``). ``model``: a ``ChatModel``, or a name as the options take one
-        (then the Observer's and the Reflector's, through the model gateway); without it the offline model serves."""
+        shorten it, ``override(retention_days=)``). ``model``: a ``ChatModel``, or a model as the options name one
+        (a name, ``ModelByInputTokens``, a fallback list: then the Observer's and the Reflector's, through the model
+        gateway); without it the offline model serves."""
         self.options = named_model_options(OMConfig.parse(config), model)
         self.config = self.options.resolve().with_retention(retention_days)
         self.counter = TiktokenCounter(self.config.token_encoding)

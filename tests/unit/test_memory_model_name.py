@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from om_stream import Memory
+from om_stream.core.model_spec import ModelByInputTokens, model_name
 from om_stream.errors import ConfigError
 from om_stream.testing import FunctionModel
 from om_stream.testing.fake_openai import FakeOpenAI, Reply
@@ -43,8 +44,20 @@ async def test_a_model_name_observes_through_that_model(fake: FakeOpenAI) -> Non
     assert context is not None and "User stated they are Maya." in context.observations
 
 
+@pytest.mark.parametrize(("model", "observer"), [
+    (ModelByInputTokens(up_to={10_000: "openai/gpt-5-mini", 200_000: "openai/gpt-5"}), "openai/gpt-5-mini"),
+    ({"upTo": {10_000: "openai/gpt-5-mini"}}, "openai/gpt-5-mini"),
+    ([{"model": "openai/gpt-5-mini", "maxRetries": 1}, {"model": "openai/gpt-5"}], "openai/gpt-5-mini"),
+])
+def test_a_selector_or_a_fallback_list_is_taken_as_the_options_take_it(model: object, observer: str,
+                                                                        fake: FakeOpenAI) -> None:
+    memory = Memory({}, model=model)  # type: ignore[arg-type]
+    assert model_name(memory.config.observer_model) == model_name(memory.config.reflector_model) == observer
+
+
 @pytest.mark.parametrize(("options", "model", "says"), [
     ({}, 42, "got a int"),
+    ({}, {"upTo": {}}, "upTo"),
     ({}, "  ", "empty name"),
     ({"model": "openai/gpt-4o"}, "openai/gpt-5-mini", "name two models"),
     ({"observation": {"model": "openai/gpt-4o"}}, "openai/gpt-5-mini", "observation.model"),
