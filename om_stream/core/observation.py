@@ -362,11 +362,11 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
 
 
 def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived, *, since: int,
-                    suggested_response: str | None = None) -> None:
-    """A cycle's extracted values and working memory written to the thread's metadata, with the suggested response
-    given (a committed reflection's), the other hints and the title left as they are (a reflection's values;
-    ``since``: the oldest entry of what it condensed)."""
-    _apply_hints(step, thread_id, None, suggested_response, None, cycle_id, result.extracted_values,
+                    current_task: str | None = None, suggested_response: str | None = None) -> None:
+    """A cycle's extracted values and working memory written to the thread's metadata, with the hints given (a
+    committed reflection's), the title left as it is (a reflection's values; ``since``: the oldest entry of what it
+    condensed)."""
+    _apply_hints(step, thread_id, current_task, suggested_response, None, cycle_id, result.extracted_values,
                  result.working_memory, since=since)
 
 

@@ -18,11 +18,12 @@ def _reflect(sim: Sim) -> None:
 
 def test_a_reflectors_suggested_response_becomes_the_threads_hint() -> None:
     def reflector(request: object) -> Outcome:
-        return Outcome(suggested_response="Ask whether the move date is fixed.")
+        return Outcome(suggested_response="Ask whether the move date is fixed.", current_task="Plan the move.")
 
     sim = Sim(sync_only(20), outcome=reflector)
     _reflect(sim)
-    assert sim.state().threads["t1"].suggested_response == "Ask whether the move date is fixed."
+    thread = sim.state().threads["t1"]
+    assert (thread.current_task, thread.suggested_response) == ("Plan the move.", "Ask whether the move date is fixed.")
     end = next(e for e in events(sim, "data-om-observation-end") if e.operation_type == "reflection")
     assert end.suggested_response == "Ask whether the move date is fixed."
     assert sim.last_context().suggested_response == "Ask whether the move date is fixed."
