@@ -54,7 +54,7 @@ CONTINUATION_REMINDER = (
 _DATE_HEADER = re.compile(r"^(\s*)Date:\s*([A-Z][a-z]{2,8}\.? \d{1,2}, \d{4})\s*$")
 _MEANING = re.compile(r"\((meaning|estimated)\s+([^()]*?\b\d{4})\)")
 _FUTURE_INTENT = re.compile(r"\b(will|plans? to|planning to|going to|wants? to|needs? to|about to|intends? to|"
-                            r"scheduled|is due|deadline)\b", re.IGNORECASE)
+                            r"looking forward to|scheduled|is due|deadline)\b", re.IGNORECASE)
 _GROUP_TAG = re.compile(r"</?observation-group[^>]*>")
 # estimated dates the Observer writes, each read as one day (the reference's reading): a range of days is its first
 # day, early / mid / late a month its 7th / 15th / 23rd ("mid-to-late": the first word), a span of months or a month

@@ -83,6 +83,12 @@ def test_an_estimated_date_without_a_year_is_left_alone() -> None:
     assert annotate_relative_times(line, date(2023, 6, 10))[0] == line
 
 
+def test_looking_forward_to_a_past_event_marks_it_likely_done() -> None:
+    text, _ = annotate_relative_times("* 🟡 (09:00) User is looking forward to the concert (meaning May 30, 2023).",
+                                      date(2023, 6, 10))
+    assert text.endswith("- 1 week ago, likely already happened.")
+
+
 def test_a_past_plan_with_a_vague_date_is_marked_likely_done() -> None:
     text, _ = annotate_relative_times("* 🔴 (09:00) User will move (estimated late May 2023).", date(2023, 6, 10))
     assert text.endswith("(estimated late May 2023) - 2 weeks ago, likely already happened.")
