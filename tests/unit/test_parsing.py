@@ -316,6 +316,15 @@ def test_reflector_answer_whose_block_is_never_closed_keeps_only_its_list_items(
                                    "  * -> in September")
 
 
+def test_reflector_answer_never_closed_keeps_the_indented_body_of_an_item() -> None:
+    text = ("<observations>\nDate: Jun 6, 2026\n* 🟡 (09:14) Assistant wrote the retry loop:\n"
+            "    for attempt in range(3):\n        send()\n* 🔴 (09:20) User approved it.\n"
+            "That is the whole memory, condensed.\n    (an indented afterthought)\n")
+    parsed = parse_reflector_output(text)
+    assert parsed.observations == ("Date: Jun 6, 2026\n* 🟡 (09:14) Assistant wrote the retry loop:\n"
+                                   "    for attempt in range(3):\n        send()\n* 🔴 (09:20) User approved it.")
+
+
 def test_reflector_answer_unclosed_without_list_items_keeps_what_arrived() -> None:
     parsed = parse_reflector_output("<observations>\nThe user moves to Lyon in September.")
     assert parsed.observations == "The user moves to Lyon in September."

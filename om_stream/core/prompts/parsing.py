@@ -14,8 +14,8 @@ The accepted format (what ``observer.py``/``reflector.py`` ask for, and what the
 Rules, in order: a degenerate answer (``degenerate.py``) is rejected whole; extractor values are taken (the last
 occurrence of a slug wins, unknown slugs are ignored); ``<observations>`` blocks whose tags start a line are
 concatenated; without them the list-item lines are kept (the Reflector falls back to the whole text); an answer
-cut off mid-block keeps what it has, except a Reflector's, which keeps only its list items when it has any (as the
-reference: prose after the list is not memory); ephemeral ids a Reflector copied (``[O1]``, ``[O1-N2]``) are
+cut off mid-block keeps what it has, except a Reflector's, which keeps only its list items (and the indented lines
+continuing them) when it has any, as the reference keeps list items: prose after the list is not memory; ephemeral ids a Reflector copied (``[O1]``, ``[O1-N2]``) are
 removed; a values block holding the prompt's placeholder sentence is nothing extracted, not a failure; lines over
 10,000 characters are cut. In multi-thread mode the block is
 split into ``<thread id="…">`` sections, each with its own hint tags and extractor values (values written outside
@@ -202,16 +202,25 @@ def _clean(text: str, *, strip_threads: bool) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def _list_items(text: str) -> str:
-    """Fallback for an answer without tags: its list items, with the ``Date:`` lines that head them."""
+def _list_items(text: str, *, bodies: bool = False) -> str:
+    """Fallback for an answer without tags: its list items, with the ``Date:`` lines that head them; with
+    ``bodies``, also the indented lines that continue an item kept (a snippet the item quotes), never prose at the
+    margin."""
     kept: list[str] = []
+    in_item = False
     for line in text.splitlines():
         if _DATE_LINE.match(line):
             if kept and _DATE_LINE.match(kept[-1]):
                 kept.pop()
             kept.append(line)
+            in_item = False
         elif _LIST_ITEM.match(line):
             kept.append(line)
+            in_item = True
+        elif bodies and in_item and line[:1] in (" ", "\t") and line.strip():
+            kept.append(line)
+        else:
+            in_item = False
     if kept and _DATE_LINE.match(kept[-1]):
         kept.pop()
     return "\n".join(kept)
@@ -317,7 +326,7 @@ def _parse(text: str, extractors: Sequence[Extractor], *, reflector: bool, multi
         if reflector and unclosed:
             # the reference reads a block never closed as no block: the answer's list items, so prose the model
             # wrote after its list is not stored as memory (without list items, what arrived is kept)
-            block = _list_items(body) or block
+            block = _list_items(body, bodies=True) or block
         if block is None:
             block = _list_items(body)
             if reflector and not block.strip():
