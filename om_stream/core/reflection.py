@@ -16,8 +16,8 @@
   it cannot do better.
 * A reflection that climbed the compression ladder says so as the reference does: for each retry a failed event
   ("did not compress below threshold … retrying at level N") and a start event under a new cycle id; its end
-  event carries the last id. Its hints (current task, suggested response) become the thread's, as an Observer's
-  do.
+  event carries the last id. In thread scope its hints (current task, suggested response) become the thread's, as
+  an Observer's do.
 * Buffered observation chunks are untouched by a reflection: they belong to the unobserved messages.
 * ``reflection.extract`` values are written to the thread's metadata as soon as the reflection is kept: when it is
   committed, or when a background one is buffered (as a buffered observation's values are); a reflection that is
@@ -297,9 +297,12 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         return
     _commit(step, segment_id, tokens, cycle.covers, dated)
     # the hints the Reflector gives become the thread's, as an Observer's do: the documented built-in values are
-    # mirrored into the thread's metadata whichever phase found them (a background reflection is not asked for any)
-    store_extracted(step, main, cycle.id, result, since=source_from, current_task=result.current_task,
-                    suggested_response=result.suggested_response)
+    # mirrored into the thread's metadata whichever phase found them (a background reflection is not asked for any).
+    # A resource's log mixes its threads' sections, so no one thread's hints are read from it.
+    own = step.config.scope == "thread"
+    store_extracted(step, main, cycle.id, result, since=source_from,
+                    current_task=result.current_task if own else None,
+                    suggested_response=result.suggested_response if own else None)
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="reflection", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
