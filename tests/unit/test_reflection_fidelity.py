@@ -54,3 +54,14 @@ def test_a_reflection_that_needed_one_attempt_shows_one_start_and_one_end() -> N
     _reflect(sim)
     kinds = [e.event.event_type for e in sim.events if getattr(e.event, "operation_type", None) == "reflection"]
     assert kinds == ["data-om-observation-start", "data-om-observation-end"]
+
+
+def test_in_resource_scope_a_reflections_hints_are_no_one_threads() -> None:
+    def reflector(request: object) -> Outcome:
+        return Outcome(suggested_response="Ask about the move.", current_task="Plan the move.")
+
+    sim = Sim(sync_only(20), outcome=reflector, scope="resource")
+    _reflect(sim)
+    assert any(e.operation_type == "reflection" for e in events(sim, "data-om-observation-end"))
+    thread = sim.state().threads["t1"]
+    assert (thread.current_task, thread.suggested_response) != ("Plan the move.", "Ask about the move.")
