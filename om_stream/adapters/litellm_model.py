@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from om_stream.adapters.offline import import_litellm
+from om_stream.core.error_text import cut_error
 from om_stream.core.prompts.chat import ChatMessage
-from om_stream.errors import ModelError, cut_error
+from om_stream.errors import ModelError
 from om_stream.ports import ChatRequest, ChatResponse, Usage
 
 __all__ = [

@@ -31,6 +31,7 @@ from om_stream.core.commands import (
     RequestObservation,
     ThreadPrior,
 )
+from om_stream.core.error_text import cut_error
 from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
@@ -49,7 +50,6 @@ from om_stream.core.state import ChunkRef, Cycle, CycleKind, MessageRef, Segment
 from om_stream.core.step import Step
 from om_stream.core.thresholds import minimum_remaining, select_chunks, should_trigger_buffer, sync_cut
 from om_stream.core.ttl import resolve_idle_ms
-from om_stream.errors import cut_error
 
 __all__ = ["activate_chunks", "awaiting_tool_results", "evaluate", "on_result", "reported_values",
            "start_manual_observation", "store_extracted"]

@@ -31,6 +31,7 @@ from typing import Literal
 
 from om_stream.core import expiry
 from om_stream.core.commands import CommitGeneration, PersistSegment, RequestReflection
+from om_stream.core.error_text import cut_error
 from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
@@ -47,7 +48,6 @@ from om_stream.core.observation import reported_values, store_extracted
 from om_stream.core.state import BufferedReflection, Cycle, CycleKind, SegmentRef, Trigger
 from om_stream.core.step import Step
 from om_stream.core.ttl import resolve_idle_ms
-from om_stream.errors import cut_error
 
 __all__ = ["compression_start_level", "evaluate", "on_result", "retry_cycle", "start_manual_reflection"]
 

@@ -46,9 +46,10 @@ from om_stream.core.cycles import (
     ServingModel,
     cycle_flow,
 )
+from om_stream.core.error_text import error_text
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.retention import cut_text
-from om_stream.errors import ModelError, OMError, error_text
+from om_stream.errors import ModelError, OMError
 from om_stream.ports import (
     AttachmentAwareModel,
     ChatModel,

@@ -61,6 +61,7 @@ from om_stream.core.commands import (
 from om_stream.core.config import OMConfig, ResolvedConfig, RetrievalConfig
 from om_stream.core.engine import new_record, record_config, record_key
 from om_stream.core.erasure import EraseRequested
+from om_stream.core.error_text import cut_error, error_text
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
 from om_stream.core.inputs import (
     ClearRecord,
@@ -81,7 +82,7 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, narrowed
-from om_stream.errors import InputRejected, OMError, RecallError, StorageError, cut_error, error_text
+from om_stream.errors import InputRejected, OMError, RecallError, StorageError
 from om_stream.ports import (
     ChatModel,
     Clock,

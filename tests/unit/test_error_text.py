@@ -9,8 +9,9 @@ import pytest
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.core.commands import RequestObservation
+from om_stream.core.error_text import MAX_ERROR_CHARS, cut_error, error_text
 from om_stream.core.messages import Message, TextPart
-from om_stream.errors import MAX_ERROR_CHARS, ModelError, cut_error, error_text
+from om_stream.errors import ModelError
 from om_stream.ports import ChatRequest, ChatResponse
 from om_stream.runtime.cycles import CycleRunner
 from tests.support.config_options import resolve

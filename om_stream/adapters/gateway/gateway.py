@@ -51,8 +51,9 @@ from om_stream.adapters.litellm_model import (
 )
 from om_stream.adapters.offline import import_litellm
 from om_stream.core.config import ResolvedConfig
+from om_stream.core.error_text import cut_error
 from om_stream.core.model_spec import DEFAULT_MODEL, ModelSpec
-from om_stream.errors import ModelError, ModelUnavailable, cut_error
+from om_stream.errors import ModelError, ModelUnavailable
 from om_stream.ports import (
     AttachmentAwareModel,
     ChatModel,

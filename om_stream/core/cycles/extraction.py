@@ -31,12 +31,13 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from om_stream.core.cycles.steps import Flow, ServingModel, call_model, call_on_extracted
+from om_stream.core.error_text import cut_error, error_text
 from om_stream.core.extractors import WORKING_MEMORY_SLUG, ExtractionContext, Extractor
 from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import ChatRequest, ChatResponse
 from om_stream.core.prompts.extraction import ask_again, build_extraction_request, parse_json_object
 from om_stream.core.prompts.parsing import ParsedOutput
-from om_stream.errors import ModelError, cut_error, error_text
+from om_stream.errors import ModelError
 
 __all__ = ["ExtractionOutcome", "JsonSchemaValidator", "MainExchange", "ThreadExtraction", "extraction_flow",
            "structured_flow", "threads_extraction_flow"]

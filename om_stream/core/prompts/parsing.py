@@ -15,11 +15,11 @@ Rules, in order: a degenerate answer (``degenerate.py``) is rejected whole; extr
 occurrence of a slug wins, unknown slugs are ignored); ``<observations>`` blocks whose tags start a line are
 concatenated; without them the list-item lines are kept (the Reflector falls back to the whole text); an answer
 cut off mid-block keeps what it has, except a Reflector's, which keeps only its list items (and the indented lines
-continuing them) when it has any, as the reference keeps list items: prose after the list is not memory; ephemeral ids a Reflector copied (``[O1]``, ``[O1-N2]``) are
-removed; a values block holding the prompt's placeholder sentence is nothing extracted, not a failure; lines over
-10,000 characters are cut. In multi-thread mode the block is
-split into ``<thread id="…">`` sections, each with its own hint tags and extractor values (values written outside
-every section are the whole answer's).
+continuing them) when it has any, as the reference keeps list items: prose after the list is not memory; ephemeral
+ids a Reflector copied (``[O1]``, ``[O1-N2]``) are removed; a values block holding the prompt's placeholder
+sentence is nothing extracted, not a failure; lines over 10,000 characters are cut. In multi-thread mode the block
+is split into ``<thread id="…">`` sections, each with its own hint tags and extractor values (values written
+outside every section are the whole answer's).
 """
 
 from __future__ import annotations
