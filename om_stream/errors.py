@@ -102,4 +102,3 @@ class StorageError(OMError):
 
 class RecallError(OMError):
     """A recall request that cannot be answered as asked."""
-
