@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from om_stream.adapters.offline import import_litellm
+from om_stream.core.error_text import cut_error
 from om_stream.core.prompts.chat import ChatMessage
 from om_stream.errors import ModelError
 from om_stream.ports import ChatRequest, ChatResponse, Usage
@@ -53,6 +54,12 @@ _OPTION_KEYS = {
 }
 # how a failure about credentials reads (litellm raises some before any request is sent, as a 500 of its own)
 _CREDENTIALS = re.compile(r"api[ _-]?key|credential|authenticat|unauthori[sz]ed|permission denied", re.IGNORECASE)
+# how providers word a refusal of an input longer than the model's context window (OpenAI's code, and the messages of
+# OpenAI, Anthropic, Gemini and vLLM-style servers): the input must get smaller, another try as is fails the same way
+_CONTEXT_LENGTH = re.compile(
+    r"context_length_exceeded|maximum context length|context window|context length|prompt is too long|"
+    r"input tokens exceed|too many (?:input )?tokens|input is too long|exceeds the maximum number of tokens",
+    re.IGNORECASE)
 # provider finish reasons litellm reports as "stop" although the answer did not end; and the names some providers
 # give to "unknown"
 _UNFINISHED_BEHIND_STOP = frozenset({"other", "unknown", "error"})
@@ -206,7 +213,9 @@ def model_error(exc: BaseException) -> ModelError:
     Some of litellm's 500s are its own, not the provider's, and their status is dropped: an answer litellm
     validated and refused (``JSONSchemaValidationError`` and its parent; kind ``response_validation``), and a local
     failure about credentials that no HTTP answer came with (kind ``auth``, as for such a failure without any
-    status). Neither is worth another try."""
+    status). Neither is worth another try. A refusal of an input longer than the model's context window (OpenAI's
+    ``400 context_length_exceeded``, and other providers' wording of it) is ``input_too_large``, as a route's own
+    overflow is."""
     litellm = import_litellm()
     raw_status = getattr(exc, "status_code", None)
     status = raw_status if isinstance(raw_status, int) and not isinstance(raw_status, bool) else None
@@ -215,6 +224,10 @@ def model_error(exc: BaseException) -> ModelError:
     local = status is None or (status >= 500 and not answered)
     if isinstance(exc, litellm.exceptions.APIResponseValidationError):
         kind, status = "response_validation", None
+    elif isinstance(exc, litellm.exceptions.ContextWindowExceededError) or (
+            status in (400, 413) and _CONTEXT_LENGTH.search(f"{exc} {getattr(exc, 'body', '')}")):
+        # as a route's own overflow (``ModelByInputTokens``): not a client error to report and forget
+        kind = "input_too_large"
     elif local and _CREDENTIALS.search(str(exc)):
         kind, status = "auth", None
     else:
@@ -224,7 +237,7 @@ def model_error(exc: BaseException) -> ModelError:
                 "connection" if "Connection" in name else
                 "client_error" if status is not None else name)
     where = f" (HTTP {status})" if status is not None else ""
-    return ModelError(f"{name}{where}: {exc}"[:2000], kind=kind, status_code=status, retry_after=_retry_after(exc))
+    return ModelError(cut_error(f"{name}{where}: {exc}"), kind=kind, status_code=status, retry_after=_retry_after(exc))
 
 
 def _retry_after(exc: BaseException) -> float | None:

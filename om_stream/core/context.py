@@ -5,6 +5,8 @@
   stays byte-identical and providers' prompt caches keep hitting.
 * Relative-time annotations ("3 days ago", "in 2 weeks", "likely already happened") are computed against the
   conversation's own time (its newest message), not the wall clock, so a replayed conversation renders the same.
+  A ``(meaning …)`` / ``(estimated …)`` note is annotated when it names a day with its year: a plain date, or, as
+  the reference reads them, a range of days, a part of a month ("early / mid / late May 2023") or a span of months.
 * Continuation hints (current task, suggested response) and extracted values follow the observations.
 * Resource scope: what the user said in the resource's other threads and that is not observed yet comes before the
   observations, one ``<other-conversation>`` block per thread, each part cut to ``OTHER_PART_CHARS``. The blocks
@@ -52,8 +54,18 @@ CONTINUATION_REMINDER = (
 _DATE_HEADER = re.compile(r"^(\s*)Date:\s*([A-Z][a-z]{2,8}\.? \d{1,2}, \d{4})\s*$")
 _MEANING = re.compile(r"\((meaning|estimated)\s+([^()]*?\b\d{4})\)")
 _FUTURE_INTENT = re.compile(r"\b(will|plans? to|planning to|going to|wants? to|needs? to|about to|intends? to|"
-                            r"scheduled|is due|deadline)\b", re.IGNORECASE)
+                            r"looking forward to|scheduled|is due|deadline)\b", re.IGNORECASE)
 _GROUP_TAG = re.compile(r"</?observation-group[^>]*>")
+# estimated dates the Observer writes, each read as one day (the reference's reading): a range of days is its first
+# day, early / mid / late a month its 7th / 15th / 23rd ("mid-to-late": the first word), a span of months or a month
+# alone its first month's 1st
+_MONTH = (r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
+_DAY_RANGE = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})\s*[-–]\s*\d{{1,2}},?\s+(\d{{4}})\b", re.IGNORECASE)
+_PART_OF_MONTH = re.compile(rf"\b(early|mid|late)(?:[- ]to[- ](?:early|mid|late))?[- ]+{_MONTH},?\s+(\d{{4}})\b",
+                            re.IGNORECASE)
+_MONTHS_SPAN = re.compile(rf"\b{_MONTH}(?:\s*(?:to|through|[-–])\s*{_MONTH})?,?\s+(\d{{4}})\b", re.IGNORECASE)
+_PART_DAY = {"early": 7, "mid": 15, "late": 23}
 
 
 @dataclass(frozen=True)
@@ -136,8 +148,31 @@ def annotate_relative_times(text: str, today: date, previous_header: date | None
     return "\n".join(out), last
 
 
+def _month(name: str) -> int:
+    return ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec").index(
+        name[:3].lower()) + 1
+
+
+def _estimated_day(note: str) -> date | None:
+    """The day a ``(meaning …)`` / ``(estimated …)`` note names: a plain date, a range of days, a part of a month
+    or a span of months, always with its year (None: no such date)."""
+    day = parse_day(note)
+    if day is not None:
+        return day
+    try:
+        if found := _DAY_RANGE.search(note):
+            return date(int(found.group(3)), _month(found.group(1)), int(found.group(2)))
+        if found := _PART_OF_MONTH.search(note):
+            return date(int(found.group(3)), _month(found.group(2)), _PART_DAY[found.group(1).lower()])
+        if found := _MONTHS_SPAN.search(note):
+            return date(int(found.group(3)), _month(found.group(1)), 1)
+    except ValueError:  # a day the month does not have
+        return None
+    return None
+
+
 def _meaning_note(match: re.Match[str], *, line: str, today: date) -> str:
-    day = parse_day(match.group(2))
+    day = _estimated_day(match.group(2))
     if day is None:
         return match.group(0)
     delta = (day - today).days

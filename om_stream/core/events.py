@@ -3,7 +3,8 @@
 Field names are the seeds' (camelCase on the wire, snake_case in Python). Where the reference implementation
 deviates from its documentation (reference §5 item 10) om-stream follows the documentation:
 ``data-om-buffering-end.bufferedTokens`` is this cycle's output, failed events carry partial observations when there
-are any, and a cycle's start, end and failed events share one ``cycleId``.
+are any, and a cycle's start, end and failed events share one ``cycleId`` (a reflection retried at a stricter
+compression level is, as in the reference, a failed event and a new start under a new ``cycleId`` per retry).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from om_stream.core.retention import SegmentText
 from om_stream.core.state import RecordState
 
 __all__ = [
+    "AttemptOutcome",
     "ClearRecord",
     "CommandReceived",
     "ExpiryDue",
@@ -42,6 +43,16 @@ class ThreadMetadataUpdate:
     thread_title: str | None = None
     extracted_values: dict[str, Any] = field(default_factory=dict)
     working_memory: Any = None
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """A Reflector attempt after which the compression ladder went on: its level, what its answer came to in tokens
+    (0: empty or degenerate, not usable), and the stricter level asked next."""
+
+    level: int
+    tokens: int
+    next_level: int
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,8 @@ class ModelResultArrived:
     folded_observations: int = 0
     condensed_from_tokens: int = 0
     thread_metadata: dict[str, ThreadMetadataUpdate] = field(default_factory=dict)
+    # a reflection's attempts that were asked again at a stricter level, in order (the events announce each retry)
+    attempts: tuple[AttemptOutcome, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from om_stream.core.commands import (
     RequestObservation,
     ThreadPrior,
 )
+from om_stream.core.error_text import cut_error
 from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
@@ -360,11 +361,13 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
                                        working_memory=working_memory))
 
 
-def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived, *, since: int) -> None:
-    """A cycle's extracted values and working memory written to the thread's metadata, its hints and title left
-    as they are (a reflection's values; ``since``: the oldest entry of what it condensed)."""
-    _apply_hints(step, thread_id, None, None, None, cycle_id, result.extracted_values, result.working_memory,
-                 since=since)
+def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived, *, since: int,
+                    current_task: str | None = None, suggested_response: str | None = None) -> None:
+    """A cycle's extracted values and working memory written to the thread's metadata, with the hints given (a
+    committed reflection's), the title left as it is (a reflection's values; ``since``: the oldest entry of what it
+    condensed)."""
+    _apply_hints(step, thread_id, current_task, suggested_response, None, cycle_id, result.extracted_values,
+                 result.working_memory, since=since)
 
 
 def reported_values(result: ModelResultArrived) -> dict[str, object] | None:
@@ -549,7 +552,7 @@ def _on_observed(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
 
 def _on_failure(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state = step.state
-    error = (result.error or "the Observer returned no observations")[:2000]
+    error = cut_error(result.error or "the Observer returned no observations")
     main = step.primary_thread(cycle.thread_ids)
     step.drop_cycle(cycle.id)
     partial = result.observations.strip() or None

@@ -14,6 +14,10 @@
   the log grows by a tenth of the threshold, doubled for each such attempt in a row (``_growth``), or a back-off
   timer expires after a failure; reaching the bound meanwhile reflects with the offline model, which condenses when
   it cannot do better.
+* A reflection that climbed the compression ladder says so as the reference does: for each retry a failed event
+  ("did not compress below threshold … retrying at level N") and a start event under a new cycle id; its end
+  event carries the last id. In thread scope its hints (current task, suggested response) become the thread's, as
+  an Observer's do.
 * Buffered observation chunks are untouched by a reflection: they belong to the unobserved messages.
 * ``reflection.extract`` values are written to the thread's metadata as soon as the reflection is kept: when it is
   committed, or when a background one is buffered (as a buffered observation's values are); a reflection that is
@@ -22,10 +26,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from om_stream.core import expiry
 from om_stream.core.commands import CommitGeneration, PersistSegment, RequestReflection
+from om_stream.core.error_text import cut_error
 from om_stream.core.events import (
     ActivationEvent,
     BufferingEndEvent,
@@ -34,6 +40,7 @@ from om_stream.core.events import (
     ExtractionFailure,
     ObservationEndEvent,
     ObservationFailedEvent,
+    ObservationStartEvent,
 )
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.model_spec import model_name
@@ -244,6 +251,7 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         step.end_overtaken(cycle, f"overtaken: generation {state.generation} was committed before the result of "
                                   f"this reflection of generation {cycle.generation} arrived")
         return
+    cycle = _announce_retries(step, cycle, result)
     boundary = state.log[cycle.covers - 1].boundary_at
     source_from = min(s.dated_from or s.boundary_at for s in state.log[:cycle.covers])  # what it was written from
     text = expiry.cut_result(step, text, boundary)  # entries that passed the retention window while it ran
@@ -252,7 +260,7 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
         reason = result.error or ("the Reflector returned nothing" if not text else
                                   f"the reflection ({tokens} tokens) is not smaller than its input "
                                   f"({cycle.tokens} tokens)")
-        _on_failure(step, cycle, reason[:2000], text or None)
+        _on_failure(step, cycle, cut_error(reason), text or None)
         return
     main = step.primary_thread(cycle.thread_ids)
     failures = [ExtractionFailure(slug=s, error=e) for s, e in result.extraction_failures] or None
@@ -288,7 +296,13 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
             activate(step, "threshold")
         return
     _commit(step, segment_id, tokens, cycle.covers, dated)
-    store_extracted(step, main, cycle.id, result, since=source_from)
+    # the hints the Reflector gives become the thread's, as an Observer's do: the documented built-in values are
+    # mirrored into the thread's metadata whichever phase found them (a background reflection is not asked for any).
+    # A resource's log mixes its threads' sections, so no one thread's hints are read from it.
+    own = step.config.scope == "thread"
+    store_extracted(step, main, cycle.id, result, since=source_from,
+                    current_task=result.current_task if own else None,
+                    suggested_response=result.suggested_response if own else None)
     step.emit(ObservationEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                   operation_type="reflection", completed_at=step.iso_now(),
                                   duration_ms=max(0, step.now - cycle.started_at), tokens_observed=cycle.tokens,
@@ -296,6 +310,33 @@ def on_result(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
                                   suggested_response=result.suggested_response,
                                   extracted_values=reported_values(result), extraction_failures=failures,
                                   fallback_model=result.fallback_model or ("offline" if cycle.fallback else None)))
+
+
+def _announce_retries(step: Step, cycle: Cycle, result: ModelResultArrived) -> Cycle:
+    """Each retry of the compression ladder, as the reference streams it: a failed event for the attempt that did
+    not get under target, naming the level asked next, then a start event under a new cycle id (the cycle's later
+    events carry the last one). The attempts ran in one call of a model worker, so they are told when its result
+    arrives. A background reflection's ladder is not told: it has no one waiting on it."""
+    if cycle.kind == "buffer" or not result.attempts:
+        return cycle
+    main = step.primary_thread(cycle.thread_ids)
+    target = _target(step, cycle)
+    current = cycle
+    for attempt in result.attempts:
+        came_to = (f"{attempt.tokens} tokens against a target of {target}" if attempt.tokens
+                   else "an empty or degenerate answer")
+        step.emit(ObservationFailedEvent(
+            record_id=step.record_id, thread_id=main, cycle_id=current.id, operation_type="reflection",
+            failed_at=step.iso_now(), duration_ms=max(0, step.now - cycle.started_at), tokens_attempted=cycle.tokens,
+            error=f"did not compress below threshold at level {attempt.level} ({came_to}); retrying at level "
+                  f"{attempt.next_level}",
+            next_action=f"retry at compression level {attempt.next_level}"))
+        current = replace(current, id=f"{cycle.id}-L{attempt.next_level}")
+        step.emit(ObservationStartEvent(
+            record_id=step.record_id, thread_id=main, cycle_id=current.id, operation_type="reflection",
+            started_at=step.iso_now(), tokens_to_observe=cycle.tokens, thread_ids=list(cycle.thread_ids),
+            config=step.marker_config()))
+    return current
 
 
 def _on_failure(step: Step, cycle: Cycle, error: str, partial: str | None) -> None:

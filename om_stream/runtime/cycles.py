@@ -46,6 +46,7 @@ from om_stream.core.cycles import (
     ServingModel,
     cycle_flow,
 )
+from om_stream.core.error_text import error_text
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.retention import cut_text
 from om_stream.errors import ModelError, OMError
@@ -198,7 +199,7 @@ class CycleRunner:
             role.failures += 1
             log.warning("%s cycle %s failed: %s", operation, request.cycle_id, exc)
             result = ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation=operation,
-                                        ok=False, error=f"{type(exc).__name__}: {exc}"[:2000],
+                                        ok=False, error=error_text(exc),
                                         error_kind=_error_kind(exc), duration_ms=_ms(started))
         tally = cycle.tally
         await self._notify(replace(

@@ -58,6 +58,7 @@ from om_stream.core.commands import (
 from om_stream.core.config import OMConfig, RetrievalConfig
 from om_stream.core.engine import new_record, record_config, record_key
 from om_stream.core.erasure import EraseRequested
+from om_stream.core.error_text import cut_error, error_text
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
 from om_stream.core.inputs import (
     ClearRecord,
@@ -70,6 +71,7 @@ from om_stream.core.inputs import (
     RestoreRecord,
 )
 from om_stream.core.messages import Message
+from om_stream.core.model_spec import ModelSpec
 from om_stream.core.progress import progress_event
 from om_stream.core.recall.params import RecallArguments, RecallScope
 from om_stream.core.recall.results import RecallResult
@@ -97,6 +99,7 @@ from om_stream.runtime.embedded_parts import StatesTable, WakingTimers, check_id
 from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
+from om_stream.runtime.named_model import named_model_options, serving_model
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.settled import StateWatch, wait_settled
 from om_stream.runtime.timers import TimerWheel
@@ -129,7 +132,7 @@ class Memory:
     """Observational Memory for one process. Use as an async context manager."""
 
     def __init__(self, config: OMConfig | Mapping[str, Any] | bool | None = None, *,
-                 store: ContentStore | None = None, model: ChatModel | None = None,
+                 store: ContentStore | None = None, model: ChatModel | ModelSpec | None = None,
                  offline: ChatModel | None = None, clock: Clock | None = None,
                  limits: EngineLimits | None = None, on_event: EventListener | None = None,
                  embedder: Embedder | None = None, index: RecallIndex | None = None,
@@ -139,8 +142,10 @@ class Memory:
         store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory).
         ``retention_days``: messages created, and observation entries dated, longer ago are left out of every
         context, recall result and event, then purged from the store and the index (``core.expiry``; a thread may
-        shorten it, ``override(retention_days=)``)."""
-        self.options = OMConfig.parse(config)
+        shorten it, ``override(retention_days=)``). ``model``: a ``ChatModel``, or a model as the options name one
+        (a name, ``ModelByInputTokens``, a fallback list: then the Observer's and the Reflector's, through the model
+        gateway); without it the offline model serves."""
+        self.options = named_model_options(OMConfig.parse(config), model)
         self.config = self.options.resolve().with_retention(retention_days)
         self.counter = TiktokenCounter(self.config.token_encoding)
         self.accountant = TokenAccountant(self.counter.count)
@@ -149,7 +154,7 @@ class Memory:
         self.clock: Clock = clock or SystemClock()
         self.recall_service = recall_service_for(self.store, self.config, self.counter, embedder, index, self.clock)
         self.offline: ChatModel = offline or OfflineModel(self.counter.count)
-        self.model: ChatModel = model or self.offline
+        self.model: ChatModel = serving_model(model, self.config) or self.offline
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,
@@ -567,7 +572,7 @@ class Memory:
             result = ModelResultArrived(
                 cycle_id=request.cycle_id, attempt=request.attempt, ok=False, error_kind="internal",
                 operation="observation" if isinstance(request, RequestObservation) else "reflection",
-                error=f"internal error: {type(exc).__name__}: {exc}"[:2000])
+                error=cut_error(f"internal error: {error_text(exc)}"))
         try:
             await self._apply(key, resource_id, result)
         except OMError:

@@ -30,7 +30,7 @@ from om_stream.core.commands import (
 from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.engine import record_key
 from om_stream.core.events import OMEvent
-from om_stream.core.inputs import Input, MessageAppended, ModelResultArrived
+from om_stream.core.inputs import AttemptOutcome, Input, MessageAppended, ModelResultArrived
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
@@ -68,6 +68,9 @@ class Outcome:
     text: str | None = None  # None: the default observer/reflector output
     error: str = "model failed"
     lost: bool = False  # the result never arrives (worker crash)
+    suggested_response: str | None = None  # the Reflector's hints (an Observer's hints are the default ones)
+    current_task: str | None = None
+    attempts: tuple[AttemptOutcome, ...] = ()  # a reflection's unproductive ladder attempts before the one kept
 
 
 def always_ok(_request: RequestObservation | RequestReflection) -> Outcome:
@@ -219,7 +222,9 @@ class Sim:
         return ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation=operation, ok=True,
                                   observations=text, duration_ms=outcome.delay_ms,
                                   current_task="the current task" if isinstance(request, RequestObservation)
-                                  and request.want_hints and request.kind != "buffer" else None,
+                                  and request.want_hints and request.kind != "buffer" else outcome.current_task,
+                                  suggested_response=outcome.suggested_response if operation == "reflection"
+                                  else None, attempts=outcome.attempts,
                                   fallback_model="offline" if request.use_offline_model else None)
 
     # -- views ---------------------------------------------------------------------------------------------------

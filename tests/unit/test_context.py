@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
+import pytest
+
 from om_stream.core.commands import ContextSpec
 from om_stream.core.context import CONTINUATION_REMINDER, annotate_relative_times, render_context
 from om_stream.core.messages import Message, TextPart
@@ -58,6 +60,38 @@ def test_past_plans_are_marked_likely_done() -> None:
     text, _ = annotate_relative_times("* 🔴 (09:00) User will present to the board (meaning Mar 6, 2026).",
                                       date(2026, 3, 10))
     assert "4 days ago, likely already happened" in text
+
+
+@pytest.mark.parametrize(("note", "relative"), [
+    ("(estimated May 27-28, 2023)", "2 weeks ago"),  # a range: its first day, May 27
+    ("(estimated May 27–28, 2023)", "2 weeks ago"),
+    ("(estimated early May 2023)", "1 month ago"),  # early: the 7th
+    ("(meaning mid May 2023)", "3 weeks ago"),  # mid: the 15th
+    ("(estimated late May 2023)", "2 weeks ago"),  # late: the 23rd
+    ("(estimated mid-to-late May 2023)", "3 weeks ago"),  # the first of the two: mid
+    ("(estimated April to May 2023)", "2 months ago"),  # across months: the first month's 1st
+    ("(estimated May 2023)", "1 month ago"),
+])
+def test_estimated_and_ranged_dates_are_annotated_like_plain_ones(note: str, relative: str) -> None:
+    """Issue 30: the Observer is told to write estimated dates; the reference annotates ranges and vague dates."""
+    text, _ = annotate_relative_times(f"* 🟡 (09:00) User went to the coast {note}.", date(2023, 6, 10))
+    assert text == f"* 🟡 (09:00) User went to the coast {note} - {relative}."
+
+
+def test_an_estimated_date_without_a_year_is_left_alone() -> None:
+    line = "* 🟡 (09:00) User went to the coast (estimated late May)."
+    assert annotate_relative_times(line, date(2023, 6, 10))[0] == line
+
+
+def test_looking_forward_to_a_past_event_marks_it_likely_done() -> None:
+    text, _ = annotate_relative_times("* 🟡 (09:00) User is looking forward to the concert (meaning May 30, 2023).",
+                                      date(2023, 6, 10))
+    assert text.endswith("- 1 week ago, likely already happened.")
+
+
+def test_a_past_plan_with_a_vague_date_is_marked_likely_done() -> None:
+    text, _ = annotate_relative_times("* 🔴 (09:00) User will move (estimated late May 2023).", date(2023, 6, 10))
+    assert text.endswith("(estimated late May 2023) - 2 weeks ago, likely already happened.")
 
 
 def test_gaps_between_date_groups_are_marked() -> None:

@@ -257,6 +257,15 @@ def test_the_ladder_climbs_one_level_per_attempt_up_to_three_above_its_start() -
     assert [c.task.level for c in driver.calls if c.task is not None and hasattr(c.task, "level")] == [1, 2, 3, 4]
 
 
+def test_the_result_names_each_attempt_the_ladder_went_on_from() -> None:
+    """Issue 30 item 3: the engine announces each retry; the flow says which attempts were retried, at what."""
+    driver = Driver([reflected(50), DEGENERATE, reflected(5)], segments={"s1": "* a"})
+    result = run(driver, reflection(target=10, start=1))
+    assert [(a.level, a.tokens, a.next_level) for a in result.attempts] == [(1, 50, 2), (2, 0, 3)]
+    single = run(Driver([reflected(5)], segments={"s1": "* a"}), reflection(target=10))
+    assert single.attempts == ()
+
+
 def test_the_ladder_never_climbs_past_the_top_level() -> None:
     driver = Driver([reflected(50)] * 5, segments={"s1": "* a"})
     run(driver, reflection(target=10, start=2))

@@ -301,3 +301,53 @@ def test_choose_smallest_valid_when_none_under_target() -> None:
 def test_choose_never_returns_an_empty_or_degenerate_attempt() -> None:
     assert choose([Attempt(1, "  \n", 0), Attempt(2, "x", 1, valid=False)], 100) is None
     assert choose([], 100) is None
+
+
+# -- issue 30: a Reflector answer never closed, anchors copied, a placeholder for the values block -----------------
+
+def test_reflector_answer_whose_block_is_never_closed_keeps_only_its_list_items() -> None:
+    """The reference reads an unclosed ``<observations>`` block as no block at all and keeps the answer's list
+    items (with their date lines): the model's prose after the list is not stored as memory."""
+    text = ("Here is the condensed memory.\n<observations>\nDate: Jun 6, 2026\n"
+            "* 🔴 (09:14) User stated they move to Lyon.\n  * -> in September\n"
+            "I merged the older items and kept the recent ones in detail. Let me know if you want more.\n")
+    parsed = parse_reflector_output(text)
+    assert parsed.observations == ("Date: Jun 6, 2026\n* 🔴 (09:14) User stated they move to Lyon.\n"
+                                   "  * -> in September")
+
+
+def test_reflector_answer_never_closed_keeps_the_indented_body_of_an_item() -> None:
+    text = ("<observations>\nDate: Jun 6, 2026\n* 🟡 (09:14) Assistant wrote the retry loop:\n"
+            "    for attempt in range(3):\n        send()\n* 🔴 (09:20) User approved it.\n"
+            "That is the whole memory, condensed.\n    (an indented afterthought)\n")
+    parsed = parse_reflector_output(text)
+    assert parsed.observations == ("Date: Jun 6, 2026\n* 🟡 (09:14) Assistant wrote the retry loop:\n"
+                                   "    for attempt in range(3):\n        send()\n* 🔴 (09:20) User approved it.")
+
+
+def test_reflector_answer_unclosed_without_list_items_keeps_what_arrived() -> None:
+    parsed = parse_reflector_output("<observations>\nThe user moves to Lyon in September.")
+    assert parsed.observations == "The user moves to Lyon in September."
+
+
+def test_reflector_output_loses_anchor_ids_the_model_copied() -> None:
+    text = ("<observations>\nDate: Jun 6, 2026\n* [O1] 🔴 (09:14) User stated A.\n"
+            "* 🟡 (09:20) [O2-N3] Assistant listed B [O12].\n* 🟡 (09:30) Kept [Option 1] as written.\n"
+            "</observations>")
+    parsed = parse_reflector_output(text)
+    assert parsed.observations == ("Date: Jun 6, 2026\n* 🔴 (09:14) User stated A.\n"
+                                   "* 🟡 (09:20) Assistant listed B.\n* 🟡 (09:30) Kept [Option 1] as written.")
+
+
+@pytest.mark.parametrize("placeholder", [
+    "JSON object with the values of the extractors, if any",
+    "{ ...values... }",
+    "",
+])
+def test_placeholder_copied_into_the_values_block_is_nothing_extracted(placeholder: str) -> None:
+    """An Observer that writes the prompt's placeholder where the JSON belongs extracted nothing: not a failure
+    of every inline extractor."""
+    parsed = parse_observer_output(f"<observations>\n* 🟡 (09:00) A.\n</observations>\n"
+                                   f"<extracted-values>{placeholder}</extracted-values>", extractors=(MOOD, PLAN))
+    assert parsed.extracted == {}
+    assert parsed.extraction_failures == ()

@@ -51,6 +51,7 @@ from om_stream.adapters.litellm_model import (
 )
 from om_stream.adapters.offline import import_litellm
 from om_stream.core.config import ResolvedConfig
+from om_stream.core.error_text import cut_error
 from om_stream.core.model_spec import DEFAULT_MODEL, ModelSpec
 from om_stream.errors import ModelError, ModelUnavailable
 from om_stream.ports import (
@@ -83,7 +84,7 @@ class GatewayStats:
     circuit_skips: int = 0
     budget_refusals: int = 0
     deadline_exceeded: int = 0
-    input_too_large: int = 0
+    input_too_large: int = 0  # calls over a route's largest tier, and attempts a provider refused as too long
     cost_usd: float = 0.0
     unknown_cost_calls: int = 0
 
@@ -311,6 +312,8 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
                         breaker.release()
                         raise
                     last = exc
+                    if exc.kind == "input_too_large":  # the provider refused the input's length
+                        stats.input_too_large += 1
                     if isinstance(exc, _IncompleteAnswer):
                         spent.append(exc.tokens)
                         breaker.success()  # the model answered: nothing against its health
@@ -459,7 +462,7 @@ class _IncompleteAnswer(ModelError):
 
 
 def _give_up(last: ModelError | None, summary: str) -> str:
-    return f"{summary}; last error: {last}"[:2000] if last is not None else summary
+    return cut_error(f"{summary}; last error: {last}") if last is not None else summary
 
 
 def gateway_for_cli(model: str, api_base: str | None = None, *,

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 
 from om_stream.core.cycles.steps import Flow, ServingModel, call_model, call_on_extracted
+from om_stream.core.error_text import cut_error, error_text
 from om_stream.core.extractors import WORKING_MEMORY_SLUG, ExtractionContext, Extractor
 from om_stream.core.messages import Message
 from om_stream.core.prompts.chat import ChatRequest, ChatResponse
@@ -134,7 +135,7 @@ def threads_extraction_flow(extractors: Sequence[Extractor], parsed: ParsedOutpu
                                     active_observations=active_observations)
         after = yield from _after_hooks(extractors, {**shared, **thread.values}, context, thread.prior)
         by_thread[thread.thread_id] = after
-        failures.extend((slug, f"thread {thread.thread_id}: {error}"[:2000]) for slug, error in after.failures)
+        failures.extend((slug, cut_error(f"thread {thread.thread_id}: {error}")) for slug, error in after.failures)
     return by_thread, tuple(failures)
 
 
@@ -158,7 +159,7 @@ def _after_hooks(extractors: Sequence[Extractor], values: Mapping[str, Any], con
                 outcome = yield from call_on_extracted(
                     extractor.on_extracted, replace(context, previous=prior.get(key or slug), current=value))
             except Exception as exc:  # noqa: BLE001 - the user's callback: its failure is the extractor's
-                failures.append((slug, f"onExtracted failed: {type(exc).__name__}: {exc}"[:2000]))
+                failures.append((slug, cut_error(f"onExtracted failed: {error_text(exc)}")))
                 continue
             if outcome is not None:
                 final = outcome
@@ -186,7 +187,7 @@ def structured_flow(extractors: Sequence[Extractor], context: ExtractionContext,
         try:
             declared, json_schema = declared_schema(extractor, context, schemas)
         except (TypeError, ValueError) as exc:
-            failures.append((extractor.slug, f"invalid schema: {exc}"[:2000]))
+            failures.append((extractor.slug, cut_error(f"invalid schema: {exc}")))
             continue
         if json_schema is not None:
             wanted[extractor.slug] = (extractor, declared, json_schema)
@@ -209,7 +210,7 @@ def structured_flow(extractors: Sequence[Extractor], context: ExtractionContext,
             break
         request = ask_again(request, response.text, problem)
     if document is None:
-        return {}, failures + [(slug, problem[:2000]) for slug in wanted]
+        return {}, failures + [(slug, cut_error(problem)) for slug in wanted]
     values: dict[str, Any] = {}
     for slug, (_, declared, json_schema) in wanted.items():
         if document.get(slug) is None:
@@ -217,7 +218,7 @@ def structured_flow(extractors: Sequence[Extractor], context: ExtractionContext,
         try:
             values[slug] = validated_value(document[slug], declared, json_schema, schemas)
         except (ValueError, ValidationError) as exc:
-            failures.append((slug, f"the value does not match the schema: {exc}"[:2000]))
+            failures.append((slug, cut_error(f"the value does not match the schema: {exc}")))
     return values, failures
 
 

@@ -7,7 +7,8 @@ Rules kept here (each has a unit test):
   usable answer under the target is asked for again one level firmer, up to the ladder's top; the first usable
   attempt under target stops the climb;
 * the attempt kept is the first under target, else the smallest usable one; its own answer gives the hints and
-  the extractors' values;
+  the extractors' values; the result names each attempt the climb went on from (``attempts``), so the engine can
+  announce every retry;
 * an empty or degenerate reflection is never a success: when every attempt is unusable the cycle fails
   (``degenerate``);
 * the bound does not depend on the model: when the attempt kept is still not under target, the engine condenses
@@ -37,7 +38,7 @@ from om_stream.core.cycles.steps import (
     read_segment_texts,
 )
 from om_stream.core.extractors import Extractor, prior_values
-from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.inputs import AttemptOutcome, ModelResultArrived
 from om_stream.core.prompts.chat import ChatRequest, ChatResponse
 from om_stream.core.prompts.ladder import Attempt, choose, max_level, next_level
 from om_stream.core.prompts.parsing import ParsedOutput, parse_reflector_output
@@ -62,6 +63,11 @@ class LadderClimb:
     @property
     def last(self) -> ChatResponse:
         return self.exchanges[self.attempts[-1].level].answer
+
+    def retried(self) -> tuple[AttemptOutcome, ...]:
+        """Each attempt the climb went on from, with the level it went on to."""
+        return tuple(AttemptOutcome(level=a.level, tokens=a.tokens if a.valid else 0, next_level=b.level)
+                     for a, b in zip(self.attempts, self.attempts[1:], strict=False))
 
 
 def reflection_flow(request: RequestReflection, config: ResolvedConfig, *, count_text: Callable[[str], int],
@@ -97,7 +103,7 @@ def reflection_flow(request: RequestReflection, config: ResolvedConfig, *, count
         cycle_id=request.cycle_id, attempt=request.attempt, operation="reflection", ok=True,
         observations=chosen.text, suggested_response=parsed.suggested_response,
         current_task=parsed.current_task, extracted_values=outcome.values, extraction_failures=outcome.failures,
-        working_memory=outcome.working_memory,
+        working_memory=outcome.working_memory, attempts=climb.retried(),
         model=last.model, fallback_model=last.model if request.use_offline_model else None)
     if chosen.tokens < request.target_tokens:
         return result

@@ -14,9 +14,12 @@ The accepted format (what ``observer.py``/``reflector.py`` ask for, and what the
 Rules, in order: a degenerate answer (``degenerate.py``) is rejected whole; extractor values are taken (the last
 occurrence of a slug wins, unknown slugs are ignored); ``<observations>`` blocks whose tags start a line are
 concatenated; without them the list-item lines are kept (the Reflector falls back to the whole text); an answer
-cut off mid-block keeps what it has; lines over 10,000 characters are cut. In multi-thread mode the block is
-split into ``<thread id="…">`` sections, each with its own hint tags and extractor values (values written outside
-every section are the whole answer's).
+cut off mid-block keeps what it has, except a Reflector's, which keeps only its list items (and the indented lines
+continuing them) when it has any, as the reference keeps list items: prose after the list is not memory; ephemeral
+ids a Reflector copied (``[O1]``, ``[O1-N2]``) are removed; a values block holding the prompt's placeholder
+sentence is nothing extracted, not a failure; lines over 10,000 characters are cut. In multi-thread mode the block
+is split into ``<thread id="…">`` sections, each with its own hint tags and extractor values (values written
+outside every section are the whole answer's).
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ _STRAY_THREAD = re.compile(r"</?thread\b[^>]*>")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S")
 _DATE_LINE = re.compile(r"^\s*Date:\s*\S")
 _FENCE = re.compile(r"^\s*```[\w-]*\s*$")
+# the ephemeral ids a model may copy from the ids it was shown ("[O1]", "[O1-N2]"): never part of the memory; the
+# space before one that follows text goes with it, and the space after one that starts a line
+_ANCHOR = r"\[O\d+(?:-N\d+)*\]"
+_ANCHOR_ID = re.compile(rf"(?<=\S)[ \t]*{_ANCHOR}|{_ANCHOR}[ \t]?")
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,13 @@ def _decode_value(raw: str) -> Any:
     return raw
 
 
+def _placeholder(content: str) -> bool:
+    """A values block that cannot hold a value (no object, or no ``name: value`` in it): the model copied the
+    prompt's placeholder sentence where the JSON belongs, and extracted nothing. Not a failure, as in the
+    reference; a block that tries to be an object and is broken still is one."""
+    return "{" not in content or ":" not in content
+
+
 def _extracted(spans: Sequence[_Span], slugs: set[str]) -> tuple[dict[str, Any], dict[str, str], str | None]:
     """Values by slug (last wins, JSON block and tags alike), hint values found in a JSON block, JSON error."""
     values: dict[str, Any] = {}
@@ -128,6 +142,8 @@ def _extracted(spans: Sequence[_Span], slugs: set[str]) -> tuple[dict[str, Any],
     error: str | None = None
     for span in spans:
         if span.name == _VALUES_TAG:
+            if _placeholder(span.content):
+                continue
             try:
                 decoded = json.loads(span.content or "{}")
             except ValueError as exc:
@@ -148,22 +164,25 @@ def _extracted(spans: Sequence[_Span], slugs: set[str]) -> tuple[dict[str, Any],
 
 # -- observation text -----------------------------------------------------------------------------------------------
 
-def _blocks(text: str) -> tuple[str | None, str]:
-    """The concatenated ``<observations>`` blocks (None when there is none) and the text outside them."""
+def _blocks(text: str) -> tuple[str | None, str, bool]:
+    """The concatenated ``<observations>`` blocks (None when there is none), the text outside them, and whether
+    the last block was never closed."""
     contents: list[str] = []
     outside: list[str] = []
     position = 0
+    unclosed = False
     while opened := _OBS_OPEN.search(text, position):
         outside.append(text[position:opened.start()])
         closed = _OBS_CLOSE.search(text, opened.end())
-        if closed is None:  # the answer was cut off: keep what arrived
+        if closed is None:  # the answer was cut off, or the model forgot the tag: keep what arrived
             contents.append(text[opened.end():])
             position = len(text)
+            unclosed = True
             break
         contents.append(text[opened.end():closed.start()])
         position = closed.end()
     outside.append(text[position:])
-    return ("\n".join(c.strip("\n") for c in contents) if contents else None), "".join(outside)
+    return ("\n".join(c.strip("\n") for c in contents) if contents else None), "".join(outside), unclosed
 
 
 def _cut_line(line: str) -> str:
@@ -183,16 +202,25 @@ def _clean(text: str, *, strip_threads: bool) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def _list_items(text: str) -> str:
-    """Fallback for an answer without tags: its list items, with the ``Date:`` lines that head them."""
+def _list_items(text: str, *, bodies: bool = False) -> str:
+    """Fallback for an answer without tags: its list items, with the ``Date:`` lines that head them; with
+    ``bodies``, also the indented lines that continue an item kept (a snippet the item quotes), never prose at the
+    margin."""
     kept: list[str] = []
+    in_item = False
     for line in text.splitlines():
         if _DATE_LINE.match(line):
             if kept and _DATE_LINE.match(kept[-1]):
                 kept.pop()
             kept.append(line)
+            in_item = False
         elif _LIST_ITEM.match(line):
             kept.append(line)
+            in_item = True
+        elif bodies and in_item and line[:1] in (" ", "\t") and line.strip():
+            kept.append(line)
+        else:
+            in_item = False
     if kept and _DATE_LINE.match(kept[-1]):
         kept.pop()
     return "\n".join(kept)
@@ -280,7 +308,7 @@ def _parse(text: str, extractors: Sequence[Extractor], *, reflector: bool, multi
     found_somewhere = set(extracted).union(*(v.keys() for v in thread_values.values()))
     failures = tuple((slug, errors[0]) for slug in sorted(slugs) if errors and slug not in found_somewhere)
     per_thread: dict[str, ParsedOutput] | None = None
-    block, outside = _blocks(body)
+    block, outside, unclosed = _blocks(body)
     if multi_thread:
         outside_spans, outside = _take(outside, dict.fromkeys(_HINTS, True))
         hints = _hint_values(outside_spans, json_hints)
@@ -295,11 +323,15 @@ def _parse(text: str, extractors: Sequence[Extractor], *, reflector: bool, multi
         empty = all(p.empty for p in per_thread.values()) if per_thread else not observations.strip()
     else:
         hints = _hint_values(spans, json_hints)
+        if reflector and unclosed:
+            # the reference reads a block never closed as no block: the answer's list items, so prose the model
+            # wrote after its list is not stored as memory (without list items, what arrived is kept)
+            block = _list_items(body, bodies=True) or block
         if block is None:
             block = _list_items(body)
             if reflector and not block.strip():
                 block = body
-        observations = _clean(block, strip_threads=not reflector)
+        observations = _clean(_ANCHOR_ID.sub("", block) if reflector else block, strip_threads=not reflector)
         empty = not observations.strip()
     return ParsedOutput(observations=observations, current_task=hints.get("current-task"),
                         suggested_response=hints.get("suggested-response"), thread_title=hints.get("thread-title"),
