@@ -1,10 +1,12 @@
-"""Chat messages as OM sees them: a role, a time, and typed parts (text, image, file, tool call/result, reasoning).
+"""Chat messages as OM sees them: a role, a time, typed parts (text, image, file, tool call/result, reasoning) and,
+in a thread several people or agents write to, who wrote each one (its ``author``).
 
 These are the message fields of the wire contract (``om.message/v1``) without the envelope; ``wire`` wraps them.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal
@@ -13,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "MAX_SAFE_INTEGER",
+    "Author",
+    "AuthorKind",
     "FilePart",
     "ImagePart",
     "Message",
@@ -28,6 +32,7 @@ __all__ = [
 ]
 
 Role = Literal["user", "assistant", "system", "tool"]
+AuthorKind = Literal["human", "agent", "tool"]
 PromptCacheRetention = Literal["in_memory", "24h"]  # OpenAI's names
 MAX_SAFE_INTEGER = 2**53 - 1  # I-JSON: the largest integer every client (JavaScript too) represents exactly
 
@@ -88,6 +93,45 @@ Part = Annotated[TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart
                  Field(discriminator="type")]
 
 
+# Line breaks and other control characters (C0, DEL, C1, the Unicode line and paragraph separators). The schema's
+# pattern holds the characters themselves, not escapes, so every client's regular expressions read it alike (Go's
+# RE2 knows no backslash-u escape).
+_CONTROL_CHARS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
+_PRINTABLE = {"pattern": f"^[^{_CONTROL_CHARS}]*$"}
+
+
+class Author(BaseModel):
+    """Who wrote a message in a shared thread: a person of a support channel, a sub-agent of a supervisor.
+
+    ``id`` is stable (the recall tool filters by it); ``name`` is what the Observer's transcript shows, the id
+    when there is none. Neither may hold a line break or another control character: the transcript prints the
+    name in a message's header line, and a name with a line break could write lines of its own there.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256, json_schema_extra=_PRINTABLE,
+                    description="The author's stable id (a user id, an agent's name); the recall tool filters by it")
+    name: str | None = Field(None, min_length=1, max_length=128, json_schema_extra=_PRINTABLE,
+                             description="The name the Observer's transcript and observations use; the id when "
+                                         "absent")
+    kind: AuthorKind = Field(description="human, agent or tool")
+
+    @field_validator("id", "name")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        # the schema's pattern says the same; this says it in words
+        if value is not None and _CONTROL.search(value):
+            raise ValueError("must not contain line breaks or other control characters")
+        return value
+
+    @property
+    def label(self) -> str:
+        """How the transcript and the offline Observer name the author."""
+        return (self.name or "").strip() or self.id
+
+
 def to_ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -115,6 +159,9 @@ class Message(BaseModel):
                           "With `activateAfterIdle: 'auto'` and an OpenAI actor it sets the idle time: '24h' -> "
                           "1 h, 'in_memory' -> 5 min. Absent: the model's default.")
     metadata: dict[str, Any] | None = None
+    author: Author | None = Field(None, description="Who wrote the message, in a thread several people or agents "
+                                                    "write to. Absent: the thread's user (role user) or its "
+                                                    "assistant, as before.")
 
     @field_validator("created_at")
     @classmethod
