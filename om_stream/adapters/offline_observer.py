@@ -13,6 +13,9 @@ prompt asks of a real model (``core.prompts.observer``), so they go through the 
 * Temporal gap reminders add nothing the times and headers do not say and are left out, unless the batch holds
   nothing else (an Observer answer is never empty).
 * Current task and suggested response follow the latest user message; the thread title comes from the first one.
+* In a shared thread a message's author is named where the role would be: "Ana stated: …", "billing-agent
+  replied: …", "billing-agent called …" (its name, else its id); a message without an author reads "User …" /
+  "Assistant: …" as it always did.
 
 Everything here is a pure function of the task: deterministic, and a few regex passes per message.
 """
@@ -75,6 +78,7 @@ _TITLE_JOINERS = frozenset(["to", "of", "for", "in", "on", "with", "and", "from"
 class _UserSaid:
     digest: str
     kind: str  # "remember" | "question" | "request" | "statement"
+    who: str | None = None  # the author's name, in a shared thread
 
 
 @dataclass
@@ -207,8 +211,14 @@ def _leaves(value: Any, limit: int) -> str:
     return cut(", ".join(out), limit)
 
 
+def _who(message: Message) -> str | None:
+    return message.author.label if message.author is not None else None
+
+
 def _user_line(message: Message, moment: datetime, previous_reply: str | None) -> tuple[str, _UserSaid] | None:
     text = message.text
+    who = _who(message)
+    subject = who or "User"
     clock = f"{moment:%H:%M}"
     units = [read_sentence(s) for s in sentences(text)]
     media = [f"(shared {'image' if isinstance(p, ImagePart) else 'file'}: {p.filename or p.mime_type})"
@@ -236,11 +246,11 @@ def _user_line(message: Message, moment: datetime, previous_reply: str | None) -
     else:
         kind, verb = "statement", "stated"
     if previous_reply is not None and kind != "remember" and confirms_success(text):
-        line = f"* ✅ ({clock}) User confirmed it worked: {cut(previous_reply, REPLY_CHARS)} (\"{cut(body, 80)}\")"
-        return line, _UserSaid(body, "statement")
+        line = f"* ✅ ({clock}) {subject} confirmed it worked: {cut(previous_reply, REPLY_CHARS)} (\"{cut(body, 80)}\")"
+        return line, _UserSaid(body, "statement", who)
     mark = HIGH if any(u.mark == HIGH for u in said) else MINOR if all(u.filler for u in units) and not media \
         else LOW
-    return f"* {mark} ({clock}) User {verb}: {body}{suffix}", _UserSaid(body, kind)
+    return f"* {mark} ({clock}) {subject} {verb}: {body}{suffix}", _UserSaid(body, kind, who)
 
 
 def _without_opener(text: str) -> str:
@@ -289,7 +299,8 @@ def _observe(messages: Iterable[Message], zone: tzinfo) -> _Batch:
             reply = digest(sentences(message.text), _budget(len(message.text), REPLY_CHARS, REPLY_MAX_CHARS))
             nested = batch.exchange_open and moment.date() == batch.day
             if not (nested and _restates(reply, batch.user_words)):
-                line = f"  * -> Assistant: {reply}" if nested else f"* {LOW} ({clock}) Assistant: {reply}"
+                said = f"{who} replied" if (who := _who(message)) else "Assistant"
+                line = f"  * -> {said}: {reply}" if nested else f"* {LOW} ({clock}) {said}: {reply}"
                 batch.add(moment, line, top_level=not nested)
             batch.replied, batch.last_reply = True, reply
         for part in message.parts:
@@ -301,11 +312,16 @@ def _observe(messages: Iterable[Message], zone: tzinfo) -> _Batch:
             else:
                 continue
             nested = batch.exchange_open and moment.date() == batch.day
-            batch.add(moment, f"  * -> {call}" if nested else f"* {LOW} ({clock}) Assistant called {call}",
-                      top_level=not nested)
+            who = _who(message)
+            if nested:
+                line = f"  * -> {who} called {call}" if who else f"  * -> {call}"
+            else:
+                line = f"* {LOW} ({clock}) {who or 'Assistant'} called {call}"
+            batch.add(moment, line, top_level=not nested)
     if not batch.lines and ordered:
         moment = ordered[0].created_at.astimezone(zone)
-        fallback = f"* {MINOR} ({moment:%H:%M}) {ordered[0].role.capitalize()} sent a message with nothing to observe"
+        sender = _who(ordered[0]) or ordered[0].role.capitalize()
+        fallback = f"* {MINOR} ({moment:%H:%M}) {sender} sent a message with nothing to observe"
         for line in batch.skipped or [fallback]:
             batch.add(moment, line, top_level=True)
     return batch
@@ -320,9 +336,10 @@ def _hints(batch: _Batch, prior_task: str | None, prior_suggested: str | None) -
         if prior_suggested:
             kept.append(f"<suggested-response>\n{prior_suggested}\n</suggested-response>")
         return kept
-    what = {"remember": "keep in mind what the user asked to remember",
-            "question": "answer the user's question", "request": "do what the user requested",
-            "statement": "respond to the user's latest message"}[said.kind]
+    whose = f"{said.who}'s" if said.who else "the user's"
+    what = {"remember": f"keep in mind what {said.who or 'the user'} asked to remember",
+            "question": f"answer {whose} question", "request": f"do what {said.who or 'the user'} requested",
+            "statement": f"respond to {whose} latest message"}[said.kind]
     state = "The assistant has replied and is waiting for the user." if batch.replied else \
         "The assistant has not replied yet."
     task = f"Primary: {what}: {cut(said.digest, 160)}\n{state}"

@@ -146,6 +146,16 @@ Date: Jun 6, 2026
 </thread>
 </observations>"""
 
+_AUTHORS = """\
+AUTHORS
+Several people or agents write in this conversation. A message's first line names who wrote it, in square \
+brackets after the role: "User [Ana] (09:14): ..." is a message of Ana's, "Assistant [billing-agent]: ..." one of \
+the billing-agent's; "[planner, agent]" marks an agent writing in the user's role, "[Sam, human]" a person writing \
+in the assistant's. Attribute every observation to its author by that name instead of "User" or "Assistant": \
+"Ana stated ...", "Ben asked ...", "Ana decided ...", "billing-agent replied ...". Keep what each one said, asked, \
+decided or prefers apart: never merge two people's words into one "User" line. A message without a name in \
+brackets is the user's or the assistant's, as usual."""
+
 _CLOSING_WITH_HINTS = """\
 The user's messages matter most. If the latest user message asks something new or starts a task, make it the \
 first item of <current-task>. If the assistant still has to reply, say so in <suggested-response>, and that it \
@@ -391,11 +401,18 @@ def _hints(task: ObserverTask) -> list[str]:
     return [*wanted, "thread-title"] if task.want_thread_title else wanted
 
 
+def _has_authors(task: ObserverTask) -> bool:
+    messages = [*task.messages, *(m for batch in task.threads for m in batch.messages)]
+    return any(m.author is not None and m.role != "system" for m in messages)
+
+
 def observer_system_prompt(task: ObserverTask) -> str:
+    """The instructions. The AUTHORS section is there only when a message of the task names its author, so a
+    thread without authors is told exactly what it was told before messages had one."""
     multi = bool(task.threads)
     parts = [_ROLE, OBSERVATION_RULES, OUTPUT_FORMAT,
              extractor_sections(_hints(task), task.inline_extractors, _context(task), hints_in_threads=multi),
-             GUIDELINES, _MULTI_THREAD if multi else _SINGLE_THREAD,
+             GUIDELINES, _MULTI_THREAD if multi else _SINGLE_THREAD, _AUTHORS if _has_authors(task) else "",
              _CLOSING_WITH_HINTS if task.want_hints else _CLOSING]
     if task.instruction and task.instruction.strip():
         parts.append(f"ADDITIONAL INSTRUCTIONS FROM THE APPLICATION\n{task.instruction.strip()}")

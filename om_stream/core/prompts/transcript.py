@@ -2,6 +2,12 @@
 
 * Lines are chronological; a date line (``Jun 6, 2026 (Saturday):``) opens every new day, and each message reads
   ``Role (HH:MM): text``, the time shown only when it differs from the previous message's.
+* A message with an author (a shared thread) names it in square brackets after the role: ``User [Ana] (09:14):``,
+  ``Assistant [billing-agent]:``; the author's kind is added when the role does not imply it (``User [planner,
+  agent]``: an agent writing in the user's role). The role stays first, as in a thread without authors, so the
+  Observer's rules about "the user" and "the assistant" still read the line the same way, and the parentheses
+  keep holding only the time the Observer copies into its lines. A message without an author reads as it always
+  did: a thread without authors renders byte for byte as before.
 * A tool call is shown once per call id (``Tool call <name>: <outline of the arguments>``), its result once
   (``Tool result <name>: …``, pretty JSON cut to 5,000 tokens with a note saying how much was cut).
 * Images and files become ``[Image #n: label]`` / ``[File #n: label]`` placeholders; the binary itself is
@@ -42,6 +48,7 @@ __all__ = [
     "AttachmentPolicy",
     "Transcript",
     "attachment_allowed",
+    "author_mark",
     "outline_args",
     "render_messages",
     "render_threads",
@@ -58,6 +65,7 @@ _MAX_DEPTH = 5
 _MAX_ENTRIES = 20
 _MAX_NODES = 100
 _ROLE_LABEL = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
+_ROLE_KIND = {"user": "human", "assistant": "agent", "tool": "tool"}  # the author a role implies
 _REMINDER_TAG = re.compile(r"</?system-reminder>")
 _MEDIA_TYPES = {"image", "file", "media", "image_url", "input_image", "document"}
 
@@ -252,6 +260,17 @@ def _media_block(value: dict[str, Any]) -> _Media | None:
 
 # -- rendering ------------------------------------------------------------------------------------------------------
 
+def author_mark(message: Message) -> str:
+    """`` [Ana]`` (with a leading space) for a message with an author, ``""`` without one. Brackets in a name are
+    shown as parentheses, so the mark always ends where its name does."""
+    author = message.author
+    if author is None or message.role == "system":
+        return ""
+    label = author.label.replace("[", "(").replace("]", ")")
+    kind = "" if _ROLE_KIND.get(message.role) == author.kind else f", {author.kind}"
+    return f" [{label}{kind}]"
+
+
 def _zone(name: str) -> tzinfo:
     try:
         return ZoneInfo(name)
@@ -342,10 +361,10 @@ class _Renderer:
                 out.extend(_REMINDER_TAG.sub("", line).strip() for line in lines)
                 continue
             clock = f"{moment:%H:%M}"
-            role = _ROLE_LABEL[message.role]
+            role = _ROLE_LABEL[message.role] + author_mark(message)
             if clock != last_time:
                 out.append(f"{role} ({clock}): {lines[0]}")
-            elif message.role == "tool":  # its lines already say "Tool result …"
+            elif message.role == "tool" and message.author is None:  # its lines already say "Tool result …"
                 out.append(lines[0])
             else:
                 out.append(f"{role}: {lines[0]}")
