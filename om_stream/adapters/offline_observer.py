@@ -299,8 +299,8 @@ def _observe(messages: Iterable[Message], zone: tzinfo) -> _Batch:
             reply = digest(sentences(message.text), _budget(len(message.text), REPLY_CHARS, REPLY_MAX_CHARS))
             nested = batch.exchange_open and moment.date() == batch.day
             if not (nested and _restates(reply, batch.user_words)):
-                said = f"{who} replied" if (who := _who(message)) else "Assistant"
-                line = f"  * -> {said}: {reply}" if nested else f"* {LOW} ({clock}) {said}: {reply}"
+                speaker = f"{who} replied" if (who := _who(message)) else "Assistant"
+                line = f"  * -> {speaker}: {reply}" if nested else f"* {LOW} ({clock}) {speaker}: {reply}"
                 batch.add(moment, line, top_level=not nested)
             batch.replied, batch.last_reply = True, reply
         for part in message.parts:

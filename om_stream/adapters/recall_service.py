@@ -28,6 +28,7 @@ from om_stream.adapters.recall_retention import Cutoffs, RecallRetention, within
 from om_stream.core.commands import ExpireIndex, IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.erasure import record_digest
+from om_stream.core.messages import author_mark
 from om_stream.core.recall.indexing import embedding_chunks, message_search_text
 from om_stream.core.recall.instructions import recall_instructions
 from om_stream.core.recall.listing import SEARCH_UNAVAILABLE, SearchItem, render_search, render_threads
@@ -73,6 +74,7 @@ log = logging.getLogger(__name__)
 MAX_SCAN = 5_000  # messages read to fill one page when filters skip most of them
 _BATCH = 100
 _SEARCH_OVERFETCH = 3
+_AUTHOR_OVERFETCH = 10
 
 
 _LAST_SEQ = 2**62  # above any sequence number: a position just before a time, whatever message sorts at it
@@ -232,8 +234,9 @@ class RecallService:
 
     async def _window(self, resource_id: str, thread_id: str, *, forward: bool, start: MessagePosition | None,
                       need: int, part_type: PartType | None, tool_name: str | None,
-                      cutoffs: Cutoffs) -> _Window:
-        """Up to ``need`` visible messages from ``start`` (exclusive) in reading order; none past the window."""
+                      cutoffs: Cutoffs, author: str | None = None) -> _Window:
+        """Up to ``need`` visible messages from ``start`` (exclusive) in reading order; none past the window.
+        ``author``: only the messages it wrote (``Message.written_by``)."""
         found: list[StoredMessage] = []
         scanned = 0
         position = start
@@ -243,7 +246,8 @@ class RecallService:
         while len(found) < need:
             if scanned >= MAX_SCAN:
                 return _Window(found, exhausted=False)
-            batch = min(max(need - len(found), 1) * 2 if (part_type or tool_name) else need - len(found), _BATCH)
+            filtered = part_type or tool_name or author
+            batch = min(max(need - len(found), 1) * 2 if filtered else need - len(found), _BATCH)
             batch = max(batch, 1)
             page = await self.store.list_thread_messages(
                 resource_id, thread_id, limit=batch, after=position if forward else None,
@@ -252,7 +256,7 @@ class RecallService:
             for stored in page.messages:
                 if before is not None and stored.message.created_at_ms < before:
                     return _Window(found, exhausted=True)  # reading back: everything older is past the window
-                if visible_parts(stored.message, part_type, tool_name):
+                if _shown(stored, part_type, tool_name, author):
                     found.append(stored)
             if not page.messages or not page.has_more:
                 return _Window(found, exhausted=True)
@@ -261,18 +265,18 @@ class RecallService:
 
     async def _page(self, scope: RecallScope, args: RecallArguments, thread_id: str, plan: PagePlan,
                     cursor: StoredMessage | None, notes: list[str], cutoffs: Cutoffs) -> MessagesResult:
-        part_type, tool_name = args.part_type, args.tool_name
+        part_type, tool_name, author = args.part_type, args.tool_name, args.author
         window: list[StoredMessage] = []
-        if cursor is not None and visible_parts(cursor.message, args.part_type, args.tool_name):
+        if cursor is not None and _shown(cursor, part_type, tool_name, author):
             window.append(cursor)  # the cursor opens both page 1 and page -1
         reading = self._window(scope.resource_id, thread_id, forward=plan.forward,
                                start=cursor.position if cursor else None, need=plan.need - len(window),
-                               part_type=part_type, tool_name=tool_name, cutoffs=cutoffs)
+                               part_type=part_type, tool_name=tool_name, cutoffs=cutoffs, author=author)
         if cursor is None:
             found, beyond = await reading, False
         else:  # is there anything on the other side of the cursor? (asked at the same time)
             probe = self._window(scope.resource_id, thread_id, forward=not plan.forward, start=cursor.position,
-                                 need=1, part_type=part_type, tool_name=tool_name, cutoffs=cutoffs)
+                                 need=1, part_type=part_type, tool_name=tool_name, cutoffs=cutoffs, author=author)
             found, other_side = await asyncio.gather(reading, probe)
             beyond = bool(other_side.messages)
         window += found.messages
@@ -283,6 +287,8 @@ class RecallService:
         note = " ".join(notes) or None
         if not items:
             empty = "(no messages on this page)" if window or cursor else "(no messages in this thread)"
+            if author is not None and not window:
+                empty = f'(no messages by "{author}" in this thread)'  # an author id or name, both the caller's
             return MessagesResult(messages=self._with_note(note, empty), count=0, cursor=first_id,
                                   page=plan.page, limit=plan.limit, detail=args.detail, has_next_page=has_next,
                                   has_prev_page=has_prev, thread_id=thread_id, note=note)
@@ -401,10 +407,12 @@ class RecallService:
             vector = (await self.embedder.embed([query]))[0]
         except ModelError as exc:
             raise RecallError(f"search is unavailable right now: {exc}") from exc
-        hits = await self.index.query(vector, resource_id=scope.resource_id, limit=limit * _SEARCH_OVERFETCH + 10,
+        # an author's messages are found among everyone's hits: more of them are read
+        overfetch = _AUTHOR_OVERFETCH if args.author is not None else _SEARCH_OVERFETCH
+        hits = await self.index.query(vector, resource_id=scope.resource_id, limit=limit * overfetch + 10,
                                       thread_id=thread_id, observed_after=args.after_ms,
                                       observed_before=args.before_ms)
-        items = await self._verified(scope, hits, thread_id, cutoffs)
+        items = await self._verified(scope, hits, thread_id, cutoffs, args.author)
         items = items[:limit]
         rendered = render_search(query, items, scope.current_thread_id, self.count, self.budget)
         return SearchResult(results=rendered.text, count=len(items),
@@ -412,12 +420,15 @@ class RecallService:
                             token_offset=rendered.token_offset if rendered.truncated else None)
 
     async def _verified(self, scope: RecallScope, hits: Sequence[RecallHit], thread_id: str | None,
-                        cutoffs: Cutoffs) -> list[SearchItem]:
+                        cutoffs: Cutoffs, author: str | None = None) -> list[SearchItem]:
         """The best hit per message / group, kept only if the store still holds it for this tenant, and it (or,
-        for a group, the part of its text the hit shows) is inside the window."""
+        for a group, the part of its text the hit shows) is inside the window. With ``author``, only the
+        messages that author wrote: an observation group sums up everyone's messages, so none is kept."""
         best: dict[tuple[str, str, str], RecallHit] = {}
         for hit in hits:
             if hit.resource_id != scope.resource_id or (thread_id is not None and hit.thread_id != thread_id):
+                continue
+            if author is not None and hit.kind != "message":
                 continue
             key = (hit.kind, hit.source_id, hit.thread_id if hit.kind == "group" else "")
             if key not in best or hit.score > best[key].score:
@@ -436,7 +447,9 @@ class RecallService:
                 if stored is None or stored.message.thread_id != hit.thread_id or \
                         await cutoffs.message_expired(stored):
                     continue
-                role, at = stored.message.role, stored.message.created_at_ms
+                if author is not None and not stored.message.written_by(author):
+                    continue
+                role, at = stored.message.role + author_mark(stored.message), stored.message.created_at_ms
             else:
                 group = groups.get(hit.source_id)
                 if group is None or hit.source_id in seen_groups or hit.thread_id not in group.thread_ids:
@@ -556,6 +569,13 @@ class RecallService:
         """Drop a record's points from the index (after ``clear``)."""
         if self.index is not None:
             await self.index.delete_record(resource_id, record_key)
+
+
+def _shown(stored: StoredMessage, part_type: PartType | None, tool_name: str | None, author: str | None) -> bool:
+    """A message a page shows: one of its parts passes the part filters, and it is the author's if one is asked."""
+    if author is not None and not stored.message.written_by(author):
+        return False
+    return bool(visible_parts(stored.message, part_type, tool_name))
 
 
 def _with_vector(point: RecallPoint, vector: Sequence[float]) -> RecallPoint:

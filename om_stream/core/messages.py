@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 __all__ = [
     "MAX_SAFE_INTEGER",
@@ -27,6 +28,7 @@ __all__ = [
     "TextPart",
     "ToolCallPart",
     "ToolResultPart",
+    "author_mark",
     "iso",
     "to_ms",
 ]
@@ -98,7 +100,7 @@ Part = Annotated[TextPart | ImagePart | FilePart | ToolCallPart | ToolResultPart
 # RE2 knows no backslash-u escape).
 _CONTROL_CHARS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
 _CONTROL = re.compile(f"[{_CONTROL_CHARS}]")
-_PRINTABLE = {"pattern": f"^[^{_CONTROL_CHARS}]*$"}
+_PRINTABLE: JsonDict = {"pattern": f"^[^{_CONTROL_CHARS}]*$"}
 
 
 class Author(BaseModel):
@@ -182,8 +184,33 @@ class Message(BaseModel):
         """The plain text of the message (text parts joined), for rendering and offline observation."""
         return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
 
+    def written_by(self, who: str) -> bool:
+        """The message's author is ``who``: its id exactly, or the name the transcript shows for it (its name, else
+        its id) in any case: a model that read "Ana stated ..." in its observations asks for "Ana"."""
+        author = self.author
+        if author is None:
+            return False
+        wanted = who.strip()
+        return wanted == author.id or wanted.casefold() == author.label.casefold()
+
     def tool_call_ids(self) -> list[str]:
         return [p.tool_call_id for p in self.parts if isinstance(p, ToolCallPart)]
 
     def tool_result_ids(self) -> list[str]:
         return [p.tool_call_id for p in self.parts if isinstance(p, ToolResultPart)]
+
+
+_ROLE_KIND = {"user": "human", "assistant": "agent", "tool": "tool"}  # the author a role implies
+
+
+def author_mark(message: Message) -> str:
+    """`` [Ana]`` (with a leading space) for a message with an author, ``""`` without one: how the Observer's
+    transcript and the recall tool name who wrote a message, after its role. The author's kind is added when the
+    role does not imply it (`` [planner, agent]`` on a user message). Brackets in a name are shown as parentheses,
+    so the mark always ends where its name does. A system message (a temporal reminder) names nobody."""
+    author = message.author
+    if author is None or message.role == "system":
+        return ""
+    label = author.label.replace("[", "(").replace("]", ")")
+    kind = "" if _ROLE_KIND.get(message.role) == author.kind else f", {author.kind}"
+    return f" [{label}{kind}]"

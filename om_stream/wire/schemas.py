@@ -256,6 +256,9 @@ _CROSS_FIELD_RULES: dict[str, dict[str, dict[str, Any]]] = {
          "then": {"required": ["query"], "properties": {"query": {"type": "string", "pattern": "\\S"}}}},
         {"if": {"required": ["charOffset"], "properties": {"charOffset": _PRESENT}},
          "then": {"required": ["partIndex"], "properties": {"partIndex": _PRESENT}}},
+        {"if": _if_const("mode", "threads"), "then": {"properties": {"author": _ABSENT_OR_NULL}}},
+        {"if": {"required": ["author"], "properties": {"author": _PRESENT}},
+         "then": {"properties": {"partIndex": _ABSENT_OR_NULL}}},
     ]}},
 }
 

@@ -189,6 +189,9 @@ VALID: list[dict[str, Any]] = [
         "schema": "om.recall.request/v1", "correlation_id": "corr-3", "resource_id": "user-1",
         "arguments": {"cursor": "m-9", "partIndex": 2, "charOffset": 4000, "detail": "high", "threadId": "current",
                       "page": -2, "partType": "tool-result", "toolName": "get_weather", "anchor": "end"}}),
+    vector("recall-request-by-author", "om.recall.request/v1", {
+        "schema": "om.recall.request/v1", "correlation_id": "corr-4", "resource_id": "user-1",
+        "thread_id": "thread-1", "arguments": {"threadId": "current", "author": "Ana", "anchor": "end"}}),
     vector("recall-response-messages", "om.recall.response/v1", {
         "schema": "om.recall.response/v1", "correlation_id": "corr-1",
         "result": {"mode": "messages", "messages": "[m-1] user: Hello", "count": 1, "cursor": "m-1", "page": 1,
@@ -522,6 +525,12 @@ INVALID: list[dict[str, Any]] = [
             {**REQ, "arguments": {"mode": "search", "query": "   "}}, 'mode "search" needs a non-blank query'),
     invalid("recall-request-char-offset-without-part", "om.recall.request/v1",
             {**REQ, "arguments": {"cursor": "m-1", "charOffset": 10}}, "charOffset only with partIndex"),
+    invalid("recall-request-author-in-threads-mode", "om.recall.request/v1",
+            {**REQ, "arguments": {"mode": "threads", "author": "Ana"}}, 'author only in modes "messages" and "search"'),
+    invalid("recall-request-author-with-part-index", "om.recall.request/v1",
+            {**REQ, "arguments": {"cursor": "m-1", "partIndex": 0, "author": "Ana"}}, "author not with partIndex"),
+    invalid("recall-request-blank-author", "om.recall.request/v1", {**REQ, "arguments": {"author": "  "}},
+            "author must not be blank"),
     invalid("recall-request-argument-typo", "om.recall.request/v1", {**REQ, "arguments": {"threadID": "t"}},
             "closed content model: threadID is not an argument (threadId is)"),
     invalid("recall-request-page-out-of-range", "om.recall.request/v1", {**REQ, "arguments": {"page": 51}},

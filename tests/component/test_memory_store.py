@@ -12,6 +12,7 @@ from tests.support.store_contract import (
     ERASURE_CHECKS,
     RESULT_CHECKS,
     SHORT_RESULT_TTL_S,
+    check_author_round_trip,
     check_record_messages,
     check_results_expire,
 )
@@ -34,6 +35,10 @@ async def test_retention_contract(check) -> None:
 
 async def test_it_gives_a_record_its_stored_conversation_back() -> None:
     await check_record_messages(InMemoryContentStore(), "p-")
+
+
+async def test_a_message_keeps_its_author() -> None:
+    await check_author_round_trip(InMemoryContentStore(), "p-")
 
 
 async def test_results_expire_after_the_result_ttl() -> None:

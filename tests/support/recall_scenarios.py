@@ -14,6 +14,7 @@ from om_stream.adapters.recall_service import RecallService
 from om_stream.core.commands import IndexForRecall, PersistSegment, PersistThreadMetadata
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import (
+    Author,
     FilePart,
     ImagePart,
     Message,
@@ -365,6 +366,91 @@ async def check_search_mode(w: World) -> None:
     assert isinstance(late, SearchResult) and w.work_thread not in late.results
 
 
+# -- shared threads: recall by author ----------------------------------------------------------------------------
+
+ANA = Author(id="user-42", name="Ana", kind="human")
+BEN = Author(id="user-77", name="Ben", kind="human")
+BILLING = Author(id="billing-agent", kind="agent")
+
+
+async def _support_thread(w: World) -> tuple[RecallScope, list[str]]:
+    """A support channel of tenant "acme": Ana and Ben write to it, the billing agent answers, one message has no
+    author; the current thread of the scope it returns. Indexed for search when the world has an index."""
+    resource, thread = f"{w.p}acme", f"{w.p}thread:support"
+    said = [(ANA, "user", "Our March invoice charged the espresso machine twice."),
+            (BEN, "user", "I own the account; refund the espresso machine to the card ending 4242."),
+            (BILLING, "assistant", "I refunded the duplicate espresso machine charge of 120 EUR."),
+            (None, "user", "Thanks, the espresso machine refund arrived."),
+            (ANA, "user", "Please also send the corrected March invoice.")]
+    ids = []
+    store = w.service.store
+    for i, (author, role, text) in enumerate(said):
+        m = Message(message_id=f"{w.p}support:{i}", thread_id=thread, resource_id=resource, role=role,
+                    created_at=T0 + timedelta(days=2, minutes=i), parts=(TextPart(text=text),), author=author)
+        await store.put_message(thread, m, i, 12)
+        ids.append(m.message_id)
+    gid = f"{w.p}g-support"
+    await store.put_segment(PersistSegment(
+        record_key=thread, segment_id=gid, kind="observation", status="active", generation=0,
+        text="* Ana reported the espresso machine was charged twice; billing-agent refunded it", tokens=10,
+        cycle_id=f"{gid}-cycle", thread_ids=(thread,), first_message_id=ids[0], last_message_id=ids[-1],
+        message_ids=tuple(ids), message_tokens=60, boundary_at=int((T0 + timedelta(days=2, minutes=4)).timestamp()
+                                                                   * 1000),
+        created_at=9, ranges=observation_ranges([(m, thread, i) for i, m in enumerate(ids)])))
+    await w.service.index_segment(IndexForRecall(thread, resource, (thread,), gid))
+    return RecallScope(resource, thread, RetrievalConfig(scope="resource", vector=True)), ids
+
+
+async def check_author_filter(w: World) -> None:
+    scope, ids = await _support_thread(w)
+
+    async def call(**arguments: object) -> MessagesResult:
+        result = await w.service.recall(scope, arguments)
+        assert isinstance(result, MessagesResult)
+        return result
+
+    everyone = await call(threadId="current")
+    assert everyone.count == 5 and "**user [Ana] (" in everyone.messages
+    assert "**assistant [billing-agent] (" in everyone.messages and "**user (2026-03-03 08:03" in everyone.messages
+    ana = await call(threadId="current", author="Ana")
+    assert ana.count == 2 and ids[0] in ana.messages and ids[4] in ana.messages
+    assert all(i not in ana.messages for i in ids[1:4]) and not ana.has_next_page
+    assert (await call(threadId="current", author="user-42")).messages == ana.messages  # by id, or by name
+    assert (await call(threadId="current", author=" ana ")).count == 2  # a name in any case
+    agent = await call(threadId="current", author="billing-agent", anchor="end")
+    assert agent.count == 1 and "120 EUR" in agent.messages
+    ben = await call(cursor=ids[0], author="Ben")  # the cursor itself is not Ben's: it is skipped
+    assert ben.count == 1 and ids[1] in ben.messages and ben.has_prev_page is False
+    paged = await call(threadId="current", author="Ana", limit=1)
+    assert paged.count == 1 and paged.has_next_page and ids[0] in paged.messages
+    nobody = await call(threadId="current", author="Zoe")
+    assert nobody.count == 0 and 'no messages by "Zoe"' in nobody.messages
+    # the filter never reaches past the tenant: Alice's threads have no message of Ana's
+    assert (await w.call(threadId="current", author="Ana")).count == 0
+    with pytest.raises(RecallError, match="author"):
+        await w.service.recall(scope, {"mode": "threads", "author": "Ana"})
+    with pytest.raises(RecallError, match="author"):
+        await w.service.recall(scope, {"cursor": ids[0], "partIndex": 0, "author": "Ana"})
+    with pytest.raises(RecallError, match="author"):
+        await w.service.recall(scope, {"author": "   "})
+
+
+async def check_author_search(w: World) -> None:
+    scope, ids = await _support_thread(w)
+    query = {"mode": "search", "query": "espresso machine refund"}
+    everyone = await w.service.recall(scope, query)
+    assert isinstance(everyone, SearchResult) and everyone.count >= 3
+    assert "observation group" in everyone.results  # the group sums up everyone's messages
+    ana = await w.service.recall(scope, {**query, "author": "Ana"})
+    assert isinstance(ana, SearchResult) and 0 < ana.count <= 2
+    assert "observation group" not in ana.results and "from user [Ana]" in ana.results
+    assert all(f'cursor="{i}"' not in ana.results for i in ids[1:4])
+    assert (await w.service.recall(scope, {**query, "author": "user-4"})).count == 0  # an id matches whole
+    agent = await w.service.recall(scope, {**query, "author": "Billing-Agent"})  # without a name: its id, any case
+    assert isinstance(agent, SearchResult) and agent.count == 1 and f'cursor="{ids[2]}"' in agent.results
+    assert "from assistant [billing-agent]" in agent.results
+
+
 async def check_wire_round_trip(w: World) -> None:
     # through the endpoint the HTTP route and the request/reply topics share: the wire is the runtime's business
     endpoint = RecallEndpoint(w.service, Metrics.create())
@@ -385,6 +471,6 @@ async def check_wire_round_trip(w: World) -> None:
 MESSAGE_CHECKS = (check_messages_without_cursor, check_cursor_paging, check_range_cursor_hint,
                   check_thread_targets_and_access, check_thread_scope, check_detail_and_parts,
                   check_long_parts_and_budget, check_output_budget, check_filters, check_limits_and_validation,
-                  check_threads_mode, check_wire_round_trip)
-SEARCH_CHECKS = (check_search_mode,)
+                  check_threads_mode, check_wire_round_trip, check_author_filter)
+SEARCH_CHECKS = (check_search_mode, check_author_search)
 ALL_CHECKS = MESSAGE_CHECKS + SEARCH_CHECKS

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from om_stream.core.commands import ActivateChunks, CommitGeneration, PersistSegment, PersistThreadMetadata
 from om_stream.core.erasure import ErasureCounts, PartRecord, StrayWrites, record_digest
-from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from om_stream.core.messages import Author, Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.recall.groups import observation_ranges
 from om_stream.ports import ContentStore, CycleResults, MessageRange, RecallStore
 
@@ -258,8 +258,46 @@ async def check_record_messages(store: ContentStore, p: str) -> None:
     assert await store.get_record_messages(f"{p}nobody", resource_id=r, thread_ids=(t1,), through_seq=10) == []
 
 
+def _authored(p: str, thread: str, resource: str) -> list[Message]:
+    """A shared thread: a person with a name, an agent known by its id, a tool, and a message with no author."""
+    authors = [Author(id=f"{p}user-42", name="Ana Lima 🇧🇷", kind="human"), Author(id="billing-agent", kind="agent"),
+               Author(id="crm", name="CRM [prod]", kind="tool"), None]
+    roles = ["user", "assistant", "tool", "user"]
+    return [message(f"{p}a{i}", thread, resource, T0 + timedelta(minutes=i), f"said by {i}", role=roles[i])
+            .model_copy(update={"author": author}) for i, author in enumerate(authors)]
+
+
+async def check_author_round_trip(store: ContentStore, p: str) -> None:
+    """A message's author comes back as it was written, through every read of a content store; a message without
+    one comes back without one."""
+    r, t = f"{p}r", f"{p}t"
+    written = _authored(p, t, r)
+    for seq, m in enumerate(written):
+        await store.put_message(t, m, seq, 4)
+    await store.put_message(t, written[0], 0, 4)  # a replay: nothing changes
+    ids = [m.message_id for m in written]
+    got = await store.get_messages(ids, resource_id=r)
+    assert got == written and [m.author for m in got] == [m.author for m in written]
+    assert got[3].author is None and got[0].author is not None and got[0].author.name == "Ana Lima 🇧🇷"
+    record = await store.get_record_messages(t, resource_id=r, thread_ids=(t,), through_seq=10)
+    assert [s.message for s in record] == written
+
+
+async def check_author_reads(store: RecallStore, p: str) -> None:
+    """What the recall tool reads of a shared thread carries each message's author."""
+    await check_author_round_trip(store, p)
+    r, t = f"{p}r", f"{p}t"
+    written = _authored(p, t, r)
+    stored = await store.get_message(r, written[1].message_id)
+    assert stored is not None and stored.message.author == Author(id="billing-agent", kind="agent")
+    page = await store.list_thread_messages(r, t, limit=10)
+    assert [s.message for s in page.messages] == written
+    newest = await store.list_thread_messages(r, t, limit=2, newest_first=True)
+    assert [s.message.author for s in newest.messages] == [None, written[2].author]
+
+
 CHECKS = (check_messages, check_threads, check_segments, check_resource_scope_ranges, check_clear,
-          check_record_messages)
+          check_record_messages, check_author_reads)
 
 
 # -- model-call results and leases (ports.CycleResults) -----------------------------------------------------------

@@ -180,3 +180,34 @@ def test_the_offline_observer_names_the_agent_that_called_a_tool_and_who_confirm
     # alone in its batch, an agent's tool call is a top-level line of its own
     alone = observe(ObserverTask(messages=messages[1:3]))
     assert "(09:15) billing-agent called refund(order=7): status=done" in alone
+
+
+# -- recall by author ----------------------------------------------------------------------------------------------
+
+def test_a_message_is_written_by_its_author_id_or_the_name_shown_for_it() -> None:
+    ana, agent, plain = SUPPORT[0], SUPPORT[2], say(9, "user", "hi")
+    assert ana.written_by("user-42") and ana.written_by("Ana") and ana.written_by(" ANA ")
+    assert not ana.written_by("USER-42") and not ana.written_by("user-4") and not ana.written_by("Ben")
+    assert agent.written_by("billing-agent") and agent.written_by("Billing-Agent")  # no name: the id is shown
+    assert not plain.written_by("user") and not plain.written_by("User")
+
+
+def test_recall_arguments_take_an_author_in_messages_and_search_modes_only() -> None:
+    from om_stream.core.recall.params import parse_arguments
+    from om_stream.errors import RecallError
+
+    assert parse_arguments({"author": "Ana"}).author == "Ana"
+    assert parse_arguments({"mode": "search", "query": "refund", "author": "user-42"}).author == "user-42"
+    for bad, reason in (({"mode": "threads", "author": "Ana"}, 'only in modes "messages" and "search"'),
+                        ({"cursor": "m-1", "partIndex": 0, "author": "Ana"}, "not with partIndex"),
+                        ({"author": "  "}, "author"), ({"author": ""}, "author")):
+        with pytest.raises(RecallError, match=reason):
+            parse_arguments(bad)
+
+
+def test_the_recall_tool_shows_a_message_s_author_after_its_role() -> None:
+    from om_stream.core.recall.render import message_header
+
+    assert message_header(SUPPORT[0]).startswith("**user [Ana] (2026-06-06 09:14")
+    assert message_header(SUPPORT[2]).startswith("**assistant [billing-agent] (")
+    assert message_header(say(9, "user", "hi")).startswith("**user (2026-06-06 09:14")

@@ -38,6 +38,7 @@ from om_stream.core.messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    author_mark,
 )
 from om_stream.core.prompts.chat import Attachment
 from om_stream.core.prompts.tasks import ThreadBatch
@@ -48,7 +49,6 @@ __all__ = [
     "AttachmentPolicy",
     "Transcript",
     "attachment_allowed",
-    "author_mark",
     "outline_args",
     "render_messages",
     "render_threads",
@@ -65,7 +65,6 @@ _MAX_DEPTH = 5
 _MAX_ENTRIES = 20
 _MAX_NODES = 100
 _ROLE_LABEL = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
-_ROLE_KIND = {"user": "human", "assistant": "agent", "tool": "tool"}  # the author a role implies
 _REMINDER_TAG = re.compile(r"</?system-reminder>")
 _MEDIA_TYPES = {"image", "file", "media", "image_url", "input_image", "document"}
 
@@ -259,17 +258,6 @@ def _media_block(value: dict[str, Any]) -> _Media | None:
 
 
 # -- rendering ------------------------------------------------------------------------------------------------------
-
-def author_mark(message: Message) -> str:
-    """`` [Ana]`` (with a leading space) for a message with an author, ``""`` without one. Brackets in a name are
-    shown as parentheses, so the mark always ends where its name does."""
-    author = message.author
-    if author is None or message.role == "system":
-        return ""
-    label = author.label.replace("[", "(").replace("]", ")")
-    kind = "" if _ROLE_KIND.get(message.role) == author.kind else f", {author.kind}"
-    return f" [{label}{kind}]"
-
 
 def _zone(name: str) -> tzinfo:
     try:

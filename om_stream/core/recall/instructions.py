@@ -62,6 +62,8 @@ _DETAIL = """Detail:
 - detail "high" shows one part at a time and says how to reach the next part or message.
 - partType ("text", "tool-call", "tool-result", "reasoning", "image", "file") and toolName keep only matching parts;
   messages without one are skipped.
+- author (an author's id or name, as shown in brackets after a message's role) keeps only the messages that author
+  wrote, in a thread several people or agents write to; in search, only their messages (no observation groups).
 - Answers are limited to about 2,000 tokens; a cut answer says truncated. Ask for fewer messages or one part."""
 
 _SKIP = """You do not need recall when the observations already answer the question with the detail asked for, or

@@ -76,6 +76,8 @@ class RecallArguments(BaseModel):
     char_offset: int | None = Field(None, ge=0)  # with partIndex: continue a long part where the last call stopped
     before: str | None = Field(None, min_length=1, max_length=64)
     after: str | None = Field(None, min_length=1, max_length=64)
+    # shared threads: only the messages this author wrote (its id, or its name in any case)
+    author: str | None = Field(None, min_length=1, max_length=256, pattern=r"\S")
 
     @model_validator(mode="after")
     def _consistent(self) -> RecallArguments:
@@ -90,6 +92,10 @@ class RecallArguments(BaseModel):
             raise ValueError('query: required for mode "search"')
         if self.char_offset is not None and self.part_index is None:
             raise ValueError("charOffset: only with partIndex")
+        if self.author is not None and self.mode == "threads":
+            raise ValueError('author: only in modes "messages" and "search" (threads are not written by one author)')
+        if self.author is not None and self.part_index is not None:
+            raise ValueError("author: not with partIndex (the cursor already names the one message to read)")
         return self
 
     # -- normalised values ---------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from om_stream.core.messages import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    author_mark,
 )
 from om_stream.core.recall.params import PartType
 
@@ -161,7 +162,8 @@ def indent_part(text: str) -> str:
 
 
 def message_header(message: Message) -> str:
-    return f"**{message.role} ({format_timestamp(message.created_at_ms)})** [{message.message_id}]:"
+    return (f"**{message.role}{author_mark(message)} ({format_timestamp(message.created_at_ms)})** "
+            f"[{message.message_id}]:")
 
 
 def high_detail_hint(message_id: str, part_index: int) -> str:
