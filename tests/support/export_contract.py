@@ -21,7 +21,7 @@ from om_stream.errors import InputRejected
 from om_stream.ports import ContentStore, ExportSource, GroupQueries, MessageQueries, ThreadQueries
 from om_stream.runtime.exporter import ExportSpec, HeldStates, export_lines
 from om_stream.runtime.importer import ImportReport, import_lines
-from tests.support.store_contract import T0, message, segment
+from tests.support.store_contract import T0, authored_thread, message, segment
 
 DAY = timedelta(days=1)
 
@@ -187,5 +187,25 @@ async def check_import_refuses_a_resource_the_target_holds(source: ContentStore,
     assert report.messages == 14 and len(collected.states) == 2
 
 
+async def check_export_import_keeps_authors(source: ContentStore, target: ContentStore, p: str) -> None:
+    """A shared thread's authors are in the export's message lines, and an import gives them back as they were."""
+    assert isinstance(source, ExportSource) and isinstance(target, ExportSource)
+    r, t = f"{p}r", f"{p}t"
+    written = authored_thread(p, t, r)
+    for seq, m in enumerate(written):
+        await source.put_message(t, m, seq, 4)
+    lines = await export_of(source, r)
+    exported = [line["message"] for line in body(lines) if line["type"] == "message"]
+    assert [m.get("author") for m in exported] == [
+        {"id": f"{p}user-42", "name": "Ana Lima 🇧🇷", "kind": "human"}, {"id": "billing-agent", "kind": "agent",
+                                                                        "name": None},
+        {"id": "crm", "name": "CRM [prod]", "kind": "tool"}, None]
+    report = await import_lines(lines, store=target, restorer=Collected(), scope="thread")
+    assert report.messages == 4
+    ids = [m.message_id for m in written]
+    assert await target.get_messages(ids, resource_id=r) == written
+    assert body(await export_of(target, r)) == body(lines)
+
+
 EXPORT_CHECKS = (check_export_import_round_trip, check_export_pages_through_long_threads,
-                 check_import_refuses_a_resource_the_target_holds)
+                 check_import_refuses_a_resource_the_target_holds, check_export_import_keeps_authors)

@@ -258,7 +258,7 @@ async def check_record_messages(store: ContentStore, p: str) -> None:
     assert await store.get_record_messages(f"{p}nobody", resource_id=r, thread_ids=(t1,), through_seq=10) == []
 
 
-def _authored(p: str, thread: str, resource: str) -> list[Message]:
+def authored_thread(p: str, thread: str, resource: str) -> list[Message]:
     """A shared thread: a person with a name, an agent known by its id, a tool, and a message with no author."""
     authors = [Author(id=f"{p}user-42", name="Ana Lima 🇧🇷", kind="human"), Author(id="billing-agent", kind="agent"),
                Author(id="crm", name="CRM [prod]", kind="tool"), None]
@@ -271,7 +271,7 @@ async def check_author_round_trip(store: ContentStore, p: str) -> None:
     """A message's author comes back as it was written, through every read of a content store; a message without
     one comes back without one."""
     r, t = f"{p}r", f"{p}t"
-    written = _authored(p, t, r)
+    written = authored_thread(p, t, r)
     for seq, m in enumerate(written):
         await store.put_message(t, m, seq, 4)
     await store.put_message(t, written[0], 0, 4)  # a replay: nothing changes
@@ -287,7 +287,7 @@ async def check_author_reads(store: RecallStore, p: str) -> None:
     """What the recall tool reads of a shared thread carries each message's author."""
     await check_author_round_trip(store, p)
     r, t = f"{p}r", f"{p}t"
-    written = _authored(p, t, r)
+    written = authored_thread(p, t, r)
     stored = await store.get_message(r, written[1].message_id)
     assert stored is not None and stored.message.author == Author(id="billing-agent", kind="agent")
     page = await store.list_thread_messages(r, t, limit=10)
