@@ -10,8 +10,9 @@ The public API for Python agents (``tests/unit/test_public_api.py`` pins it; any
 
 * in-process memory: :class:`Memory`, what it returns (:class:`ContextRecord`) and its options (:class:`OMConfig`,
   :class:`ObserveHooks`);
-* messages: :class:`Message` and its parts (:class:`TextPart`, :class:`ImagePart`, :class:`FilePart`,
-  :class:`ToolCallPart`, :class:`ToolResultPart`, :class:`ReasoningPart`);
+* messages: :class:`Message`, its parts (:class:`TextPart`, :class:`ImagePart`, :class:`FilePart`,
+  :class:`ToolCallPart`, :class:`ToolResultPart`, :class:`ReasoningPart`) and, in a shared thread, its
+  :class:`Author`;
 * the errors to catch: :class:`OMError` and its tree (``om_stream.errors``).
 
 Agents that talk to the Kafka sidecar use ``om_stream.client``; tests use ``om_stream.testing``.
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 
     from om_stream.core.config import ObserveHooks, OMConfig
     from om_stream.core.messages import (
+        Author,
         FilePart,
         ImagePart,
         Message,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from om_stream.wire.context import ContextRecord
 
 __all__ = [
+    "Author",
     "BudgetExceeded",
     "ConfigError",
     "ContextRecord",
@@ -92,6 +95,7 @@ _LAZY = {
     "OMConfig": "om_stream.core.config",
     "ObserveHooks": "om_stream.core.config",
     "Message": "om_stream.core.messages",
+    "Author": "om_stream.core.messages",
     "Part": "om_stream.core.messages",
     "TextPart": "om_stream.core.messages",
     "ImagePart": "om_stream.core.messages",

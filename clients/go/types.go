@@ -40,6 +40,15 @@ type Part struct {
 // TextPart is a text part.
 func TextPart(text string) Part { return Part{Type: "text", Text: &text} }
 
+// Author says who wrote a message in a thread several people or agents write to. Kind is "human", "agent" or
+// "tool"; Name (optional) is what the Observer's transcript and observations use, ID when absent. Neither may hold
+// a line break or another control character.
+type Author struct {
+	ID   string  `json:"id"`
+	Name *string `json:"name,omitempty"`
+	Kind string  `json:"kind"`
+}
+
 // Message is a chat message (the fields of om.message/v1 without the schema tag, as contexts carry them).
 type Message struct {
 	MessageID  string  `json:"message_id"`
@@ -53,6 +62,8 @@ type Message struct {
 	// "24h"); with activateAfterIdle "auto" it sets how long an OpenAI actor may stay idle before activation.
 	PromptCacheRetention *string         `json:"prompt_cache_retention,omitempty"`
 	Metadata             json.RawMessage `json:"metadata,omitempty"`
+	// Author is who wrote the message in a shared thread (nil: the thread's user or its assistant, as before).
+	Author *Author `json:"author,omitempty"`
 }
 
 // MessageRecord is om.message/v1, published to the messages topic with key = thread id.
@@ -148,6 +159,8 @@ type RecallArguments struct {
 	CharOffset *int64  `json:"charOffset,omitempty"`
 	Before     *string `json:"before,omitempty"`
 	After      *string `json:"after,omitempty"`
+	// Author keeps only the messages of one author (its id, or the name shown for it) in messages and search modes.
+	Author *string `json:"author,omitempty"`
 }
 
 // RecallRequest is om.recall.request/v1 (key = resource id).

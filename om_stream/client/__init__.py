@@ -5,6 +5,8 @@
 
     async with OMClient("localhost:9092") as om:
         sent = await om.publish(MessageRecord(..., parts=(TextPart(text="Hi"),)))
+        # a thread several people or agents write to: say who wrote each message
+        await om.publish(MessageRecord(..., author=Author(id="user-42", name="Ana", kind="human")))
         context = await om.await_context(thread_id, sent.message_id, timeout=30)
 
 Everything here speaks the wire contract (``schemas/``) over Kafka; nothing here runs om-stream itself, and nothing
@@ -15,11 +17,13 @@ are the client's own arguments. ``tests/unit/test_public_api.py`` pins ``__all__
 from om_stream.client.client import ClientTopics, OMClient, Published
 from om_stream.client.events import EventEnvelope, EventStream
 from om_stream.client.partitioning import partition_for
+from om_stream.core.messages import Author
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MessageRecord
 from om_stream.wire.recall import RecallRequest, RecallResponse
 
 __all__ = [
+    "Author",
     "ClientTopics",
     "ContextRecord",
     "EventEnvelope",

@@ -18,6 +18,7 @@ import om_stream.testing
 PACKAGE = Path(om_stream.__file__).resolve().parent
 
 OM_STREAM = [
+    "Author",
     "BudgetExceeded",
     "ConfigError",
     "ContextRecord",
@@ -43,6 +44,7 @@ OM_STREAM = [
     "__version__",
 ]
 CLIENT = [
+    "Author",
     "ClientTopics",
     "ContextRecord",
     "EventEnvelope",

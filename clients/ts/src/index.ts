@@ -9,5 +9,5 @@ export { canonicalBytes, canonicalize } from "./jcs.js";
 export { partitionFor } from "./partition.js";
 export type * from "./generated/index.js";
 export type {
-  FilePart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart,
+  Author, FilePart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart,
 } from "./generated/om.message.v1.js";

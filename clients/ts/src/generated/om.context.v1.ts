@@ -37,6 +37,10 @@ export interface Message {
   metadata?: {
     [k: string]: unknown | undefined;
   } | null;
+  /**
+   * Who wrote the message, in a thread several people or agents write to. Absent: the thread's user (role user) or its assistant, as before.
+   */
+  author?: Author | null;
 }
 export interface TextPart {
   type: "text";
@@ -80,6 +84,27 @@ export interface ToolResultPart {
 export interface ReasoningPart {
   type: "reasoning";
   text: string;
+}
+/**
+ * Who wrote a message in a shared thread: a person of a support channel, a sub-agent of a supervisor.
+ *
+ * ``id`` is stable (the recall tool filters by it); ``name`` is what the Observer's transcript shows, the id
+ * when there is none. Neither may hold a line break or another control character: the transcript prints the
+ * name in a message's header line, and a name with a line break could write lines of its own there.
+ */
+export interface Author {
+  /**
+   * The author's stable id (a user id, an agent's name); the recall tool filters by it
+   */
+  id: string;
+  /**
+   * The name the Observer's transcript and observations use; the id when absent
+   */
+  name?: string | null;
+  /**
+   * human, agent or tool
+   */
+  kind: "human" | "agent" | "tool";
 }
 export interface ContextTokens {
   messages: number;

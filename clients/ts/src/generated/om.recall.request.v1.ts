@@ -37,4 +37,5 @@ export interface RecallArguments {
   charOffset?: number | null;
   before?: string | null;
   after?: string | null;
+  author?: string | null;
 }
