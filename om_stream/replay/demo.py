@@ -1,16 +1,19 @@
 """``om-stream demo``: a sample conversation through Observational Memory, in under a minute, with no broker and no
 API key. It shows, as the conversation goes, the lifecycle events and the context an agent would receive, then a
-summary of what memory did and what it cost."""
+summary of what memory did and what it cost; last, a short shared thread (two people and two agents in one support
+channel), whose observations say who stated, asked or did what."""
 
 from __future__ import annotations
 
 import importlib.resources
 import textwrap
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
 from om_stream.core.config import OMConfig
 from om_stream.core.events import OMEvent
+from om_stream.core.messages import Author, Message, Role, TextPart
 from om_stream.ports import ChatModel
 from om_stream.replay.conversation import Turn, load_turns
 from om_stream.replay.runner import ReplayResult, replay
@@ -18,7 +21,7 @@ from om_stream.runtime.clock import ManualClock
 from om_stream.runtime.embedded import Memory
 from om_stream.wire.context import ContextRecord
 
-__all__ = ["DEMO_OPTIONS", "run_demo", "sample_conversation"]
+__all__ = ["DEMO_OPTIONS", "SHARED_THREAD", "run_demo", "sample_conversation"]
 
 # Small thresholds so a short conversation shows buffering, activation and reflection; the reflection threshold
 # leaves the condensed log room for every fact the user asked to keep (tests/component/test_demo_memory.py).
@@ -28,6 +31,21 @@ DEMO_OPTIONS: dict[str, Any] = {
     "reflection": {"observationTokens": 600, "bufferActivation": 0.5, "blockAfter": 1.2},
     "temporalMarkers": True,
 }
+
+
+_ANA = Author(id="u-ana", name="Ana", kind="human")
+_BEN = Author(id="u-ben", name="Ben", kind="human")
+_BILLING = Author(id="billing-agent", kind="agent")
+_SUPPORT = Author(id="support-agent", kind="agent")
+# A support channel of one customer: who wrote each message is part of it (om.message/v1 ``author``)
+SHARED_THREAD: tuple[tuple[Role, Author, str], ...] = (
+    ("user", _ANA, "Our March invoice charged the Pro plan twice, 49 EUR each time."),
+    ("user", _BEN, "I own the account: refund it to the card ending 4242, not as credit."),
+    ("assistant", _BILLING, "I found the duplicate 49 EUR charge and refunded it to the card ending 4242."),
+    ("user", _ANA, "Thanks! Can you send the corrected invoice to finance@acme.example?"),
+    ("assistant", _SUPPORT, "Done: corrected invoice INV-0342 goes out to finance today, before 17:00 Berlin time."),
+)
+_SHARED_START = datetime.fromisoformat("2026-03-02T14:00:00+00:00")
 
 
 def sample_conversation() -> Path:
@@ -98,7 +116,29 @@ async def run_demo(out: TextIO, *, model: ChatModel | None = None, model_label: 
     memory = Memory(config, model=model, clock=clock, on_event=on_event)
     result = await replay(turns, config, on_turn=on_turn, memory=memory)
     _summary(result, turns, out, model_label)
+    await _shared_thread(out, model)
     return result
+
+
+async def _shared_thread(out: TextIO, model: ChatModel | None) -> None:
+    """The shared thread, observed at once: the transcript the Observer reads names each message's author."""
+    out.write("\nWho said what — a shared support thread: two people and two agents\n")
+    clock = ManualClock(int(_SHARED_START.timestamp() * 1000))
+    async with Memory(model=model, clock=clock) as memory:
+        for i, (role, author, text) in enumerate(SHARED_THREAD):
+            out.write(f"  {author.label} ({author.kind}): {text}\n")
+            await memory.add_message(Message(
+                message_id=f"support-{i}", thread_id="demo-support", resource_id="acme", role=role,
+                created_at=_SHARED_START + timedelta(minutes=2 * i), parts=(TextPart(text=text),), author=author))
+        await memory.observe("demo-support", force=True)
+        await memory.settle()
+        context = await memory.context("demo-support")
+    observations = context.observations if context is not None else ""
+    out.write("  observations:\n")
+    for line in observations.splitlines():
+        if line.strip().startswith(("*", "Date:")):
+            indent = " " * (len(line) - len(line.lstrip()))
+            out.write(f"      │ {indent}{textwrap.shorten(line, 110)}\n")
 
 
 def _summary(result: ReplayResult, turns: list[Turn], out: TextIO, model_label: str) -> None:

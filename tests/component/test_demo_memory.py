@@ -50,3 +50,15 @@ async def test_the_final_context_names_each_day_once() -> None:
     context = await _final_context()
     headers = re.findall(r"^Date: ([A-Z][a-z]{2} \d{1,2}, \d{4})", context.observations, re.MULTILINE)
     assert headers and len(headers) == len(set(headers)), context.observations
+
+
+async def test_the_shared_thread_s_observations_say_who_said_what() -> None:
+    out = io.StringIO()
+    await run_demo(out)
+    shown = out.getvalue().split("Who said what")[1]
+    observed = [line for line in shown.splitlines() if "│" in line]
+    for needle in ("Ana stated: Our March invoice", "Ben stated: I own the account",
+                   "billing-agent replied: I found the duplicate", "Ana asked: Can you send the corrected invoice",
+                   "support-agent replied: Done: corrected invoice INV-0342"):
+        assert any(needle in line for line in observed), f"{needle!r} not in:\n{shown}"
+    assert not any(" User " in line or "Assistant:" in line for line in observed)
