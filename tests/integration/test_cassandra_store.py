@@ -28,7 +28,7 @@ from tests.support.leak_property import (
     rename,
     worlds,
 )
-from tests.support.recall_scenarios import ALL_CHECKS, World, seed
+from tests.support.recall_scenarios import ALL_CHECKS, SEARCH_CHECKS, World, seed
 from tests.support.retention_contract import RECALL_RETENTION_CHECKS, RETENTION_CHECKS
 from tests.support.store_contract import (
     CHECKS,
@@ -299,7 +299,7 @@ async def test_a_long_thread_pages_across_buckets_in_order(store: CassandraConte
 
 @pytest.mark.parametrize("check", ALL_CHECKS, ids=lambda c: c.__name__)
 async def test_recall(store: CassandraContentStore, check) -> None:
-    index = QdrantRecallIndex(EMBEDDER.model_id, EMBEDDER.dimension) if check.__name__ == "check_search_mode" else None
+    index = QdrantRecallIndex(EMBEDDER.model_id, EMBEDDER.dimension) if check in SEARCH_CHECKS else None
     service = RecallService(store, COUNTER.count, index=index, embedder=EMBEDDER if index else None)
     world: World = await seed(store, _prefix(), service)
     await check(world)
