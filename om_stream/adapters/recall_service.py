@@ -84,6 +84,8 @@ _LAST_SEQ = 2**62  # above any sequence number: a position just before a time, w
 class _Window:
     messages: list[StoredMessage]  # visible messages in reading order
     exhausted: bool  # the thread has nothing more in this direction (False: stopped at MAX_SCAN)
+    # the last message read when the scan stopped at MAX_SCAN before it found enough: where a caller reads on
+    stopped_at: StoredMessage | None = None
 
 
 class RecallService:
@@ -243,9 +245,10 @@ class RecallService:
         before = await cutoffs.of(thread_id)
         if before is not None and forward and (position is None or position.created_at < before):
             position = MessagePosition(before - 1, _LAST_SEQ, "")  # reading forward starts at the cutoff
+        last: StoredMessage | None = None
         while len(found) < need:
             if scanned >= MAX_SCAN:
-                return _Window(found, exhausted=False)
+                return _Window(found, exhausted=False, stopped_at=last)
             filtered = part_type or tool_name or author
             batch = min(max(need - len(found), 1) * 2 if filtered else need - len(found), _BATCH)
             batch = max(batch, 1)
@@ -260,7 +263,8 @@ class RecallService:
                     found.append(stored)
             if not page.messages or not page.has_more:
                 return _Window(found, exhausted=True)
-            position = page.messages[-1].position
+            last = page.messages[-1]
+            position = last.position
         return _Window(found[:need], exhausted=False)
 
     async def _page(self, scope: RecallScope, args: RecallArguments, thread_id: str, plan: PagePlan,
@@ -282,12 +286,20 @@ class RecallService:
         window += found.messages
         sliced = slice_page(plan, window)
         has_next, has_prev = page_flags(plan, sliced, beyond_anchor=beyond)
+        stopped = found.stopped_at
+        if stopped is not None:
+            # the filters skipped every message of a long stretch: say so, and where to read on, rather than let
+            # "nothing more" stand for "nothing more among what was read"
+            has_next, has_prev = (True, has_prev) if plan.forward else (has_next, True)
+            notes.append(f"{MAX_SCAN} messages were read without filling this page; the thread goes on. To read "
+                         f'on, call again with cursor="{stopped.message.message_id}" and page '
+                         f"{1 if plan.forward else -1}.")
         items = sliced.items
         first_id = cursor.message.message_id if cursor else (items[0].message.message_id if items else "")
         note = " ".join(notes) or None
         if not items:
-            empty = "(no messages on this page)" if window or cursor else "(no messages in this thread)"
-            if author is not None and not window:
+            empty = "(no messages on this page)" if window or cursor or stopped else "(no messages in this thread)"
+            if author is not None and not window and not stopped:
                 empty = f'(no messages by "{author}" in this thread)'  # an author id or name, both the caller's
             return MessagesResult(messages=self._with_note(note, empty), count=0, cursor=first_id,
                                   page=plan.page, limit=plan.limit, detail=args.detail, has_next_page=has_next,

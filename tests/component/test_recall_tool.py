@@ -67,3 +67,42 @@ async def test_indexing_is_idempotent_and_a_forgotten_record_leaves_the_index(se
     await service.forget("alice", "thread:trip")
     assert 0 < await index.count("alice") < before  # only the work thread's points remain
     assert await index.count("bob") > 0
+
+
+async def test_a_filter_that_skips_a_long_stretch_says_where_to_read_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rare author far into a long shared thread: the scan stops at its bound, and the answer says the thread goes
+    on and from which cursor, instead of reading as "no messages by Ana"."""
+    import re
+    from datetime import UTC, datetime, timedelta
+
+    from om_stream.adapters import recall_service
+    from om_stream.core.messages import Author, Message, TextPart
+    from om_stream.core.recall import MessagesResult, RecallScope
+
+    monkeypatch.setattr(recall_service, "MAX_SCAN", 20)  # the bound, scaled down: 5,000 messages in production
+    store = SqliteContentStore(":memory:")
+    service = RecallService(store, COUNTER.count)
+    start = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    ana, bot = Author(id="u-ana", name="Ana", kind="human"), Author(id="bot", kind="agent")
+    for i in range(60):
+        author = ana if i == 45 else bot
+        await store.put_message("t", Message(
+            message_id=f"m-{i:02d}", thread_id="t", resource_id="acme", role="user" if i == 45 else "assistant",
+            created_at=start + timedelta(minutes=i), parts=(TextPart(text=f"message {i}"),), author=author), i, 3)
+    scope = RecallScope("acme", "t")
+    first = await service.recall(scope, {"threadId": "current", "author": "Ana"})
+    assert isinstance(first, MessagesResult) and first.count == 0 and first.has_next_page
+    assert "no messages by" not in first.messages and "the thread goes on" in first.messages
+    found: MessagesResult = first
+    for _ in range(5):  # follow the notes, as an agent would
+        if found.count:
+            break
+        cursor = re.search(r'cursor="([^"]+)"', found.messages)
+        assert cursor is not None, found.messages
+        result = await service.recall(scope, {"cursor": cursor.group(1), "author": "Ana"})
+        assert isinstance(result, MessagesResult)
+        found = result
+    assert found.count == 1 and "m-45" in found.messages and "message 45" in found.messages
+    backward = await service.recall(scope, {"threadId": "current", "author": "Ana", "anchor": "end"})
+    assert isinstance(backward, MessagesResult) and backward.count == 1 and "m-45" in backward.messages
+    await store.close()
