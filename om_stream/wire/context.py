@@ -6,6 +6,7 @@ An agent waits until ``through_message_id`` is its own latest message (read-your
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,19 @@ from om_stream.core.messages import Message
 __all__ = ["CONTEXT_SCHEMA", "ContextHints", "ContextRecord", "ContextTokens"]
 
 CONTEXT_SCHEMA: Literal["om.context/v1"] = "om.context/v1"
+_NOT_IN_A_CHAT_NAME = re.compile(r"[^A-Za-z0-9_-]+")  # OpenAI's `name` takes ^[a-zA-Z0-9_-]{1,64}$
+
+
+def _chat_name(message: Message) -> str | None:
+    """The participant name OpenAI's chat format gives a user or assistant message (``name``), for a message with
+    an author: the name the transcript shows, in the characters the API accepts; else its id likewise."""
+    if message.author is None or message.role not in ("user", "assistant"):
+        return None
+    for text in (message.author.label, message.author.id):
+        name = _NOT_IN_A_CHAT_NAME.sub("_", text).strip("_")[:64]
+        if name:
+            return name
+    return None
 
 
 class _Closed(BaseModel):
@@ -50,7 +64,8 @@ class ContextRecord(_Closed):
     thread_title: str | None = None
 
     def to_chat_messages(self) -> list[dict[str, Any]]:
-        """OpenAI-style chat messages: system blocks, the continuation reminder, then the raw messages as text.
+        """OpenAI-style chat messages: system blocks, the continuation reminder, then the raw messages as text (a
+        user or assistant message with an author carries its participant ``name``).
 
         Agents with richer message formats (tool calls, images) should map ``messages`` themselves.
         """
@@ -59,5 +74,9 @@ class ContextRecord(_Closed):
             out.append({"role": "user", "content": self.continuation})
         for message in self.messages:
             role: Literal["system", "user", "assistant", "tool"] = message.role
-            out.append({"role": role, "content": message.text})
+            entry: dict[str, Any] = {"role": role, "content": message.text}
+            name = _chat_name(message)
+            if name is not None:  # several people or agents share the thread: the model is told who said what
+                entry["name"] = name
+            out.append(entry)
         return out

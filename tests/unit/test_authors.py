@@ -211,3 +211,18 @@ def test_the_recall_tool_shows_a_message_s_author_after_its_role() -> None:
     assert message_header(SUPPORT[0]).startswith("**user [Ana] (2026-06-06 09:14")
     assert message_header(SUPPORT[2]).startswith("**assistant [billing-agent] (")
     assert message_header(say(9, "user", "hi")).startswith("**user (2026-06-06 09:14")
+
+
+def test_a_context_s_chat_messages_name_each_author_as_openai_takes_a_name() -> None:
+    from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
+
+    lima = Author(id="user 9", name="Ana Lima 🇧🇷", kind="human")
+    emoji = Author(id="u-7", name="🙂", kind="human")
+    messages = [SUPPORT[0], SUPPORT[2], say(5, "user", "hi", author=lima), say(6, "user", "yo", author=emoji),
+                say(7, "user", "plain")]
+    context = ContextRecord(thread_id="t-1", resource_id="r-1", version=1, through_message_id="m-7",
+                            observations="", hints=ContextHints(), messages=messages, system_blocks=[],
+                            tokens=ContextTokens(messages=10, observations=0), generation=0)
+    chat = context.to_chat_messages()
+    assert [m.get("name") for m in chat] == ["Ana", "billing-agent", "Ana_Lima", "u-7", None]
+    assert chat[-1] == {"role": "user", "content": "plain"}  # without an author: as before
