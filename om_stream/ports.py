@@ -444,6 +444,7 @@ class RecallPoint:
     vector: tuple[float, ...]
     range: str | None = None  # a group's message ranges (``first:last``, comma separated)
     cursor: str | None = None  # a message id to start browsing from
+    author_keys: tuple[str, ...] = ()  # a message's author (``Author.keys``): what a search by author matches
 
 
 @runtime_checkable
@@ -454,8 +455,10 @@ class RecallIndex(Protocol):
     async def upsert(self, points: Sequence[RecallPoint]) -> None: ...
 
     async def query(self, vector: Sequence[float], *, resource_id: str, limit: int, thread_id: str | None = None,
-                    observed_after: int | None = None, observed_before: int | None = None) -> list[RecallHit]:
-        """The ``limit`` nearest points of ``resource_id`` (never another tenant's), best first."""
+                    observed_after: int | None = None, observed_before: int | None = None,
+                    author: str | None = None) -> list[RecallHit]:
+        """The ``limit`` nearest points of ``resource_id`` (never another tenant's), best first. ``author``: only
+        the points of that author's messages (``core.messages.author_query_keys``)."""
         ...
 
     async def delete_record(self, resource_id: str, record_key: str) -> None: ...

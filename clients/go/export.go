@@ -61,6 +61,8 @@ type ExportLine struct {
 	ObservedAt *int64  `json:"observed_at,omitempty"`
 	Range      *string `json:"range,omitempty"`
 	Cursor     *string `json:"cursor,omitempty"`
+	// AuthorKeys are a message point's author as a search by author matches it (its id, the name shown for it)
+	AuthorKeys []string `json:"author_keys,omitempty"`
 	// end
 	Counts              *ExportCounts `json:"counts,omitempty"`
 	RecordsWithoutState []string      `json:"records_without_state,omitempty"`

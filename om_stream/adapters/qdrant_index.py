@@ -5,6 +5,8 @@
 * ``resource_id`` is the tenant key: a keyword payload index with ``is_tenant`` on a server (Qdrant co-locates a
   tenant's points); every query and delete carries a ``must`` filter on it, so one tenant never sees another's
   points. Local mode ignores payload indexes (it filters by scanning), so none are created there.
+* A message's points carry its author's keys (``author_keys``, a keyword list: ``Author.keys``), so a search by
+  author is filtered by the index, not among the nearest points of everyone.
 * Point ids are UUIDs derived from the point's identity (tenant, record, kind, message or group id, thread, chunk):
   indexing the same observation again overwrites the same points.
 
@@ -23,6 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, cast
 
 from om_stream.adapters.qdrant_scrub import scrub_local_collection
+from om_stream.core.messages import author_query_keys
 from om_stream.errors import StorageError
 from om_stream.ports import RecallHit, RecallPoint
 
@@ -103,7 +106,7 @@ class QdrantRecallIndex:
             log.info("Qdrant refused an is_tenant index on %s; using a plain keyword index", self.collection)
             await client.create_payload_index(self.collection, "resource_id",
                                               field_schema=models.PayloadSchemaType.KEYWORD)
-        for name in ("thread_id", "record_key"):
+        for name in ("thread_id", "record_key", "author_keys"):
             await client.create_payload_index(self.collection, name, field_schema=models.PayloadSchemaType.KEYWORD)
         await client.create_payload_index(self.collection, "observed_at",
                                           field_schema=models.PayloadSchemaType.INTEGER)
@@ -122,7 +125,8 @@ class QdrantRecallIndex:
             structs.append(models.PointStruct(id=point_id(point), vector=list(point.vector), payload={
                 "resource_id": point.resource_id, "record_key": point.record_key, "thread_id": point.thread_id,
                 "kind": point.kind, "source_id": point.source_id, "chunk": point.chunk, "text": point.text,
-                "observed_at": point.observed_at, "range": point.range, "cursor": point.cursor}))
+                "observed_at": point.observed_at, "range": point.range, "cursor": point.cursor,
+                "author_keys": list(point.author_keys)}))
         try:
             for start in range(0, len(structs), _UPSERT_BATCH):
                 await client.upsert(self.collection, points=structs[start:start + _UPSERT_BATCH], wait=True)
@@ -130,7 +134,8 @@ class QdrantRecallIndex:
             raise StorageError(f"recall index {self.collection}: upsert failed: {type(exc).__name__}: {exc}") from exc
 
     async def query(self, vector: Sequence[float], *, resource_id: str, limit: int, thread_id: str | None = None,
-                    observed_after: int | None = None, observed_before: int | None = None) -> list[RecallHit]:
+                    observed_after: int | None = None, observed_before: int | None = None,
+                    author: str | None = None) -> list[RecallHit]:
         client = await self._ensure()
         from qdrant_client import models
 
@@ -140,6 +145,9 @@ class QdrantRecallIndex:
         if observed_after is not None or observed_before is not None:
             must.append(models.FieldCondition(key="observed_at", range=models.Range(gt=observed_after,
                                                                                      lt=observed_before)))
+        if author is not None:  # any of the point's keys (a list) is one of the author's
+            must.append(models.FieldCondition(key="author_keys",
+                                              match=models.MatchAny(any=list(author_query_keys(author)))))
         try:
             response = await client.query_points(self.collection, query=list(vector),
                                                  query_filter=models.Filter(must=must), limit=limit,
@@ -241,7 +249,8 @@ class QdrantRecallIndex:
                     kind=cast(Literal["message", "group"], payload.get("kind", "message")),
                     source_id=str(payload.get("source_id", "")), chunk=int(payload.get("chunk", 0)),
                     text=str(payload.get("text", "")), observed_at=int(payload.get("observed_at", 0)), vector=(),
-                    range=payload.get("range"), cursor=payload.get("cursor"))
+                    range=payload.get("range"), cursor=payload.get("cursor"),
+                    author_keys=tuple(str(k) for k in payload.get("author_keys") or ()))
             if offset is None:
                 return
 

@@ -74,7 +74,6 @@ log = logging.getLogger(__name__)
 MAX_SCAN = 5_000  # messages read to fill one page when filters skip most of them
 _BATCH = 100
 _SEARCH_OVERFETCH = 3
-_AUTHOR_OVERFETCH = 10
 
 
 _LAST_SEQ = 2**62  # above any sequence number: a position just before a time, whatever message sorts at it
@@ -419,11 +418,9 @@ class RecallService:
             vector = (await self.embedder.embed([query]))[0]
         except ModelError as exc:
             raise RecallError(f"search is unavailable right now: {exc}") from exc
-        # an author's messages are found among everyone's hits: more of them are read
-        overfetch = _AUTHOR_OVERFETCH if args.author is not None else _SEARCH_OVERFETCH
-        hits = await self.index.query(vector, resource_id=scope.resource_id, limit=limit * overfetch + 10,
+        hits = await self.index.query(vector, resource_id=scope.resource_id, limit=limit * _SEARCH_OVERFETCH + 10,
                                       thread_id=thread_id, observed_after=args.after_ms,
-                                      observed_before=args.before_ms)
+                                      observed_before=args.before_ms, author=args.author)
         items = await self._verified(scope, hits, thread_id, cutoffs, args.author)
         items = items[:limit]
         rendered = render_search(query, items, scope.current_thread_id, self.count, self.budget)
@@ -513,8 +510,8 @@ class RecallService:
                     pending.append((RecallPoint(
                         resource_id=group.resource_id, record_key=group.record_key, thread_id=item.thread_id,
                         kind="message", source_id=stored.message.message_id, chunk=chunk_index, text=chunk,
-                        observed_at=stored.message.created_at_ms, vector=(),
-                        cursor=stored.message.message_id), chunk))
+                        observed_at=stored.message.created_at_ms, vector=(), cursor=stored.message.message_id,
+                        author_keys=stored.message.author.keys if stored.message.author else ()), chunk))
         if not pending:
             return 0
         try:
@@ -591,7 +588,5 @@ def _shown(stored: StoredMessage, part_type: PartType | None, tool_name: str | N
 
 
 def _with_vector(point: RecallPoint, vector: Sequence[float]) -> RecallPoint:
-    return RecallPoint(resource_id=point.resource_id, record_key=point.record_key, thread_id=point.thread_id,
-                       kind=point.kind, source_id=point.source_id, chunk=point.chunk, text=point.text,
-                       observed_at=point.observed_at, vector=tuple(vector), range=point.range, cursor=point.cursor)
+    return replace(point, vector=tuple(vector))
 

@@ -29,6 +29,7 @@ __all__ = [
     "ToolCallPart",
     "ToolResultPart",
     "author_mark",
+    "author_query_keys",
     "iso",
     "to_ms",
 ]
@@ -133,6 +134,18 @@ class Author(BaseModel):
         """How the transcript and the offline Observer name the author."""
         return (self.name or "").strip() or self.id
 
+    @property
+    def keys(self) -> tuple[str, str]:
+        """What a search for an author matches (``author_query_keys``): its id as it is, and the name shown for it
+        in any case. The recall index keeps them with each message's vectors, so it filters by author itself."""
+        return f"id:{self.id}", f"name:{self.label.casefold()}"
+
+
+def author_query_keys(who: str) -> tuple[str, str]:
+    """The keys an author of ``who`` (an id, or the name shown for one) holds in ``Author.keys``."""
+    wanted = who.strip()
+    return f"id:{wanted}", f"name:{wanted.casefold()}"
+
 
 def to_ms(moment: datetime) -> int:
     if moment.tzinfo is None:
@@ -187,11 +200,7 @@ class Message(BaseModel):
     def written_by(self, who: str) -> bool:
         """The message's author is ``who``: its id exactly, or the name the transcript shows for it (its name, else
         its id) in any case: a model that read "Ana stated ..." in its observations asks for "Ana"."""
-        author = self.author
-        if author is None:
-            return False
-        wanted = who.strip()
-        return wanted == author.id or wanted.casefold() == author.label.casefold()
+        return self.author is not None and not set(self.author.keys).isdisjoint(author_query_keys(who))
 
     def tool_call_ids(self) -> list[str]:
         return [p.tool_call_id for p in self.parts if isinstance(p, ToolCallPart)]

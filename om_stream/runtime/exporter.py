@@ -145,7 +145,8 @@ async def export_lines(spec: ExportSpec) -> AsyncIterator[bytes]:
                 yield RecallPointLine(record_key=point.record_key, thread_id=point.thread_id, kind=point.kind,
                                       source_id=point.source_id, chunk=point.chunk, text=point.text,
                                       observed_at=point.observed_at, range=point.range,
-                                      cursor=point.cursor).encode()
+                                      cursor=point.cursor,
+                                      author_keys=list(point.author_keys) or None).encode()
     missing = sorted(records - with_state)
     if missing:
         log.warning("export of resource %s: %d record(s) without a state (their rows are exported, their memory "

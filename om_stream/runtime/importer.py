@@ -378,7 +378,7 @@ async def _embed(job: _Import, points: list[RecallPointLine]) -> None:
     await job.recall.index.upsert([
         RecallPoint(resource_id=job.header.resource_id, record_key=p.record_key, thread_id=p.thread_id, kind=p.kind,
                     source_id=p.source_id, chunk=p.chunk, text=p.text, observed_at=p.observed_at,
-                    vector=tuple(vector), range=p.range, cursor=p.cursor)
+                    vector=tuple(vector), range=p.range, cursor=p.cursor, author_keys=tuple(p.author_keys or ()))
         for p, vector in zip(points, vectors, strict=True)])
     job.report.recall_points += len(points)
 

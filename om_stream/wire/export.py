@@ -204,6 +204,14 @@ class RecallPointLine(_Line):
     observed_at: _Millis
     range: str | None = None
     cursor: str | None = None
+    author_keys: list[str] | None = Field(None, description="A message's author, as a search by author matches it "
+                                                          "(its id and the name shown for it); absent: no author")
+
+    def encode(self) -> bytes:
+        """The line, newline included; without ``author_keys`` when it has none, so the points of a resource
+        without authors export as they did before authors existed."""
+        exclude = {"author_keys"} if self.author_keys is None else None
+        return self.model_dump_json(by_alias=True, exclude=exclude).encode() + b"\n"
 
 
 class LineCounts(BaseModel):

@@ -266,6 +266,10 @@ VALID += [
         "type": "recall-point", "record_key": "thread-1", "thread_id": "thread-1", "kind": "group",
         "source_id": "ref-1", "chunk": 0, "text": "User likes trains.", "observed_at": 1772355600000,
         "range": "m-1:m-4,m-6:m-9", "cursor": "m-1"}),
+    vector("export-recall-point-authored-message", "om.export/v1", {
+        "type": "recall-point", "record_key": "thread-1", "thread_id": "thread-1", "kind": "message",
+        "source_id": "m-3", "chunk": 1, "text": "Refund it to the card ending 4242.", "observed_at": 1772355600000,
+        "range": None, "cursor": "m-3", "author_keys": ["id:user-42", "name:ana"]}),
     vector("export-end", "om.export/v1", {
         "type": "end", "counts": {"states": 1, "threads": 1, "messages": 9, "records": 1, "segments": 3,
                                   "generations": 1, "recall_points": 4}}),

@@ -258,3 +258,48 @@ async def test_the_export_streams_what_a_memory_holds_while_it_takes_messages() 
                 assert len(await target.store.get_messages(sorted(named), resource_id="ana")) == len(named) > 0
                 context = await target.context(thread)
                 assert context is not None and context.messages
+
+
+async def test_a_shared_threads_authors_move_with_its_messages_and_its_recall_points() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from om_stream.core.messages import Author, TextPart
+    from om_stream.core.recall import MessagesResult, SearchResult
+
+    options = {**OPTIONS, "retrieval": {"vector": True}}
+    ana, ben = Author(id="u-ana", name="Ana", kind="human"), Author(id="u-ben", name="Ben", kind="human")
+    agent = Author(id="billing-agent", kind="agent")
+    start = datetime(2026, 3, 2, 14, 0, tzinfo=UTC)
+    said = [(ana, "user", "Our March invoice charged the Pro plan twice."),
+            (agent, "assistant", "I found the duplicate charge of 49 EUR."),
+            (ben, "user", "Refund it to the card ending 4242, not as credit."),
+            (agent, "assistant", "Refunded 49 EUR to the card ending 4242."),
+            (ana, "user", "Please send the corrected invoice to finance.")]
+    async with Memory(options, clock=ManualClock(int(start.timestamp() * 1000)), embedder=EMBEDDER) as source:
+        for i, (author, role, text) in enumerate(said):
+            await source.add_message(Message(message_id=f"s-{i}", thread_id="support", resource_id="acme",
+                                             role=role, created_at=start + timedelta(minutes=i),  # type: ignore[arg-type]
+                                             parts=(TextPart(text=text),), author=author))
+        await source.observe("support", force=True)
+        await source.settle()
+        lines = [line async for line in source.export_resource("acme")]
+        points = [json.loads(line) for line in lines if b'"recall-point"' in line]
+        authored = {tuple(p["author_keys"]) for p in points if p["kind"] == "message"}
+        assert authored == {a.keys for a in (ana, ben, agent)}
+        assert all("author_keys" not in p for p in points if p["kind"] == "group")
+        assert isinstance(source.clock, ManualClock)
+        async with Memory(options, clock=ManualClock(source.clock.now), embedder=EMBEDDER) as target:
+            report = await target.import_resource(lines)
+            assert report.messages == 5 and report.recall_points == len(points)
+            for arguments in ({"mode": "search", "query": "refund to the card", "author": "Ben"},
+                              {"mode": "search", "query": "invoice", "author": "ana"},
+                              {"threadId": "current", "author": "billing-agent"}):
+                mine = await source.recall("acme", arguments, thread_id="support")
+                theirs = await target.recall("acme", arguments, thread_id="support")
+                assert isinstance(mine, SearchResult | MessagesResult) and mine.count > 0, arguments
+                assert theirs == mine, arguments
+            ben_only = await target.recall("acme", {"mode": "search", "query": "refund", "author": "Ben"})
+            assert isinstance(ben_only, SearchResult) and ben_only.count == 1 and "s-2" in ben_only.results
+            again = [line async for line in target.export_resource("acme")]
+            assert [json.loads(line) for line in again if b'"header"' not in line] == \
+                [json.loads(line) for line in lines if b'"header"' not in line]

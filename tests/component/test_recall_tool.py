@@ -106,3 +106,30 @@ async def test_a_filter_that_skips_a_long_stretch_says_where_to_read_on(monkeypa
     backward = await service.recall(scope, {"threadId": "current", "author": "Ana", "anchor": "end"})
     assert isinstance(backward, MessagesResult) and backward.count == 1 and "m-45" in backward.messages
     await store.close()
+
+
+async def test_the_index_filters_a_search_by_author_and_keeps_the_author_with_each_point() -> None:
+    """Ana's one message among many of others: a search by author asks the index for her points only, so it is
+    found however many closer points others wrote."""
+    from om_stream.core.messages import Author
+    from om_stream.ports import RecallPoint
+
+    index = QdrantRecallIndex(EMBEDDER.model_id, EMBEDDER.dimension)
+    ana, bot = Author(id="u-ana", name="Ana", kind="human"), Author(id="bot", kind="agent")
+    texts = [f"the espresso machine refund, reply {i}" for i in range(60)] + ["my espresso machine broke"]
+    vectors = await EMBEDDER.embed(texts)
+    points = [RecallPoint(resource_id="acme", record_key="t", thread_id="t", kind="message", source_id=f"m-{i}",
+                          chunk=0, text=text, observed_at=1_000 + i, vector=tuple(vector),
+                          author_keys=(ana if i == 60 else bot).keys)
+              for i, (text, vector) in enumerate(zip(texts, vectors, strict=True))]
+    await index.upsert(points)
+    query = (await EMBEDDER.embed(["espresso machine refund"]))[0]
+    nearest = await index.query(query, resource_id="acme", limit=10)
+    assert "m-60" not in {h.source_id for h in nearest}  # everyone's nearest points: Ana's is not among them
+    for who in ("Ana", "ANA", "u-ana"):
+        assert [h.source_id for h in await index.query(query, resource_id="acme", limit=10, author=who)] == ["m-60"]
+    assert await index.query(query, resource_id="acme", limit=10, author="U-ANA") == []  # an id matches as it is
+    assert await index.query(query, resource_id="other", limit=10, author="Ana") == []  # never another tenant's
+    kept = {p.source_id: p.author_keys async for p in index.resource_points("acme")}
+    assert kept["m-60"] == ("id:u-ana", "name:ana") and kept["m-0"] == ("id:bot", "name:bot")
+    await index.close()

@@ -226,3 +226,22 @@ def test_a_context_s_chat_messages_name_each_author_as_openai_takes_a_name() -> 
     chat = context.to_chat_messages()
     assert [m.get("name") for m in chat] == ["Ana", "billing-agent", "Ana_Lima", "u-7", None]
     assert chat[-1] == {"role": "user", "content": "plain"}  # without an author: as before
+
+
+def test_a_recall_point_line_without_an_author_exports_as_before() -> None:
+    from om_stream.wire.export import RecallPointLine
+
+    fields: dict[str, Any] = {"record_key": "t", "thread_id": "t", "kind": "message", "source_id": "m-1", "chunk": 0,
+                              "text": "hi", "observed_at": 1, "cursor": "m-1"}
+    plain = json.loads(RecallPointLine(**fields).encode())
+    assert "author_keys" not in plain and plain["range"] is None  # the line of a point without an author
+    authored = json.loads(RecallPointLine(**fields, author_keys=list(ANA.keys)).encode())
+    assert authored["author_keys"] == ["id:user-42", "name:ana"]
+
+
+def test_an_author_s_keys_are_what_a_search_for_it_matches() -> None:
+    from om_stream.core.messages import author_query_keys
+
+    assert ANA.keys == ("id:user-42", "name:ana") and BILLING.keys == ("id:billing-agent", "name:billing-agent")
+    assert set(author_query_keys(" Ana ")) & set(ANA.keys) and set(author_query_keys("user-42")) & set(ANA.keys)
+    assert not set(author_query_keys("USER-42")) & set(ANA.keys)

@@ -256,6 +256,10 @@ export interface RecallPointLine {
   observed_at: number;
   range?: string | null;
   cursor?: string | null;
+  /**
+   * A message's author, as a search by author matches it (its id and the name shown for it); absent: no author
+   */
+  author_keys?: string[] | null;
 }
 /**
  * The last line: how many lines of each type came before it.
