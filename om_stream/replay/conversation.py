@@ -2,7 +2,9 @@
 
 ``{"thread_id","resource_id","role":"user|assistant|tool","text","created_at":ISO-8601,"turn":int}``; tool lines
 also carry ``"tool_name","tool_args","tool_call_id"`` and their text is the tool's result. A tool line becomes two
-messages, as an agent publishes them: the assistant's tool call, then the tool's result.
+messages, as an agent publishes them: the assistant's tool call, then the tool's result. In a shared thread a line
+may say who wrote it (``"author": {"id","name","kind"}``, as ``om.message/v1``); a tool line's author is the agent
+that called the tool, and both of its messages carry it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from om_stream.core.messages import Author, Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.errors import WireDecodeError
 
 __all__ = ["ReplayLine", "Turn", "load_turns", "turns_from_lines"]
@@ -34,6 +36,7 @@ class ReplayLine(BaseModel):
     tool_name: str | None = None
     tool_args: Any = None
     tool_call_id: str | None = None
+    author: Author | None = None
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class Turn:
 
 
 def _messages(line: ReplayLine, index: int) -> list[Message]:
-    base = {"thread_id": line.thread_id, "resource_id": line.resource_id}
+    base = {"thread_id": line.thread_id, "resource_id": line.resource_id, "author": line.author}
     prefix = f"{line.thread_id}:{line.turn}:{index}"
     if line.role != "tool":
         return [Message(message_id=prefix, role=line.role, created_at=line.created_at,

@@ -245,3 +245,24 @@ def test_an_author_s_keys_are_what_a_search_for_it_matches() -> None:
     assert ANA.keys == ("id:user-42", "name:ana") and BILLING.keys == ("id:billing-agent", "name:billing-agent")
     assert set(author_query_keys(" Ana ")) & set(ANA.keys) and set(author_query_keys("user-42")) & set(ANA.keys)
     assert not set(author_query_keys("USER-42")) & set(ANA.keys)
+
+
+def test_a_replay_file_may_say_who_wrote_each_line(tmp_path: Any) -> None:
+    from om_stream.replay.conversation import load_turns
+
+    lines = [{"thread_id": "s", "resource_id": "acme", "turn": 1, "role": "user", "text": "Refund it please.",
+              "created_at": "2026-03-02T14:00:00Z", "author": {"id": "u-ana", "name": "Ana", "kind": "human"}},
+             {"thread_id": "s", "resource_id": "acme", "turn": 1, "role": "tool", "text": "{\"ok\": true}",
+              "created_at": "2026-03-02T14:01:00Z", "tool_name": "refund", "author": {"id": "billing-agent",
+                                                                                     "kind": "agent"}},
+             {"thread_id": "s", "resource_id": "acme", "turn": 1, "role": "assistant", "text": "Done.",
+              "created_at": "2026-03-02T14:02:00Z"}]
+    path = tmp_path / "shared.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    (turn,) = load_turns(path)
+    assert [(m.role, m.author.label if m.author else None) for m in turn.messages] == [
+        ("user", "Ana"), ("assistant", "billing-agent"), ("tool", "billing-agent"), ("assistant", None)]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**lines[0], "author": {"id": "u-1", "kind": "robot"}}) + "\n")
+    with pytest.raises(WireDecodeError, match=r"bad\.jsonl:1"):
+        load_turns(bad)
