@@ -366,6 +366,15 @@ class MemoryProcessor:
                 return False
             return self.confirm is None or await self.confirm(generation)
 
+        if not arrivals:
+            # nothing but dead letters: the host has no batch to commit them with, so they go out here, before the
+            # caller commits these offsets (held for the next batch, they waited for traffic that may never come,
+            # and a later fenced batch or a stop would have dropped them with their offsets already committed)
+            if not await may_commit():
+                self.outlet.discard()
+                return self._fenced(records, "straddled a rebalance")
+            await self.outlet.commit()
+            return True
         if not await self.host.apply(arrivals, may_commit=may_commit):
             return self._fenced(records, "straddled a rebalance")
         return True

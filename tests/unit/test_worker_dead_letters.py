@@ -1,0 +1,39 @@
+"""Dead letters of the memory agent's batches, without a broker: a batch whose every record is malformed has no
+input for the host to commit, and its dead letters must still go out before its offsets are committed."""
+
+from __future__ import annotations
+
+import json
+
+from om_stream.runtime.worker.processor import SourceRecord
+from tests.unit.test_worker_fencing import KAFKA, Driver
+
+
+def _malformed(driver: Driver, offset: int) -> SourceRecord:
+    return SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=offset, key=b"t1", value=b"{not json",
+                        generation=driver.generation)
+
+
+def _dead_letters(driver: Driver) -> list[dict[str, object]]:
+    return [json.loads(p.value or b"") for p in driver.producer.sent if p.topic == KAFKA.topic_dlq]
+
+
+async def test_a_batch_of_nothing_but_a_malformed_record_sends_its_dead_letter_at_once() -> None:
+    driver = Driver()
+    assert await driver.handle(0)
+    async with driver.ledger.batch():
+        assert await driver.processor.process([_malformed(driver, 1)])
+    letters = _dead_letters(driver)
+    assert [(letter["source_offset"], letter["reason"]) for letter in letters] == [(1, "invalid_json")], letters
+
+
+async def test_a_later_fenced_batch_does_not_take_an_earlier_dead_letter_with_it() -> None:
+    driver = Driver()
+    async with driver.ledger.batch():
+        assert await driver.processor.process([_malformed(driver, 0)])
+    stale = SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=1, key=b"t1", value=b"{}",
+                         generation=driver.generation)
+    driver.generation = 2  # the next batch was read before a rebalance: fenced off, nothing of it goes out
+    async with driver.ledger.batch():
+        assert not await driver.processor.process([stale])
+    assert [letter["source_offset"] for letter in _dead_letters(driver)] == [0]
