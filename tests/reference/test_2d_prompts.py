@@ -172,6 +172,26 @@ def test_the_observer_instructions_carry_the_observation_rules_and_the_output_fo
     assert re.search(r"Date: [A-Z][a-z]{2} \d{1,2}, \d{4}", system) and "(HH:MM)" in system
 
 
+def test_the_observer_is_told_what_it_is_and_how_to_observe_beyond_the_format() -> None:
+    """The rules of 2d.3 no other test holds (the reference sample of 2026-12-05, D1, D4, D6-D9, D16): each must
+    stay in the instructions, whatever their wording becomes."""
+    system = observer_prompt()[0]
+    rules = {
+        "D1 the role": ("memory of an AI assistant", "only record it keeps"),
+        "D4 an assertion outranks a later question": ("assertion outranks a later question",),
+        "D6 precise wording": ("unusual or telling phrasing in quotes", "precise verb", "clarified wording"),
+        "D7 distinguishing details": ("attribute that set it apart", "names, handles and titles",
+                                      "exact numbers", "count first", "the user's role at an event"),
+        "D8 what to capture": ("What the user is working on", "code snippets", "ASCII art verbatim",
+                               "edited together, verbatim", "Who, what, where and when"),
+        "D9 user messages nearly verbatim": ("nearly word for word", "key sentences quoted"),
+        "D16 the guidelines": ("specific and actionable", "One to five observations per exchange",
+                               "priority mark or ✅", "concrete completed work"),
+    }
+    missing = {rule: [p for p in phrases if p not in system] for rule, phrases in rules.items()}
+    assert not {rule: gone for rule, gone in missing.items() if gone}
+
+
 def test_the_observer_asks_for_the_hint_sections_it_wants() -> None:
     with_hints = observer_prompt(want_hints=True, want_thread_title=True)[0]
     assert "<current-task>" in with_hints and "<suggested-response>" in with_hints and "<thread-title>" in with_hints
