@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from om_stream import Memory
 from om_stream.core.events import EVENT_TYPES, OMEvent
-from om_stream.core.inputs import ReflectNow
 from om_stream.runtime.embedded import ManualClock
 from om_stream.testing import FunctionModel
 from tests.reference import START_MS, message, observe_all
-from tests.support.engine_cases import TEN, buffered, events, sync_only
+from tests.support.engine_cases import TEN, buffered, events, reflect_after_six_turns, sync_only
 from tests.support.sim import Outcome, Sim
 
 DOCUMENTED = {"data-om-status", "data-om-observation-start", "data-om-observation-end",
@@ -80,12 +79,7 @@ def test_a_failed_observation_reports_the_error_the_attempt_and_any_partial_outp
 
 def test_a_reflection_reports_the_new_log_size() -> None:
     sim = Sim(sync_only(20))
-    for _ in range(6):
-        sim.say("t1", "user", TEN)
-        sim.settle()
-    state = sim.state()
-    sim.apply(state.key, state.resource_id, ReflectNow())
-    sim.settle()
+    state = reflect_after_six_turns(sim)
     end = next(e for e in events(sim, "data-om-observation-end") if e.operation_type == "reflection")
     assert end.tokens_observed == state.log_tokens
     assert end.observation_tokens == sim.state().log_tokens

@@ -3,6 +3,8 @@ plus one per message)."""
 
 from __future__ import annotations
 
+from om_stream.core.inputs import ReflectNow
+from om_stream.core.state import RecordState
 from tests.support.sim import Sim
 
 TEN = " ".join(["w"] * 9)  # 10 tokens with the message overhead
@@ -20,3 +22,14 @@ def buffered(**observation: object) -> dict[str, object]:
 
 def events(sim: Sim, kind: str) -> list:
     return [e.event for e in sim.events if e.event.event_type == kind]
+
+
+def reflect_after_six_turns(sim: Sim) -> RecordState:
+    """Six user turns of ten tokens, each settled, then a manual reflection, settled; returns the state before it."""
+    for _ in range(6):
+        sim.say("t1", "user", TEN)
+        sim.settle()
+    state = sim.state()
+    sim.apply(state.key, state.resource_id, ReflectNow())
+    sim.settle()
+    return state

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from om_stream.core.inputs import AttemptOutcome, ReflectNow
-from tests.support.engine_cases import TEN, events, sync_only
+from om_stream.core.inputs import AttemptOutcome
+from tests.support.engine_cases import events, reflect_after_six_turns, sync_only
 from tests.support.sim import Outcome, Sim
-
-
-def _reflect(sim: Sim) -> None:
-    for _ in range(6):
-        sim.say("t1", "user", TEN)
-        sim.settle()
-    state = sim.state()
-    sim.apply(state.key, state.resource_id, ReflectNow())
-    sim.settle()
 
 
 def test_a_reflectors_suggested_response_becomes_the_threads_hint() -> None:
@@ -21,7 +12,7 @@ def test_a_reflectors_suggested_response_becomes_the_threads_hint() -> None:
         return Outcome(suggested_response="Ask whether the move date is fixed.", current_task="Plan the move.")
 
     sim = Sim(sync_only(20), outcome=reflector)
-    _reflect(sim)
+    reflect_after_six_turns(sim)
     thread = sim.state().threads["t1"]
     assert (thread.current_task, thread.suggested_response) == ("Plan the move.", "Ask whether the move date is fixed.")
     end = next(e for e in events(sim, "data-om-observation-end") if e.operation_type == "reflection")
@@ -36,7 +27,7 @@ def test_each_retry_at_a_stricter_level_is_announced_by_a_failed_and_a_new_start
         return Outcome(attempts=climb)
 
     sim = Sim(sync_only(20), outcome=reflector)
-    _reflect(sim)
+    reflect_after_six_turns(sim)
     reflection = [e.event for e in sim.events if getattr(e.event, "operation_type", None) == "reflection"]
     kinds = [e.event_type.removeprefix("data-om-observation-") for e in reflection]
     assert kinds == ["start", "failed", "start", "failed", "start", "end"]
@@ -51,7 +42,7 @@ def test_each_retry_at_a_stricter_level_is_announced_by_a_failed_and_a_new_start
 
 def test_a_reflection_that_needed_one_attempt_shows_one_start_and_one_end() -> None:
     sim = Sim(sync_only(20))
-    _reflect(sim)
+    reflect_after_six_turns(sim)
     kinds = [e.event.event_type for e in sim.events if getattr(e.event, "operation_type", None) == "reflection"]
     assert kinds == ["data-om-observation-start", "data-om-observation-end"]
 
@@ -61,7 +52,7 @@ def test_in_resource_scope_a_reflections_hints_are_no_one_threads() -> None:
         return Outcome(suggested_response="Ask about the move.", current_task="Plan the move.")
 
     sim = Sim(sync_only(20), outcome=reflector, scope="resource")
-    _reflect(sim)
+    reflect_after_six_turns(sim)
     assert any(e.operation_type == "reflection" for e in events(sim, "data-om-observation-end"))
     thread = sim.state().threads["t1"]
     assert (thread.current_task, thread.suggested_response) != ("Plan the move.", "Ask about the move.")
