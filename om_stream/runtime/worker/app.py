@@ -57,6 +57,7 @@ from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
+from om_stream.runtime.worker.faust_recovery import Tables
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.inventory import INVENTORY_INTERVAL_S, Inventory
 from om_stream.runtime.worker.kafka_security import broker_credentials
@@ -145,6 +146,7 @@ class Worker:
             web_in_thread=False,
             key_serializer="raw",
             value_serializer="raw",
+            TableManager=Tables,  # Faust's, minus a crash when a rebalance lands during a recovery
         )
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
                               (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results))
