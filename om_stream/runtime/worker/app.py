@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -314,9 +314,17 @@ class Worker:
     async def _admit(self, records: list[SourceRecord]) -> list[SourceRecord]:
         """The records handed over in sequence; a gap (records Faust dropped) is read again (see offsets.py)."""
         admitted, seeks = await self.offsets.admit(records, lambda r: (r.topic, r.partition, r.offset))
-        for tp, offset in seeks:
-            await self.app.consumer.seek(tp, offset)
+        await self._seek_back(seeks)
         return admitted
+
+    async def _seek_back(self, seeks: Iterable[tuple[TP, int]]) -> None:
+        """Read partitions again from the given offsets. Through ``seek_wait``, which seeks on the consumer's own
+        thread: Faust's ``Consumer.seek`` calls aiokafka's ``seek`` from this one, and aiokafka then drops the
+        partition's fetched records while its fetcher, on the consumer's thread, may be reading them (measured in
+        the hour-long soak: the fetcher crashed with ``KeyError`` on that partition and the worker exited)."""
+        targets = dict(seeks)
+        if targets:
+            await self.app.consumer.seek_wait(targets)
 
     def _generation(self) -> int:
         """The consumer generation a batch may commit in; none (-1) from a revocation to the next assignment, and
@@ -447,8 +455,7 @@ class Worker:
                     continue
                 if end is not None:
                     ends[tp] = int(end)
-        for tp, offset in await self.offsets.stranded(ends):
-            await consumer.seek(tp, offset)
+        await self._seek_back(await self.offsets.stranded(ends))
 
     def _diagnose(self, topic: str, partition: int) -> str:
         """What the consumer and the offset ledger know of a partition (for a stall's log line): whether Faust
