@@ -23,8 +23,10 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
    map's entries (``om_held_entries``); the group's lag (``om_consumer_group_lag_records``, input topics); the
    agents' publish→context p50/p99 over the window; the provider's answers and those paid twice. One line is
    printed per sample and a CSV row written;
-4. **the end**: the agents stop, every thread's last message is awaited, and the verdict is printed in a stable
-   ``key: value`` form (lost, duplicated, version-regressed threads, unserved, model calls paid twice), with the
+4. **the end**: the agents stop, every thread's last message is awaited, the group is given ``--drain-timeout`` to
+   read every input (lag 0), and the verdict is printed in a stable ``key: value`` form (lost, duplicated,
+   version-regressed threads, unserved, the backlog still queued at the verdict, failed disturbances, model calls
+   paid twice), with the
    least-squares slope per hour of each sentinel curve over the run's second half, and a plot of the curves.
 
 Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
@@ -300,7 +302,9 @@ class Soak:
                                  options=OPTIONS, extra=worker_env(server.base_url))
         self.members = [Member(f"w{n}", self.group.add(start=False)) for n in range(3)]
         self.rows: list[dict[str, Any]] = []
-        self.counts = {"kills": 0, "leaves": 0, "joins": 0, "crashes": 0, "cassandra_restarts": 0}
+        self.counts = {"kills": 0, "leaves": 0, "joins": 0, "crashes": 0, "cassandra_restarts": 0,
+                       "disturbances_failed": 0}
+        self.backlog: dict[str, Any] = {"backlog_at_verdict": None, "drain_s": None}
         self.cassandra_down_s = 0.0
         self.restart_began: float | None = None
         self.latencies: list[float] = []
@@ -328,6 +332,7 @@ class Soak:
             await asyncio.gather(churn, restart, return_exceptions=True)
             agents.stopping.set()
             await talking
+            await self._drain_backlog()
             await agents.settle()
             await self._sample(agents)
         finally:
@@ -340,7 +345,7 @@ class Soak:
                 await asyncio.to_thread(member.process.stop)
         verdict = agents.judge.verdict(agents.sent)
         return {**verdict, "unserved": len(agents.unserved), "messages": sum(agents.sent.values()),
-                "contexts": agents.judge.contexts, **self.ledger.summary(), **self.counts,
+                "contexts": agents.judge.contexts, **self.ledger.summary(), **self.counts, **self.backlog,
                 "cassandra_down_s": round(self.cassandra_down_s, 1)}
 
     # churn ------------------------------------------------------------------------------------------------------
@@ -351,10 +356,35 @@ class Soak:
         while True:
             await asyncio.sleep(period / 2)
             victim, leaver = self.members[1 + number % 2], self.members[2 - number % 2]
-            await self._restart(victim, kill=True)
+            await self._disturb(self._restart(victim, kill=True), f"SIGKILL and restart of {victim.name}")
             await asyncio.sleep(period / 2)
-            await self._restart(leaver, kill=False)
+            await self._disturb(self._restart(leaver, kill=False), f"leave and restart of {leaver.name}")
             number += 1
+
+    async def _drain_backlog(self) -> None:
+        """Before the verdict, until the group has read every input (its lag is 0 on two readings in a row), for at
+        most ``--drain-timeout`` seconds: a message still queued when the verdict is taken is late, not lost, and the
+        verdict says how many records were still queued (``backlog_at_verdict``) rather than count them as lost."""
+        began = time.monotonic()
+        zero_readings, lag = 0, None
+        while time.monotonic() - began < self.args.drain_timeout and zero_readings < 2:
+            await asyncio.sleep(5.0)
+            lags = [(await self._read_member(member)).get(f"{member.name}_lag") for member in self.members]
+            known = [value for value in lags if value is not None]
+            lag = max(known) if known else None
+            zero_readings = zero_readings + 1 if lag == 0 else 0
+        self.backlog = {"backlog_at_verdict": lag, "drain_s": round(time.monotonic() - began, 1)}
+        self.timeline.note(f"backlog drained to {lag} records in {self.backlog['drain_s']:.0f} s")
+
+    async def _disturb(self, disturbance: Any, what: str) -> None:
+        """One disturbance; its failure (a restarted worker that crashed before it was ready, a node that did not
+        come back in time) is said on the timeline and counted, and the churn goes on: in the first hour-long run
+        a worker crashing while it joined ended the churn task silently half-way."""
+        try:
+            await disturbance
+        except Exception as exc:  # noqa: BLE001 - any failure of the harness's own step is reported, not fatal
+            self.counts["disturbances_failed"] += 1
+            self.timeline.note(f"{what} failed: {type(exc).__name__}: {exc}")
 
     async def _restart(self, member: Member, *, kill: bool) -> None:
         member.expected_down = True
@@ -390,7 +420,9 @@ class Soak:
 
     async def _restart_cassandra(self) -> None:
         await asyncio.sleep(self.args.duration * self.args.cassandra_restart_at)
-        index = RESTARTED_NODE
+        await self._disturb(self._restart_node(RESTARTED_NODE), f"restart of Cassandra node {RESTARTED_NODE + 1}")
+
+    async def _restart_node(self, index: int) -> None:
         began = self.restart_began = time.monotonic()
         self.timeline.note(f"Cassandra stops: node {index + 1} of 3 drained and stopped")
         await asyncio.to_thread(self.cluster.stop_node, index, 60)
@@ -550,6 +582,8 @@ def main() -> None:
     parser.add_argument("--bootstrap", default=None, help="a Kafka to use (default: a broker of the soak's own)")
     parser.add_argument("--out", default=None,
                         help="CSV, JSON and plot path without suffix (default: docs/soak-<minutes>min)")
+    parser.add_argument("--drain-timeout", type=seconds, default=900.0,
+                        help="after the traffic: how long to wait for the group to read every input before judging")
     parser.add_argument("--keep", action="store_true", help="keep the run folder (logs, data)")
     args = parser.parse_args()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks stop the JVMs and the workers
