@@ -43,6 +43,7 @@ from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_T
 from om_stream.adapters.cassandra_store.retention import CassandraRetention
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
+from om_stream.adapters.cassandra_store.statements import Prepared
 from om_stream.core.commands import (
     ActivateChunks,
     CommitGeneration,
@@ -95,8 +96,8 @@ class CassandraContentStore(CassandraExports):
         self.settings = settings
         self.outages = outages
         self._session: CassandraSession | None = None
-        self._statements: dict[str, Any] = {}
-        self._pages: dict[tuple[bool, bool, bool], Any] = {}
+        self._statements: dict[str, Prepared] = {}
+        self._pages: dict[tuple[bool, bool, bool], Prepared] = {}
         self._connecting = asyncio.Lock()
         self._ttl = settings.ttl_seconds
         self._cache: OrderedDict[str, tuple[str, Message]] = OrderedDict()  # message id -> (resource, message)
@@ -128,9 +129,10 @@ class CassandraContentStore(CassandraExports):
                 session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages)
                 try:
                     await self._check_schema(session)
-                    statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}
-                    for name in CAS:  # retried by hand: a retry reads the row the first attempt may have won
-                        statements[name].is_idempotent = False
+                    # compare-and-set statements are retried by hand: a retry reads the row the first attempt
+                    # may have won
+                    statements = {name: await session.prepare(cql, write=True, idempotent=name not in CAS)
+                                  for name, cql in WRITES.items()}
                     assert not set(READS) & set(WRITES), "statement names must be unique"
                     statements.update({name: await session.prepare(cql) for name, cql in READS.items()
                                        if name != "migrations"})
@@ -220,14 +222,9 @@ class CassandraContentStore(CassandraExports):
         self._remember(message)
 
     async def _batch(self, writes: Sequence[tuple[str, Sequence[Any]]], *, what: str) -> None:
-        from cassandra import ConsistencyLevel
-        from cassandra.query import BatchStatement, BatchType
-
         session = await self._ready()
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED,
-                               consistency_level=ConsistencyLevel.name_to_value[self.settings.write_consistency])
-        for name, params in writes:
-            batch.add(self._statements[name], params)
+        statements = self._statements
+        batch = session.unlogged_batch([(statements[name], params) for name, params in writes])
         await session.execute(batch, None, what=what)
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
