@@ -1,17 +1,18 @@
-"""The Cassandra store's cheap binding (``cassandra_store/statements.py``), against the
+"""The Cassandra store's cheap binding and client timestamps (``cassandra_store/statements.py``), against the
 driver's own: a statement bound by ``Prepared`` is the one ``PreparedStatement.bind`` makes (values, routing key,
 consistency levels, idempotence, the bytes of the request), over many generated values. No server needed: prepared
 statements are built from the driver's own classes and column types."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from om_stream.adapters.cassandra_store.statements import Prepared
+from om_stream.adapters.cassandra_store.statements import ClientTimestamps, Prepared
 
 # a column of each kind the store binds: text, bigint, int, boolean, blob, list<text>, set<int>, map<text, text>
 _COLUMNS = [("resource_id", "UTF8Type"), ("bucket", "LongType"), ("tokens", "Int32Type"), ("found", "BooleanType"),
@@ -94,3 +95,46 @@ def test_a_value_of_the_wrong_type_names_its_column() -> None:
         Prepared(statement).bind(("r", 1, "not a number", True, b"x", [], set(), {}, 0))
     with pytest.raises(TypeError):
         statement.bind(("r", 1, "not a number", True, b"x", [], set(), {}, 0))
+
+
+
+def test_client_timestamps_increase_strictly_when_the_clock_stalls_or_goes_back(
+        caplog: pytest.LogCaptureFixture) -> None:
+    base = 1_700_000_000_000_000  # microseconds since the epoch
+    readings = iter(n * 1000 for n in [base, base, base + 1, base - 500_000, base + 9, base + 5_000_000,
+                                       base + 1_000, base + 1_000])
+    stamps = ClientTimestamps(lambda: next(readings))
+    # a stalled or backward clock gives one more than the last
+    assert [stamps() for _ in range(6)] == [base, base + 1, base + 2, base + 3, base + 9, base + 5_000_000]
+    assert not caplog.records  # half a second back is not drift worth a warning
+    assert [stamps(), stamps()] == [base + 5_000_001, base + 5_000_002]
+    assert "5.0 s behind" in caplog.text and len(caplog.records) == 1  # once a minute at most
+
+
+def test_client_timestamps_are_unique_and_ordered_across_threads() -> None:
+    stamps = ClientTimestamps()
+    seen: list[list[int]] = [[] for _ in range(4)]
+
+    def take(into: list[int]) -> None:
+        for _ in range(20_000):
+            into.append(stamps())
+
+    threads = [threading.Thread(target=take, args=(s,)) for s in seen]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [x for s in seen for x in s]
+    assert len(set(every)) == len(every)
+    assert all(s == sorted(s) for s in seen)
+
+
+def test_clusters_take_client_timestamps_from_it() -> None:
+    from om_stream.adapters.cassandra_store.session import build_cluster
+    from om_stream.settings import CassandraSettings
+
+    cluster = build_cluster(CassandraSettings(hosts="127.0.0.1:9142"))
+    try:
+        assert isinstance(cluster.timestamp_generator, ClientTimestamps)
+    finally:
+        cluster.shutdown()

@@ -15,8 +15,9 @@ a query costs the event loop nothing while it runs. Every query:
    (:func:`outage_reason`: "LOCAL_QUORUM cannot be reached, it needs 2 replicas and 1 is alive"), and so is
    each success.
 
-Prepared statements are bound by :class:`~om_stream.adapters.cassandra_store.statements.Prepared` (why: that
-module).
+Prepared statements are bound by :class:`~om_stream.adapters.cassandra_store.statements.Prepared`, and requests
+carry client timestamps from :class:`~om_stream.adapters.cassandra_store.statements.ClientTimestamps` (why both:
+that module).
 
 Driver exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave the package.
 """
@@ -30,7 +31,7 @@ import ssl
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from om_stream.adapters.cassandra_store.statements import Prepared
+from om_stream.adapters.cassandra_store.statements import ClientTimestamps, Prepared
 from om_stream.errors import StorageError
 from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
@@ -184,7 +185,7 @@ def build_cluster(settings: CassandraSettings) -> Any:
             execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=settings.connect_timeout_s,
             control_connection_timeout=settings.connect_timeout_s,
             reconnection_policy=ExponentialReconnectionPolicy(0.5, settings.reconnect_max_delay_s),
-            protocol_version=5, idle_heartbeat_interval=10)
+            protocol_version=5, idle_heartbeat_interval=10, timestamp_generator=ClientTimestamps())
     except (OSError, ssl.SSLError, ValueError, DriverException) as exc:  # e.g. contact points that do not resolve
         raise StorageError(f"Cassandra: invalid connection settings: {type(exc).__name__}: {exc}") from exc
 

@@ -1,4 +1,5 @@
-"""What each request costs the caller's thread before it leaves: binding a prepared statement's values.
+"""What each request costs the caller's thread before it leaves: binding a prepared statement's values, and the
+client timestamp the request carries.
 
 ``cassandra-driver`` builds a bound statement in ``PreparedStatement.bind``: for every value it makes a column
 descriptor (a namedtuple, built in Python) for column encryption, which om-stream never configures, then calls the
@@ -7,15 +8,31 @@ prepared and calls them directly, into a ``BoundStatement`` that takes its consi
 the prepared statement (set once, in ``CassandraSession.prepare``). The bytes sent are the driver's own: the same
 serializers, the same bound statement. Anything out of the ordinary (fewer values than markers, a dict, a column
 encryption policy) goes through the driver's ``bind`` unchanged.
+
+:class:`ClientTimestamps` gives every request its timestamp, as the driver's ``MonotonicTimestampGenerator`` does
+(microseconds since the epoch, strictly increasing within the process), with one lock and no method calls.
+Timestamps stay on the client, not the coordinator, on purpose: the store deletes rows at the present time and may
+write the same rows again afterwards (an erased thread id used again, a purged bucket row written by the next
+message, an erasure ledger row replaced, a thread's metadata written after a retention purge), and a write must sort
+after the delete it follows. One process's timestamps always do; a coordinator's would only when the write reaches
+the same coordinator, or one whose clock is not behind, and a write and the delete it follows go to different
+coordinators whenever they touch different partitions of a batch or a replica is down.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["Prepared"]
+__all__ = ["ClientTimestamps", "Prepared"]
+
+log = logging.getLogger(__name__)
+_DRIFT_WARNING_US = 1_000_000  # the clock went back this far: said, at most once a minute
+_WARN_EVERY_US = 60_000_000
 
 
 class Prepared:
@@ -68,3 +85,33 @@ class Prepared:
             except (TypeError, struct.error) as exc:
                 return f"invalid type for column {name!r} of {self.query!r}: {type(value).__name__} ({exc})"
         return f"invalid values for {self.query!r}"
+
+
+class ClientTimestamps:
+    """The ``timestamp_generator`` of om-stream's clusters: microseconds since the epoch, strictly increasing in the
+    process (a clock that goes back, or two requests in one microsecond, move the next timestamp one past the last).
+    Thread-safe: the driver calls it from whichever thread sends a request."""
+
+    def __init__(self, clock_ns: Callable[[], int] = time.time_ns) -> None:
+        self._clock_ns = clock_ns
+        self._last = 0
+        self._lock = threading.Lock()
+        self._warned = 0
+
+    def __call__(self) -> int:
+        lock = self._lock
+        lock.acquire()  # not ``with``: the context manager protocol costs as much as the rest
+        try:
+            now = self._clock_ns() // 1000
+            last = self._last
+            if now <= last:
+                if last - now >= _DRIFT_WARNING_US and now - self._warned >= _WARN_EVERY_US:
+                    self._warned = now
+                    log.warning("the clock is %.1f s behind the last Cassandra write timestamp this process gave; "
+                                "writes carry timestamps counted on from that one until the clock catches up",
+                                (last - now) / 1e6)
+                now = last + 1
+            self._last = now
+        finally:
+            lock.release()
+        return now
