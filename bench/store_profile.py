@@ -6,8 +6,9 @@ Writes ``--messages`` messages of ``bench/store_bench.py``'s dataset into a fres
 
 * ``threads``: ``store_bench``'s: ``--writers`` threads at once, each written in order, one message at a time;
 * ``batches``: a worker's: input batches of ``--batch`` messages (consecutive messages of round-robin threads, as
-  a partition's records arrive), each batch's messages written at once (``runtime.host``'s ``_write_messages``),
-  one batch after the other.
+  a partition's records arrive; ``--batch-threads`` threads at a time, so that a batch holds ``--batch`` /
+  ``--batch-threads`` messages of each), each batch's messages written at once (``runtime.host``'s
+  ``_write_messages``), one batch after the other.
 
 Each shape runs twice: once as is (messages/s), once metered. The metered run times, on the main thread and in CPU
 time (``time.thread_time``), the driver's calls the store makes per statement: binding (``PreparedStatement.bind``,
@@ -110,9 +111,12 @@ def thread_order(threads: list[list[Message]]) -> list[list[tuple[int, Message]]
     return [list(enumerate(thread)) for thread in threads]
 
 
-def batch_order(threads: list[list[Message]], size: int) -> list[list[tuple[int, Message]]]:
-    """Round-robin over the threads (message i of every thread, then i + 1), cut in batches of ``size``."""
-    stream = [(i, thread[i]) for i in range(max(len(t) for t in threads)) for thread in threads if i < len(thread)]
+def batch_order(threads: list[list[Message]], size: int, at_once: int) -> list[list[tuple[int, Message]]]:
+    """Round-robin over ``at_once`` threads at a time (message i of each, then i + 1), cut in batches of ``size``."""
+    stream: list[tuple[int, Message]] = []
+    for k in range(0, len(threads), at_once or len(threads)):
+        group = threads[k:k + (at_once or len(threads))]
+        stream += [(i, t[i]) for i in range(max(len(t) for t in group)) for t in group if i < len(t)]
     return [stream[k:k + size] for k in range(0, len(stream), size)]
 
 
@@ -146,12 +150,14 @@ async def run(hosts: str, args: argparse.Namespace) -> dict[str, Any]:
     migrate(settings)
     store = CassandraContentStore(settings)
     await store.start()
-    result: dict[str, Any] = {"shape": args.shape, "messages": count}
+    result: dict[str, Any] = {"shape": args.shape, "messages": count, "batch": args.batch,
+                              "batch_threads": args.batch_threads}
     try:
         warm = [[(0, t[0])] for t in chosen[:20]]
         await write(store, "batches", warm, args.writers)  # connections and caches warm; not counted
         for label, part in (("plain", chosen[:half]), ("metered", chosen[half:])):
-            work = batch_order(part, args.batch) if args.shape == "batches" else thread_order(part)
+            work = batch_order(part, args.batch, args.batch_threads) if args.shape == "batches" else \
+                thread_order(part)
             written = sum(len(t) for t in part)
             meter = Meter()
             profile = cProfile.Profile(time.thread_time) if label == "metered" and args.cprofile else None
@@ -196,6 +202,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000, help="half written as is, half metered")
     parser.add_argument("--writers", type=int, default=128, help="threads written at once (shape threads)")
     parser.add_argument("--batch", type=int, default=100, help="messages per input batch (shape batches)")
+    parser.add_argument("--batch-threads", type=int, default=0,
+                        help="threads interleaved at a time (shape batches; 0: all of them)")
     parser.add_argument("--in-flight", type=int, default=256, help="Cassandra queries in flight at most")
     parser.add_argument("--cprofile", type=int, default=0, help="print the metered run's top N functions")
     args = parser.parse_args()
