@@ -20,6 +20,7 @@ the shares are of its main thread's CPU over the whole write loop. ``--cprofile 
 top N functions by own CPU time.
 
     PYTHONPATH=$PWD .venv/bin/python bench/store_profile.py --shape threads --messages 20000
+    PYTHONPATH=/path/to/other/checkout .venv/bin/python bench/store_profile.py ...   # that checkout's store
 """
 
 from __future__ import annotations
@@ -41,15 +42,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+# om_stream comes from PYTHONPATH, so that this script profiles another checkout's store (the one before a change)
+# as well as its own; the dataset comes from store_bench, beside it
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_bench import build_messages  # noqa: E402
+from store_bench import build_messages
 
-from om_stream.adapters.cassandra_store import CassandraContentStore, migrate  # noqa: E402
-from om_stream.core.messages import Message  # noqa: E402
-from om_stream.settings import CassandraSettings  # noqa: E402
+import om_stream
+from om_stream.adapters.cassandra_store import CassandraContentStore, migrate
+from om_stream.core.messages import Message
+from om_stream.settings import CassandraSettings
 
 
 class Meter:
@@ -150,8 +152,8 @@ async def run(hosts: str, args: argparse.Namespace) -> dict[str, Any]:
     migrate(settings)
     store = CassandraContentStore(settings)
     await store.start()
-    result: dict[str, Any] = {"shape": args.shape, "messages": count, "batch": args.batch,
-                              "batch_threads": args.batch_threads}
+    result: dict[str, Any] = {"store": str(Path(om_stream.__file__).parent.parent), "shape": args.shape,
+                              "messages": count, "batch": args.batch, "batch_threads": args.batch_threads}
     try:
         warm = [[(0, t[0])] for t in chosen[:20]]
         await write(store, "batches", warm, args.writers)  # connections and caches warm; not counted
