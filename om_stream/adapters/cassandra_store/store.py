@@ -208,7 +208,7 @@ class CassandraContentStore(CassandraExports):
             writes.append(("thread_created", (CREATED_TS_BASE - created * 1000, ttl, created, resource, thread)))
         if self._record_resources.get(record_key) != resource:
             writes.append(("record_resource", (resource, record_key)))
-        if len(body) <= MAX_BODY_CHARS:  # the body is written twice; Cassandra refuses batches above 50 KiB
+        if len(body) <= MAX_BODY_CHARS:
             await self._messages.write((resource, thread), writes, len(body))
         else:  # a batch this large would pass Cassandra's batch size thresholds: separate requests
             await _all([self._run(name, params) for name, params in writes])
