@@ -294,6 +294,32 @@ async def test_a_long_thread_pages_across_buckets_in_order(store: CassandraConte
     assert await store.count_thread_messages(r, t) == 120
 
 
+async def test_messages_of_threads_written_at_once_are_stored_as_one_by_one(store: CassandraContentStore) -> None:
+    """A worker writes an input batch's messages at once, and the store sends a thread's together
+    (``message_batches.py``): every message is there, by thread and by id, and each thread's listing holds its
+    earliest and newest message times, whatever order the messages came in."""
+    p = _prefix()
+    r = f"{p}r"
+    offsets = [7, 3, 11, 0, 5, 9, 1, 12, 2, 8, 4, 10, 6]  # minutes, out of order
+    written = [(t, i, message(f"{p}{t}-m{i:02d}", f"{p}{t}", r, T0 + timedelta(minutes=m), "x" * (40 * i)))
+               for t in ("a", "b") for i, m in enumerate(offsets)]
+    await asyncio.gather(*(store.put_message(m.thread_id, m, i, 3) for _, i, m in written))
+    cold = CassandraContentStore(store.settings)  # no cache: straight from the tables
+    try:
+        for t in ("a", "b"):
+            listed = await cold.get_thread(r, f"{p}{t}")
+            assert listed is not None
+            assert listed.created_at == int(T0.timestamp() * 1000)
+            assert listed.updated_at == int((T0 + timedelta(minutes=12)).timestamp() * 1000)
+            page = await cold.list_thread_messages(r, f"{p}{t}", limit=50)
+            assert [s.message.message_id for s in page.messages] == [
+                f"{p}{t}-m{i:02d}" for _, i in sorted((m, i) for i, m in enumerate(offsets))]
+        ids = [m.message_id for _, _, m in written]
+        assert [m.message_id for m in await cold.get_messages(ids, resource_id=r)] == ids
+    finally:
+        await cold.close()
+
+
 # -- the recall tool on Cassandra --------------------------------------------------------------------------------
 
 

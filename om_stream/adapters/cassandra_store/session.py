@@ -6,7 +6,7 @@ a query costs the event loop nothing while it runs. Every query:
 
 1. waits for a slot (at most ``max_concurrent_requests`` in flight per store: the driver queues without bound),
 2. runs with the statement's consistency level (reads, writes and the serial level of lightweight transactions
-   come from settings) and the request timeout,
+   come from settings, set once on the prepared statement) and the request timeout,
 3. is retried, with exponential backoff and jitter, on timeouts and unavailable / overloaded / restarting nodes,
    until ``retry_deadline_s`` has passed. Every om-stream write is idempotent (fixed ids and values, set additions,
    timestamps derived from the data), so a retry can only repeat what may already have been applied. A retried
@@ -14,6 +14,10 @@ a query costs the event loop nothing while it runs. Every query:
    Each retried failure is told to the session's ``ports.StoreOutages`` (if given) with its reason in words
    (:func:`outage_reason`: "LOCAL_QUORUM cannot be reached, it needs 2 replicas and 1 is alive"), and so is
    each success.
+
+Prepared statements are bound by :class:`~om_stream.adapters.cassandra_store.statements.Prepared`, and requests
+carry client timestamps from :class:`~om_stream.adapters.cassandra_store.statements.ClientTimestamps` (why both:
+that module).
 
 Driver exceptions are translated into :class:`~om_stream.errors.StorageError` here and never leave the package.
 """
@@ -27,6 +31,7 @@ import ssl
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from om_stream.adapters.cassandra_store.statements import ClientTimestamps, Prepared
 from om_stream.errors import StorageError
 from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
@@ -180,7 +185,7 @@ def build_cluster(settings: CassandraSettings) -> Any:
             execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=settings.connect_timeout_s,
             control_connection_timeout=settings.connect_timeout_s,
             reconnection_policy=ExponentialReconnectionPolicy(0.5, settings.reconnect_max_delay_s),
-            protocol_version=5, idle_heartbeat_interval=10)
+            protocol_version=5, idle_heartbeat_interval=10, timestamp_generator=ClientTimestamps())
     except (OSError, ssl.SSLError, ValueError, DriverException) as exc:  # e.g. contact points that do not resolve
         raise StorageError(f"Cassandra: invalid connection settings: {type(exc).__name__}: {exc}") from exc
 
@@ -196,6 +201,15 @@ class CassandraSession:
         self.outages = outages
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self.retries = 0  # queries attempted again after a retryable failure (for tests and metrics)
+        from cassandra import ConsistencyLevel, DriverException
+        from cassandra.protocol import ErrorMessage
+        from cassandra.query import BatchStatement, BatchType
+
+        # resolved once: a query runs these lines thousands of times a second
+        self._failures = (*_retryable(), DriverException, ErrorMessage, ValueError, TypeError)  # bind: ValueError
+        self._batch = BatchStatement
+        self._unlogged = BatchType.UNLOGGED
+        self._write_level = ConsistencyLevel.name_to_value[settings.write_consistency]
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, keyspace: str | None,
@@ -231,7 +245,9 @@ class CassandraSession:
         cluster, session = await asyncio.to_thread(open_session)
         return cls(settings, session, cluster, outages)
 
-    async def prepare(self, cql: str, *, write: bool = False, idempotent: bool = True) -> Any:
+    async def prepare(self, cql: str, *, write: bool = False, idempotent: bool = True) -> Prepared:
+        """The statement prepared once, with its consistency levels (``write``: the write level, else the read
+        level) and idempotence (False: never retried by the driver) set on it, which every binding takes."""
         from cassandra import ConsistencyLevel, DriverException
 
         level = self.settings.write_consistency if write else self.settings.read_consistency
@@ -242,13 +258,26 @@ class CassandraSession:
         statement.consistency_level = ConsistencyLevel.name_to_value[level]
         statement.serial_consistency_level = ConsistencyLevel.name_to_value[self.settings.serial_consistency]
         statement.is_idempotent = idempotent
-        return statement
+        return Prepared(statement)
 
-    async def execute(self, statement: Any, params: Sequence[Any] | None = None, *, what: str = "query") -> list[Any]:
-        """Every row of the result (all pages), retrying retryable failures until the deadline."""
-        from cassandra import DriverException
-        from cassandra.protocol import ErrorMessage
+    def unlogged_batch(self, statements: Sequence[tuple[Prepared, Sequence[Any]]]) -> Any:
+        """One unlogged batch of bound statements, at the write consistency level."""
+        batch = self._batch(batch_type=self._unlogged, consistency_level=self._write_level)
+        add = batch.add
+        for prepared, params in statements:
+            add(prepared.bind(params))
+        return batch
 
+    async def execute(self, statement: Prepared | Any, params: Sequence[Any] | None = None, *,
+                      what: str = "query") -> list[Any]:
+        """Every row of the result (all pages), retrying retryable failures until the deadline. ``statement``:
+        a :class:`Prepared` bound to ``params``, or a driver statement (a batch, a CQL string with ``params``)."""
+        if isinstance(statement, Prepared):
+            try:
+                statement = statement.bind(params)
+            except (ValueError, TypeError) as exc:
+                raise translate(exc, what) from exc
+            params = None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.retry_deadline_s
         attempt = 0
@@ -259,7 +288,7 @@ class CassandraSession:
                 if self.outages is not None:
                     self.outages.succeeded(STORE_NAME)
                 return rows
-            except (*_retryable(), DriverException, ErrorMessage, ValueError, TypeError) as exc:  # bind: ValueError
+            except self._failures as exc:
                 if not retryable(exc):
                     raise translate(exc, what) from exc
                 attempt += 1

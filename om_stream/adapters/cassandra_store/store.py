@@ -39,10 +39,12 @@ from typing import Any, Literal, cast
 from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResults
 from om_stream.adapters.cassandra_store.erasure import CassandraErasure
 from om_stream.adapters.cassandra_store.export import CassandraExports
+from om_stream.adapters.cassandra_store.message_batches import MAX_BODY_CHARS, MessageBatches
 from om_stream.adapters.cassandra_store.queries import BUCKET_MS, CAS, CREATED_TS_BASE, READS, WRITES, thread_page
 from om_stream.adapters.cassandra_store.retention import CassandraRetention
 from om_stream.adapters.cassandra_store.schema_migrations import check_migrated
 from om_stream.adapters.cassandra_store.session import CassandraSession
+from om_stream.adapters.cassandra_store.statements import Prepared
 from om_stream.core.commands import (
     ActivateChunks,
     CommitGeneration,
@@ -72,8 +74,6 @@ from om_stream.settings import CassandraSettings
 __all__ = ["CassandraContentStore"]
 
 log = logging.getLogger(__name__)
-# the message body is written twice in a batch; Cassandra warns above 5 KiB per batch and refuses above 50 KiB
-_BATCH_BODY_CHARS = 2_000
 _RECORD_PAGE = 500  # messages per read when a clear reads a record's conversation back
 REMEMBERED = 100_000  # threads' buckets, threads' message times, records' resources: each at most this many
 
@@ -95,8 +95,8 @@ class CassandraContentStore(CassandraExports):
         self.settings = settings
         self.outages = outages
         self._session: CassandraSession | None = None
-        self._statements: dict[str, Any] = {}
-        self._pages: dict[tuple[bool, bool, bool], Any] = {}
+        self._statements: dict[str, Prepared] = {}
+        self._pages: dict[tuple[bool, bool, bool], Prepared] = {}
         self._connecting = asyncio.Lock()
         self._ttl = settings.ttl_seconds
         self._cache: OrderedDict[str, tuple[str, Message]] = OrderedDict()  # message id -> (resource, message)
@@ -107,6 +107,7 @@ class CassandraContentStore(CassandraExports):
         self._results = CassandraCycleResults(self._run, settings.cycle_result_ttl_s)
         self._erasure = CassandraErasure(self._run)
         self._retention = CassandraRetention(self._run, self._erasure, self._ttl)
+        self._messages = MessageBatches(self._message_batch)
 
     def __repr__(self) -> str:
         return f"CassandraContentStore(hosts={self.settings.hosts!r}, keyspace={self.settings.keyspace!r})"
@@ -128,9 +129,10 @@ class CassandraContentStore(CassandraExports):
                 session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages)
                 try:
                     await self._check_schema(session)
-                    statements = {name: await session.prepare(cql, write=True) for name, cql in WRITES.items()}
-                    for name in CAS:  # retried by hand: a retry reads the row the first attempt may have won
-                        statements[name].is_idempotent = False
+                    # compare-and-set statements are retried by hand: a retry reads the row the first attempt
+                    # may have won
+                    statements = {name: await session.prepare(cql, write=True, idempotent=name not in CAS)
+                                  for name, cql in WRITES.items()}
                     assert not set(READS) & set(WRITES), "statement names must be unique"
                     statements.update({name: await session.prepare(cql) for name, cql in READS.items()
                                        if name != "migrations"})
@@ -157,6 +159,7 @@ class CassandraContentStore(CassandraExports):
 
     async def close(self) -> None:
         self._closed = True
+        await self._messages.drain()
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
@@ -181,9 +184,10 @@ class CassandraContentStore(CassandraExports):
             self._cache.popitem(last=False)
 
     async def put_message(self, record_key: str, message: Message, seq: int, tokens: int) -> None:
-        """One unlogged batch per message (by thread, by id, the thread's times): a single request, and no batch
-        log. Not atomic across the tables, which a replay repairs: every statement in it is idempotent. Large
-        messages (long tool results) go as separate concurrent requests, below the server's batch size limits."""
+        """One unlogged batch per message (by thread, by id, the thread's times), shared with the thread's other
+        messages written at the same moment (``message_batches.py``): a single request, and no batch log. Not
+        atomic across the tables, which a replay repairs: every statement in it is idempotent. Large messages (long
+        tool results) go as separate concurrent requests, below the server's batch size limits."""
         resource, thread = message.resource_id, message.thread_id
         created = message.created_at_ms
         bucket = _bucket(created)
@@ -204,8 +208,8 @@ class CassandraContentStore(CassandraExports):
             writes.append(("thread_created", (CREATED_TS_BASE - created * 1000, ttl, created, resource, thread)))
         if self._record_resources.get(record_key) != resource:
             writes.append(("record_resource", (resource, record_key)))
-        if len(body) <= _BATCH_BODY_CHARS:
-            await self._batch(writes, what="put_message")
+        if len(body) <= MAX_BODY_CHARS:
+            await self._messages.write((resource, thread), writes, len(body))
         else:  # a batch this large would pass Cassandra's batch size thresholds: separate requests
             await _all([self._run(name, params) for name, params in writes])
         if len(self._buckets) >= REMEMBERED:
@@ -220,15 +224,13 @@ class CassandraContentStore(CassandraExports):
         self._remember(message)
 
     async def _batch(self, writes: Sequence[tuple[str, Sequence[Any]]], *, what: str) -> None:
-        from cassandra import ConsistencyLevel
-        from cassandra.query import BatchStatement, BatchType
-
         session = await self._ready()
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED,
-                               consistency_level=ConsistencyLevel.name_to_value[self.settings.write_consistency])
-        for name, params in writes:
-            batch.add(self._statements[name], params)
+        statements = self._statements
+        batch = session.unlogged_batch([(statements[name], params) for name, params in writes])
         await session.execute(batch, None, what=what)
+
+    async def _message_batch(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        await self._batch(writes, what="put_message")
 
     async def get_messages(self, message_ids: Sequence[str], *, resource_id: str | None = None) -> list[Message]:
         """The messages in the order asked; ids not found are left out. ``resource_id`` restricts to a tenant."""
