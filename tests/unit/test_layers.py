@@ -1,6 +1,6 @@
 """The dependency rule of ARCHITECTURE.md §2: core and wire stay pure; only runtime imports faust; the agent-side
 client carries no server code; adapters do not speak the wire contract; observability depends on neither the
-runtime nor the adapters (it is handed to them)."""
+runtime nor the adapters (it is handed to them); within the runtime only the composition roots name an adapter."""
 
 from __future__ import annotations
 
@@ -180,3 +180,22 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monk
                                   "if TYPE_CHECKING:\n    from om_stream.demo.a import y\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "om_stream")
     assert _cycles("demo") == [["om_stream.demo.a", "om_stream.demo.b"]]
+
+
+# the runtime modules that assemble a deployment from its parts (stores, gateway, index, embedder, tokenizer): the
+# only ones that may name an adapter. Everything else in the runtime works on the ports, so it runs on any adapter
+COMPOSITION_ROOTS = {
+    "runtime/worker/deps.py",  # the worker's parts, chosen from settings
+    "runtime/embedded.py",  # Memory's defaults: SQLite, the offline model, tiktoken
+    "runtime/embedded_parts.py",  # Memory's recall service: the Qdrant index in local mode
+    "runtime/named_model.py",  # Memory(model="provider/name"): the gateway for a named model
+}
+
+
+def test_only_the_composition_roots_import_adapters() -> None:
+    """The recall service, the host, the worker's agents and the rest of the runtime depend on ports; which adapter
+    stands behind a port is decided in the composition roots only."""
+    bad = {path: hits for path, hits in _offenders(("runtime",), ("om_stream.adapters",)).items()
+           if path not in COMPOSITION_ROOTS}
+    assert bad == {}
+    assert all((PACKAGE / root).exists() for root in COMPOSITION_ROOTS)  # a root renamed must be renamed here
