@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import faust
 from aiokafka.errors import KafkaError
@@ -57,6 +57,14 @@ from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
+from om_stream.runtime.worker.faust_internals import (
+    commit_offsets,
+    connect,
+    fetch_flags,
+    noack_batches,
+    recovery_completed,
+    sought_offset,
+)
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.inventory import INVENTORY_INTERVAL_S, Inventory
 from om_stream.runtime.worker.kafka_security import broker_credentials
@@ -242,8 +250,7 @@ class Worker:
         """The state table is recovered and no rebalance is under way (without a table, Faust's recovery completes
         as soon as the consumer has its assignment, even an empty one: a models or recall worker has joined its
         group)."""
-        recovery = cast(Any, self.app.tables).recovery
-        return bool(recovery.completed.is_set() and not self.app.in_recovery and not self.app.rebalancing)
+        return recovery_completed(self.app) and not self.app.in_recovery and not self.app.rebalancing
 
     @property
     def ready(self) -> bool:
@@ -264,7 +271,7 @@ class Worker:
         table's changelog and the leader assignor's topic (``topics.ensure_topics`` creates them first)."""
         conf = self.app.conf
         found: dict[str, tuple[int, dict[str, str]]] = {}
-        for table in cast(Any, self.app.tables).values():
+        for table in self.app.tables.values():
             topic = table.changelog_topic
             config = {key: str(value) for key, value in (topic.config or {}).items()}
             policy = [flag for flag, on in (("compact", topic.compacting), ("delete", topic.deleting)) if on]
@@ -279,7 +286,7 @@ class Worker:
 
     def changelogs(self) -> tuple[str, ...]:
         """The state table's changelog topic (none in the roles that hold no table)."""
-        return tuple(table.changelog_topic.get_topic_name() for table in cast(Any, self.app.tables).values())
+        return tuple(table.changelog_topic.get_topic_name() for table in self.app.tables.values())
 
     def consumed_topics(self) -> tuple[str, ...]:
         """Every topic the worker's agents consume (the group's lag is read on these)."""
@@ -294,20 +301,19 @@ class Worker:
         starts; the running ones get ``worker.drain_timeout_s``, then are handed back (``drain``)."""
         await self.offsets.close()
         drained = await self.in_flight.drain(self.deps.settings.worker.drain_timeout_s)
-        await cast(Any, self.app.producer).flush()  # the results of the calls that finished
+        await self.app.producer.flush()  # the results of the calls that finished
         await self.group_lag.close()
         await self.partition_log.close()
         return drained
 
-    async def _commit_offsets(self, offsets: Mapping[Any, int]) -> bool:
+    async def _commit_offsets(self, offsets: Mapping[TP, int]) -> bool:
         # Faust's own commit step for given offsets: flush the producer (every output acknowledged), commit the
         # offsets of the partitions still assigned, and tell the monitor (the lag metric reads it)
-        return bool(await cast(Any, self.app.consumer)._commit_offsets(offsets))
+        return await commit_offsets(self.app.consumer, offsets)
 
     def _committed_offset(self, tp: TP) -> int | None:
         # the offset Faust sought the partition to when its recovery completed (after the last assignment)
-        offset = cast(Any, self.app.consumer)._committed_offset.get(tp)
-        return int(offset) if offset is not None else None
+        return sought_offset(self.app.consumer, tp)
 
     async def _admit(self, records: list[SourceRecord]) -> list[SourceRecord]:
         """The records handed over in sequence; a gap (records Faust dropped) is read again (see offsets.py)."""
@@ -354,7 +360,7 @@ class Worker:
         @app.agent(memory_topic, name="memory", concurrency=1)
         @watched("memory")
         async def memory(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            batches = cast(Any, stream).noack_take(worker.batch_max, within=worker.batch_within_s)
+            batches = noack_batches(stream, worker.batch_max, worker.batch_within_s)
             async for events in batches:
                 self._handling += 1
                 try:
@@ -404,8 +410,8 @@ class Worker:
         def on_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.offsets.assigned()
 
-        cast(Any, app.on_partitions_revoked).connect(on_revoked)
-        cast(Any, app.on_partitions_assigned).connect(on_assigned)
+        connect(app.on_partitions_revoked, on_revoked)
+        connect(app.on_partitions_assigned, on_assigned)
 
     def _define_watch(self) -> None:
         """Every role: liveness, lag and recovery every second, the group's lag, rebalances counted."""
@@ -418,7 +424,7 @@ class Worker:
             self.deps.metrics.rebalances.inc()
             self._rebuild_timers = True
 
-        cast(Any, app.on_rebalance_complete).connect(on_rebalance)
+        connect(app.on_rebalance_complete, on_rebalance)
 
     async def _watch(self) -> None:
         """Every second: the table's recovery time, the consumer lag, and whether the partitions make progress."""
@@ -435,7 +441,7 @@ class Worker:
 
     async def _rescue_stranded(self) -> None:
         """Seek back the partitions of the worker's own agents whose last records Faust dropped (offsets.py)."""
-        consumer = cast(Any, self.app.consumer)
+        consumer = self.app.consumer
         ends = {}
         for tp in consumer.assignment():
             if tp.topic in self._ledger_topics:
@@ -452,20 +458,15 @@ class Worker:
         """What the consumer and the offset ledger know of a partition (for a stall's log line): whether Faust
         fetches it (active, paused, held back by a full buffer), where it fetches from, the log's end it saw, and
         where the ledger expects the next record."""
-        consumer = cast(Any, self.app.consumer)
+        consumer = self.app.consumer
         tp = TP(topic, partition)
-        facts = []
-        for name, found in (("active", getattr(consumer, "_active_partitions", None)),
-                            ("paused", getattr(consumer, "_paused_partitions", None)),
-                            ("buffered", getattr(consumer, "_buffered_partitions", None))):
-            facts.append(f"{name}={tp in found if found is not None else 'unknown'}")
+        facts = fetch_flags(consumer, tp)
         try:
             facts.append(f"highwater={consumer.highwater(tp)}")
         except Exception as exc:  # noqa: BLE001 - a diagnosis: what cannot be read is said so
             facts.append(f"highwater=unknown ({type(exc).__name__})")
         facts.append(f"sought_to={self._committed_offset(tp)}")
         facts.append(f"ledger_next={self.offsets.next_offset(tp)}")
-        facts.append(f"flow_active={bool(getattr(consumer, 'flow_active', 'unknown'))}")
         return ", ".join(facts)
 
     def _unseen_lags(self, seen: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
@@ -475,7 +476,7 @@ class Worker:
         known = {(topic, partition) for topic, partition, _, _ in seen}
         reading = self.group_lag.last
         found = []
-        for tp in cast(Any, self.app.consumer).assignment():
+        for tp in self.app.consumer.assignment():
             key = (tp.topic, tp.partition)
             if key not in known and key in reading:
                 lag, start = reading[key]
@@ -485,7 +486,7 @@ class Worker:
     def _lags(self) -> list[tuple[str, int, int, int]]:
         """(topic, partition, lag, committed offset) of every assigned partition read so far: the lag is the
         consumer's high watermark minus the committed offset."""
-        consumer = cast(Any, self.app.consumer)
+        consumer = self.app.consumer
         committed = self.app.monitor.tp_committed_offsets or {}
         lags: list[tuple[str, int, int, int]] = []
         for tp in consumer.assignment():
@@ -521,7 +522,7 @@ class Worker:
         if self.local_state is None or not self.recovered:
             return
         changelogs = set(self.changelogs())
-        standbys = {tp.partition for tp in cast(Any, self.app.assignor).assigned_standbys() if tp.topic in changelogs}
+        standbys = {tp.partition for tp in self.app.assignor.assigned_standbys() if tp.topic in changelogs}
         held = self.active_partitions() | standbys
         self.local_state.mark_in_step(held)
         self.local_state.wipe_stale(held=held)
