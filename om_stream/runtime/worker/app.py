@@ -28,17 +28,14 @@ Every ``GROUP_LAG_INTERVAL_S`` the group's lag is read from the brokers (``group
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import faust
 from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
-from mode.utils.times import want_seconds
 
 from om_stream.core.engine import record_config
 from om_stream.core.expiry import PURGE_TIMER, purge_missing
@@ -57,17 +54,25 @@ from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
+from om_stream.runtime.worker.faust_app import (
+    RAW,
+    FaustPublisher,
+    changelogs,
+    crash_reported,
+    define_ingest_agent,
+    define_memory_agent,
+    internal_topics,
+    new_app,
+)
 from om_stream.runtime.worker.faust_internals import (
     commit_offsets,
     connect,
     fetch_flags,
-    noack_batches,
     recovery_completed,
     sought_offset,
 )
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.inventory import INVENTORY_INTERVAL_S, Inventory
-from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
 from om_stream.runtime.worker.membership import Membership
@@ -87,33 +92,7 @@ from om_stream.wire.codec import decode_command, decode_message
 __all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
-AgentBody = Callable[[faust.StreamT[bytes]], AsyncIterator[None]]
-_RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 GROUP_LAG_INTERVAL_S = 15.0
-
-
-class _FaustPublisher:
-    def __init__(self, app: faust.App) -> None:
-        self.app = app
-        self._topics: dict[str, Any] = {}
-
-    def topic(self, name: str) -> Any:
-        channel = self._topics.get(name)
-        if channel is None:
-            channel = self._topics[name] = self.app.topic(name, **_RAW)
-        return channel
-
-    async def send(self, publication: Publication) -> Awaitable[object]:
-        # queued in the producer now; the returned future resolves on the broker's acknowledgement
-        future: Awaitable[object] = await self.topic(publication.topic).send(
-            key=publication.key, value=publication.value, headers=publication.headers,
-            partition=publication.partition)
-        return future
-
-    async def tombstone(self, topic: str, key: bytes, partition: int) -> Awaitable[object]:
-        """A record of ``key`` without a value at ``partition``: a tombstone on a compacted topic."""
-        future: Awaitable[object] = await self.topic(topic).send(key=key, value=None, partition=partition)
-        return future
 
 
 class Worker:
@@ -129,31 +108,7 @@ class Worker:
         self.timers = TimerWheel()
         self.contexts = RecentContexts()  # the latest of the threads published or read last (bounded)
         self.started_at = time.monotonic()
-        self.app = faust.App(
-            self.plan.group_id,
-            broker=[f"kafka://{host}" for host in kafka.bootstrap.split(",")],
-            broker_credentials=broker_credentials(kafka),
-            store=worker.table_store,
-            datadir=str(Path(worker.data_dir) / f"{self.plan.group_id}-data"),
-            topic_partitions=kafka.partitions,
-            topic_replication_factor=kafka.replication,
-            table_standby_replicas=worker.table_standby_replicas,
-            producer_linger=kafka.producer_linger_ms / 1000,
-            broker_session_timeout=kafka.session_timeout_s,
-            broker_rebalance_timeout=kafka.session_timeout_s,
-            broker_heartbeat_interval=max(1.0, kafka.session_timeout_s / 10),
-            consumer_group_instance_id=kafka.group_instance_id or None,
-            processing_guarantee="at_least_once",
-            consumer_auto_offset_reset="earliest",
-            stream_buffer_maxsize=max(4096, 4 * worker.batch_max),
-            web_enabled=self.plan.holds_table,  # the /v1/* API reads the table (the probes have their own listener)
-            web_bind=worker.web_host,
-            web_host=worker.web_host,
-            web_port=worker.web_port,
-            web_in_thread=False,
-            key_serializer="raw",
-            value_serializer="raw",
-        )
+        self.app = new_app(settings, self.plan)
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
                               (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results))
         # the topics whose offsets the ledger commits (the memory agent's, and the ingest agent's in resource scope)
@@ -169,7 +124,8 @@ class Worker:
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose,
                                  outages=deps.outages, outage_budget_s=worker.store_outage_budget_s)
-        self.publisher = _FaustPublisher(self.app)
+        self._watched = crash_reported(self.liveness)
+        self.publisher = FaustPublisher(self.app)
         self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
         self.in_flight = InFlight()
         self.inventory = Inventory(deps.metrics)  # what the process holds, on gauges (inventory.py)
@@ -181,11 +137,11 @@ class Worker:
             self._hold_table()
         if self.plan.calls_models:
             requests = ModelRequests(deps, self.publisher, self.recall, self.in_flight)
-            self.agents["model_workers"] = requests.define(self.app, self._watched, _RAW)
+            self.agents["model_workers"] = requests.define(self.app, self._watched, RAW)
             self.inventory.entries("model_calls", lambda: len(requests.calls))
         if self.plan.answers_recall:
             self.agents["recall"] = RecallRequests(deps, self.publisher, self.recall, self.in_flight).define(
-                self.app, self._watched, _RAW)
+                self.app, self._watched, RAW)
         self._define_watch()
         self._lag = ConsumerLag(deps.metrics)
         self._group_lag = GroupLag(deps.metrics)
@@ -267,26 +223,12 @@ class Worker:
         return self.plan.role
 
     def internal_topics(self) -> dict[str, tuple[int, dict[str, str]]]:
-        """The Faust app's own topics, name -> (partitions, configuration), as Faust would create them: each
-        table's changelog and the leader assignor's topic (``topics.ensure_topics`` creates them first)."""
-        conf = self.app.conf
-        found: dict[str, tuple[int, dict[str, str]]] = {}
-        for table in self.app.tables.values():
-            topic = table.changelog_topic
-            config = {key: str(value) for key, value in (topic.config or {}).items()}
-            policy = [flag for flag, on in (("compact", topic.compacting), ("delete", topic.deleting)) if on]
-            if policy:
-                config["cleanup.policy"] = ",".join(policy)
-            if topic.retention:
-                config["retention.ms"] = str(int(want_seconds(topic.retention) * 1000))
-            found[topic.get_topic_name()] = (int(topic.partitions or conf.topic_partitions), config)
-        if not conf.topic_disable_leader:
-            found[f"{conf.id}-__assignor-__leader"] = (1, {})
-        return found
+        """The Faust app's own topics, as Faust would create them (``faust_app.internal_topics``)."""
+        return internal_topics(self.app)
 
     def changelogs(self) -> tuple[str, ...]:
         """The state table's changelog topic (none in the roles that hold no table)."""
-        return tuple(table.changelog_topic.get_topic_name() for table in self.app.tables.values())
+        return changelogs(self.app)
 
     def consumed_topics(self) -> tuple[str, ...]:
         """Every topic the worker's agents consume (the group's lag is read on these)."""
@@ -337,63 +279,14 @@ class Worker:
         """Partitions of the memory agent's inputs assigned to this worker now."""
         return {tp.partition for tp in self.app.consumer.assignment() if tp.topic in self.memory_inputs}
 
-    def _watched(self, name: str) -> Callable[[AgentBody], AgentBody]:
-        """An agent body that reports its own crash to liveness (crash-only: the process then stops)."""
-        def wrap(body: AgentBody) -> AgentBody:
-            @functools.wraps(body)
-            async def agent(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-                try:
-                    async for item in body(stream):
-                        yield item
-                except Exception as exc:
-                    self.liveness.agent_crashed(name, exc)
-                    raise
-            return agent
-        return wrap
-
     def _define_memory_agents(self) -> None:
         app, kafka, worker = self.app, self.deps.settings.kafka, self.deps.settings.worker
-        # no Faust acknowledgements on these topics: the offset ledger commits what was handled (see offsets.py)
-        memory_topic = app.topic(*self.memory_inputs, acks=False, **_RAW)
-        watched = self._watched
-
-        @app.agent(memory_topic, name="memory", concurrency=1)
-        @watched("memory")
-        async def memory(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            batches = noack_batches(stream, worker.batch_max, worker.batch_within_s)
-            async for events in batches:
-                self._handling += 1
-                try:
-                    # the ledger's lock for the whole batch: a rebalance waits for it. A batch fenced off (read
-                    # before a rebalance, or by a member the group dropped: membership.py) is not handled; its
-                    # records are read again from the committed offset by whoever owns them now
-                    async with self.offsets.batch():
-                        records = await self._admit([source_record(event) for event in events])
-                        if records and await self.processor.process(records):
-                            self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
-                finally:
-                    self._handling -= 1
-                yield None
-
-        self.agents["memory"] = memory
+        self.agents["memory"] = define_memory_agent(app, self.memory_inputs, batch_max=worker.batch_max,
+                                                    within_s=worker.batch_within_s, handle=self._memory_batch,
+                                                    watched=self._watched)
         if "ingest" in self.plan.agents:  # resource scope
-            @app.agent(app.topic(kafka.topic_messages, kafka.topic_commands, acks=False, **_RAW), name="ingest",
-                       concurrency=1)
-            @watched("ingest")
-            async def ingest(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-                async for event in stream.events():
-                    self._handling += 1
-                    try:
-                        async with self.offsets.batch():
-                            if self._current(event) and await self._admit([source_record(event)]):
-                                await self._rekey(event)
-                                message = event.message
-                                self.offsets.handled([(message.topic, message.partition, message.offset)])
-                    finally:
-                        self._handling -= 1
-                    yield None
-
-            self.agents["ingest"] = ingest
+            self.agents["ingest"] = define_ingest_agent(app, (kafka.topic_messages, kafka.topic_commands),
+                                                        handle=self._ingest_event, watched=self._watched)
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
@@ -412,6 +305,30 @@ class Worker:
 
         connect(app.on_partitions_revoked, on_revoked)
         connect(app.on_partitions_assigned, on_assigned)
+
+    async def _memory_batch(self, events: Sequence[EventT[bytes]]) -> None:
+        self._handling += 1
+        try:
+            # the ledger's lock for the whole batch: a rebalance waits for it. A batch fenced off (read before a
+            # rebalance, or by a member the group dropped: membership.py) is not handled; its records are read
+            # again from the committed offset by whoever owns them now
+            async with self.offsets.batch():
+                records = await self._admit([source_record(event) for event in events])
+                if records and await self.processor.process(records):
+                    self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
+        finally:
+            self._handling -= 1
+
+    async def _ingest_event(self, event: EventT[bytes]) -> None:
+        self._handling += 1
+        try:
+            async with self.offsets.batch():
+                if self._current(event) and await self._admit([source_record(event)]):
+                    await self._rekey(event)
+                    message = event.message
+                    self.offsets.handled([(message.topic, message.partition, message.offset)])
+        finally:
+            self._handling -= 1
 
     def _define_watch(self) -> None:
         """Every role: liveness, lag and recovery every second, the group's lag, rebalances counted."""
