@@ -23,18 +23,18 @@ no LeaveGroup, so a stopped worker's partitions wait for the session timeout bef
 
 Stop (:meth:`Worker.drain`, before the consumer leaves the group): the memory agent stops handling and commits, no
 new call starts, the calls running get ``worker.drain_timeout_s`` to finish, the rest are handed back (``drain``).
-Every ``GROUP_LAG_INTERVAL_S`` the group's lag is read from the brokers (``group_lag``).
+Liveness, lag, recovery time and the inventory are watched in every role (``watches``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiokafka.errors import KafkaError
 from faust.types import TP, EventT
 
 from om_stream.core.engine import record_config
@@ -42,7 +42,6 @@ from om_stream.core.expiry import PURGE_TIMER, purge_missing
 from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.errors import WireDecodeError
-from om_stream.observability.worker_metrics import ConsumerLag, GroupLag, RecoveryTimer
 from om_stream.retention import changelog_config, fence_window_ms, segment_roll_interval_ms
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
@@ -67,12 +66,11 @@ from om_stream.runtime.worker.faust_app import (
 from om_stream.runtime.worker.faust_internals import (
     commit_offsets,
     connect,
-    fetch_flags,
     recovery_completed,
     sought_offset,
 )
 from om_stream.runtime.worker.group_lag import GroupLagProbe
-from om_stream.runtime.worker.inventory import INVENTORY_INTERVAL_S, Inventory
+from om_stream.runtime.worker.inventory import Inventory
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
 from om_stream.runtime.worker.membership import Membership
@@ -86,13 +84,13 @@ from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
 from om_stream.runtime.worker.segment_roll import SegmentRoll
 from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
+from om_stream.runtime.worker.watches import Watches, stall_diagnosis
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
 
 __all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
-GROUP_LAG_INTERVAL_S = 15.0
 
 
 class Worker:
@@ -122,7 +120,8 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
-        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s, diagnose=self._diagnose,
+        self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s,
+                                 diagnose=functools.partial(stall_diagnosis, self.app, self.offsets),
                                  outages=deps.outages, outage_budget_s=worker.store_outage_budget_s)
         self._watched = crash_reported(self.liveness)
         self.publisher = FaustPublisher(self.app)
@@ -142,12 +141,13 @@ class Worker:
         if self.plan.answers_recall:
             self.agents["recall"] = RecallRequests(deps, self.publisher, self.recall, self.in_flight).define(
                 self.app, self._watched, RAW)
-        self._define_watch()
-        self._lag = ConsumerLag(deps.metrics)
-        self._group_lag = GroupLag(deps.metrics)
-        self.group_lag = GroupLagProbe(kafka.bootstrap, self.plan.group_id, self.consumed_topics(), kafka.partitions,
-                                       client_options=kafka_client_options(kafka))
-        self._recovery = RecoveryTimer(deps.metrics, self.started_at)
+        group_lag = GroupLagProbe(kafka.bootstrap, self.plan.group_id, self.consumed_topics(), kafka.partitions,
+                                  client_options=kafka_client_options(kafka))
+        self.watches = Watches(self.app, deps.metrics, liveness=self.liveness, recovered=lambda: self.recovered,
+                               group_lag=group_lag, in_flight=self.in_flight, inventory=self.inventory,
+                               started_at=self.started_at,
+                               stranded=self._rescue_stranded if self.plan.holds_table else None)
+        self.watches.define()
         deps.metrics.worker_role.labels(self.plan.role).set(1)
         if self.plan.holds_table:
             register_views(self)
@@ -244,7 +244,7 @@ class Worker:
         await self.offsets.close()
         drained = await self.in_flight.drain(self.deps.settings.worker.drain_timeout_s)
         await self.app.producer.flush()  # the results of the calls that finished
-        await self.group_lag.close()
+        await self.watches.group_lag.close()
         await self.partition_log.close()
         return drained
 
@@ -330,34 +330,11 @@ class Worker:
         finally:
             self._handling -= 1
 
-    def _define_watch(self) -> None:
-        """Every role: liveness, lag and recovery every second, the group's lag, rebalances counted."""
-        app = self.app
-        app.timer(interval=1.0)(self._watch)
-        app.timer(interval=GROUP_LAG_INTERVAL_S)(self._read_group_lag)
-        app.timer(interval=INVENTORY_INTERVAL_S)(self._read_inventory)
-
-        def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
-            self.deps.metrics.rebalances.inc()
-            self._rebuild_timers = True
-
-        connect(app.on_rebalance_complete, on_rebalance)
-
-    async def _watch(self) -> None:
-        """Every second: the table's recovery time, the consumer lag, and whether the partitions make progress."""
-        recovered = self.recovered
-        self._recovery.tick(recovered)
-        if not recovered:
-            self.liveness.check_progress((), ready=False)
-            return
-        lags = self._lags()
-        self._lag.update(lags)
-        self.liveness.check_progress(lags + self._unseen_lags(lags), ready=True)
-        if self.plan.holds_table and not self._handling and self.offsets.accepting:
-            await self._rescue_stranded()
-
     async def _rescue_stranded(self) -> None:
-        """Seek back the partitions of the worker's own agents whose last records Faust dropped (offsets.py)."""
+        """Seek back the partitions of the worker's own agents whose last records Faust dropped (offsets.py), once
+        no batch is in hand and the ledger takes records."""
+        if self._handling or not self.offsets.accepting:
+            return
         consumer = self.app.consumer
         ends = {}
         for tp in consumer.assignment():
@@ -370,64 +347,6 @@ class Worker:
                     ends[tp] = int(end)
         for tp, offset in await self.offsets.stranded(ends):
             await consumer.seek(tp, offset)
-
-    def _diagnose(self, topic: str, partition: int) -> str:
-        """What the consumer and the offset ledger know of a partition (for a stall's log line): whether Faust
-        fetches it (active, paused, held back by a full buffer), where it fetches from, the log's end it saw, and
-        where the ledger expects the next record."""
-        consumer = self.app.consumer
-        tp = TP(topic, partition)
-        facts = fetch_flags(consumer, tp)
-        try:
-            facts.append(f"highwater={consumer.highwater(tp)}")
-        except Exception as exc:  # noqa: BLE001 - a diagnosis: what cannot be read is said so
-            facts.append(f"highwater=unknown ({type(exc).__name__})")
-        facts.append(f"sought_to={self._committed_offset(tp)}")
-        facts.append(f"ledger_next={self.offsets.next_offset(tp)}")
-        return ", ".join(facts)
-
-    def _unseen_lags(self, seen: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
-        """The brokers' view (the last group-lag reading) of the assigned partitions the consumer cannot judge
-        itself: never fetched, or never committed since the assignment. Without it a partition stuck from its first
-        record on (records waiting, nothing committed) would never count as stalled."""
-        known = {(topic, partition) for topic, partition, _, _ in seen}
-        reading = self.group_lag.last
-        found = []
-        for tp in self.app.consumer.assignment():
-            key = (tp.topic, tp.partition)
-            if key not in known and key in reading:
-                lag, start = reading[key]
-                found.append((tp.topic, tp.partition, lag, start))
-        return found
-
-    def _lags(self) -> list[tuple[str, int, int, int]]:
-        """(topic, partition, lag, committed offset) of every assigned partition read so far: the lag is the
-        consumer's high watermark minus the committed offset."""
-        consumer = self.app.consumer
-        committed = self.app.monitor.tp_committed_offsets or {}
-        lags: list[tuple[str, int, int, int]] = []
-        for tp in consumer.assignment():
-            try:
-                end = consumer.highwater(tp)
-            except (AssertionError, KeyError, AttributeError, TypeError):  # not fetched yet
-                continue
-            done = committed.get(tp)
-            if end is not None and done is not None:
-                lags.append((tp.topic, tp.partition, int(end) - int(done), int(done)))
-        return lags
-
-    async def _read_inventory(self) -> None:
-        self.inventory.read()
-
-    async def _read_group_lag(self) -> None:
-        if not self.in_flight.open:
-            return
-        try:
-            lags = await self.group_lag.measure()
-        except (KafkaError, OSError, TimeoutError) as exc:  # brokers unreachable: the gauges keep their reading
-            log.warning("the consumer group's lag could not be read from the brokers: %r", exc)
-            return
-        self._group_lag.update(lags)
 
     async def _roll_segments(self) -> None:
         if self.recovered and self.in_flight.open:

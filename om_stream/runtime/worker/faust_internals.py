@@ -83,14 +83,13 @@ def sought_offset(consumer: ConsumerT, tp: TP) -> int | None:
 
 
 def fetch_flags(consumer: ConsumerT, tp: TP) -> list[str]:
-    """Whether Faust fetches ``tp`` (active, paused, held back by a full buffer) and whether its flow is on, as
-    ``name=value`` facts for a log line; what cannot be read says ``unknown``."""
+    """Whether Faust fetches ``tp`` (active, paused, held back by a full buffer), as ``name=value`` facts for a log
+    line; what cannot be read says ``unknown``."""
     facts = []
     for name, member in (("active", "_active_partitions"), ("paused", "_paused_partitions"),
                          ("buffered", "_buffered_partitions")):
         found = getattr(consumer, member, None)
         facts.append(f"{name}={tp in found if found is not None else 'unknown'}")
-    facts.append(f"flow_active={bool(getattr(consumer, 'flow_active', 'unknown'))}")
     return facts
 
 
