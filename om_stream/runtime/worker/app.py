@@ -37,16 +37,12 @@ from typing import Any
 
 from faust.types import TP, EventT
 
-from om_stream.core.engine import record_config
-from om_stream.core.expiry import PURGE_TIMER, purge_missing
-from om_stream.core.inputs import TimerFired
 from om_stream.core.state import RecordState
 from om_stream.errors import WireDecodeError
 from om_stream.retention import changelog_config, fence_window_ms, segment_roll_interval_ms
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
-from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
@@ -65,11 +61,11 @@ from om_stream.runtime.worker.faust_app import (
 )
 from om_stream.runtime.worker.faust_internals import (
     commit_offsets,
-    connect,
     recovery_completed,
     sought_offset,
 )
 from om_stream.runtime.worker.group_lag import GroupLagProbe
+from om_stream.runtime.worker.handover import Handover, TakeOver
 from om_stream.runtime.worker.inventory import Inventory
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
@@ -84,6 +80,7 @@ from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
 from om_stream.runtime.worker.segment_roll import SegmentRoll
 from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
+from om_stream.runtime.worker.timer_inputs import TimerInputs
 from om_stream.runtime.worker.watches import Watches, stall_diagnosis
 from om_stream.runtime.worker.web import register_views
 from om_stream.wire.codec import decode_command, decode_message
@@ -110,8 +107,8 @@ class Worker:
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
                               (kafka.topic_messages, kafka.topic_commands, kafka.topic_model_results))
         # the topics whose offsets the ledger commits (the memory agent's, and the ingest agent's in resource scope)
-        self._ledger_topics = {*self.memory_inputs, *((kafka.topic_messages, kafka.topic_commands)
-                                                      if resource_scope else ())}
+        ledger_topics = {*self.memory_inputs, *((kafka.topic_messages, kafka.topic_commands)
+                                                if resource_scope else ())}
         # the brokers, asked before a gap in the inputs is taken for a real one, and where a partition starts while
         # Faust does not know (the app reads uncommitted records)
         self.partition_log = PartitionLog(kafka.bootstrap, client_options=kafka_client_options(kafka),
@@ -120,6 +117,7 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
+        self.handover = Handover(self.app, self.offsets, self.membership, ledger_topics=ledger_topics)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s,
                                  diagnose=functools.partial(stall_diagnosis, self.app, self.offsets),
                                  outages=deps.outages, outage_budget_s=worker.store_outage_budget_s)
@@ -130,7 +128,6 @@ class Worker:
         self.inventory = Inventory(deps.metrics)  # what the process holds, on gauges (inventory.py)
         self.inventory.entries("inflight_calls", lambda: len(self.in_flight))
         self._handling = 0  # batches the memory and ingest agents have in hand
-        self._rebuild_timers = True
         self.agents: dict[str, Any] = {}
         if self.plan.holds_table:
             self._hold_table()
@@ -176,7 +173,7 @@ class Worker:
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self.contexts.remember,
-            index_for_recall=self.recall.indexing, generation=self._generation, confirm=self.membership.confirm,
+            index_for_recall=self.recall.indexing, generation=self.handover.generation, confirm=self.membership.confirm,
             limits=engine_limits(self.deps.settings),
             on_forget=self.contexts.forget, erasures=self._erasures)
         inventory, cache = self.inventory, self.effects.cache
@@ -188,6 +185,13 @@ class Worker:
                            ("settled_waiters", lambda: self.watch.waiters),
                            ("near_block_after", lambda: len(self.processor.near_limit))):
             inventory.entries(name, size)
+        self.timer_inputs = TimerInputs(self.publisher, kafka.topic_model_results, table=self.table,
+                                        timers=self.timers, clock=self.clock)
+        self.take_over = TakeOver(self.app, recovered=lambda: self.recovered, table=self.table,
+                                  processor=self.processor, contexts=self.contexts, timers=self.timers,
+                                  watch=self.watch, config=deps.config, send_timer=self.timer_inputs.send,
+                                  local_state=self.local_state, changelogs=self.changelogs(),
+                                  active_partitions=self.active_partitions)
         self._define_memory_agents()
 
     def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
@@ -257,24 +261,6 @@ class Worker:
         # the offset Faust sought the partition to when its recovery completed (after the last assignment)
         return sought_offset(self.app.consumer, tp)
 
-    async def _admit(self, records: list[SourceRecord]) -> list[SourceRecord]:
-        """The records handed over in sequence; a gap (records Faust dropped) is read again (see offsets.py)."""
-        admitted, seeks = await self.offsets.admit(records, lambda r: (r.topic, r.partition, r.offset))
-        for tp, offset in seeks:
-            await self.app.consumer.seek(tp, offset)
-        return admitted
-
-    def _generation(self) -> int:
-        """The consumer generation a batch may commit in; none (-1) from a revocation to the next assignment, and
-        once the coordinator no longer holds it (this member was dropped: see membership.py)."""
-        if not self.offsets.accepting:
-            return -1
-        generation = int(self.app.consumer_generation_id)
-        return generation if self.membership.current(generation) else -1
-
-    def _current(self, event: EventT[bytes]) -> bool:
-        return int(event.message.generation_id or 0) == self._generation()
-
     def active_partitions(self) -> set[int]:
         """Partitions of the memory agent's inputs assigned to this worker now."""
         return {tp.partition for tp in self.app.consumer.assignment() if tp.topic in self.memory_inputs}
@@ -291,20 +277,9 @@ class Worker:
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
         app.timer(interval=segment_roll_interval_ms(self.deps.settings.lifecycle) / 1000)(self._roll_segments)
-        app.timer(interval=MARK_INTERVAL_S)(self._keep_local_state)
-
-        async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
-            self.membership.revoking(True)
-            try:
-                await self.offsets.revoke()
-            finally:
-                self.membership.revoking(False)
-
-        def on_assigned(sender: Any, *args: Any, **kwargs: Any) -> None:
-            self.offsets.assigned()
-
-        connect(app.on_partitions_revoked, on_revoked)
-        connect(app.on_partitions_assigned, on_assigned)
+        app.timer(interval=MARK_INTERVAL_S)(self.take_over.keep_local_state)
+        self.handover.connect()
+        self.take_over.connect()
 
     async def _memory_batch(self, events: Sequence[EventT[bytes]]) -> None:
         self._handling += 1
@@ -313,7 +288,7 @@ class Worker:
             # rebalance, or by a member the group dropped: membership.py) is not handled; its records are read
             # again from the committed offset by whoever owns them now
             async with self.offsets.batch():
-                records = await self._admit([source_record(event) for event in events])
+                records = await self.handover.admit([source_record(event) for event in events])
                 if records and await self.processor.process(records):
                     self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
         finally:
@@ -323,7 +298,7 @@ class Worker:
         self._handling += 1
         try:
             async with self.offsets.batch():
-                if self._current(event) and await self._admit([source_record(event)]):
+                if self.handover.current(event) and await self.handover.admit([source_record(event)]):
                     await self._rekey(event)
                     message = event.message
                     self.offsets.handled([(message.topic, message.partition, message.offset)])
@@ -331,72 +306,19 @@ class Worker:
             self._handling -= 1
 
     async def _rescue_stranded(self) -> None:
-        """Seek back the partitions of the worker's own agents whose last records Faust dropped (offsets.py), once
-        no batch is in hand and the ledger takes records."""
-        if self._handling or not self.offsets.accepting:
-            return
-        consumer = self.app.consumer
-        ends = {}
-        for tp in consumer.assignment():
-            if tp.topic in self._ledger_topics:
-                try:
-                    end = consumer.highwater(tp)
-                except (AssertionError, KeyError, AttributeError, TypeError):  # not fetched yet
-                    continue
-                if end is not None:
-                    ends[tp] = int(end)
-        for tp, offset in await self.offsets.stranded(ends):
-            await consumer.seek(tp, offset)
+        # only between batches, and while the ledger takes records (not from a revocation to the next assignment)
+        if not self._handling and self.offsets.accepting:
+            await self.handover.rescue_stranded()
 
     async def _roll_segments(self) -> None:
         if self.recovered and self.in_flight.open:
             await self.segment_roll.roll()
 
-    async def _keep_local_state(self) -> None:
-        """The local copies of the partitions held (active or standby) are in step once the table is recovered;
-        a copy of a partition not held that has gone stale meanwhile is wiped before Faust could open it again."""
-        if self.local_state is None or not self.recovered:
-            return
-        changelogs = set(self.changelogs())
-        standbys = {tp.partition for tp in self.app.assignor.assigned_standbys() if tp.topic in changelogs}
-        held = self.active_partitions() | standbys
-        self.local_state.mark_in_step(held)
-        self.local_state.wipe_stale(held=held)
-
-    async def _send_timer(self, key: str, partition: int, timer: TimerFired) -> None:
-        """A timer input for a record, on the results topic at the record's home partition (the memory agent
-        handles it in order with the record's other inputs)."""
-        await self.publisher.send(Publication(self.deps.settings.kafka.topic_model_results, key.encode(),
-                                              encode_internal(timer), partition=partition))
-
     async def _fire_timers(self) -> None:
         if not self.in_flight.open:  # stopping: the records' next owner fires their timers
             return
-        if not self.recovered:
-            self._rebuild_timers = True
-            return
-        if self._rebuild_timers:
-            self._rebuild_timers = False
-            self.table.forget_others()
-            held = self.table.held()
-            self.processor.keep_held({record.key for record in held})
-            threads = {thread for record in held for thread in record.state.threads}
-            for thread in [t for t in self.contexts if t not in threads]:
-                del self.contexts[thread]
-            self.timers.rebuild((record.key, record.state.timers) for record in held)
-            self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
-            # a model call in flight when its record changed hands may be lost with the previous owner; asked
-            # again, it is answered from the stored result or waits for the call still running elsewhere
-            for record in held:
-                for cycle in record.state.cycles:
-                    await self._send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"))
-                if purge_missing(record.state, record_config(self.deps.config, record.state)):
-                    # retention was turned on while the record sat idle: its purge sets its timer
-                    await self._send_timer(record.key, record.partition, TimerFired(PURGE_TIMER))
-        for key, timer in self.timers.due(self.clock.now_ms()):
-            home = self.table.home(key)
-            if home is not None:
-                await self._send_timer(key, home, timer)
+        if await self.take_over.settled():  # after a rebalance, the records held are taken over first
+            await self.timer_inputs.send_due()
 
     async def _dead_letter(self, source: SourceRecord, error: WireDecodeError) -> None:
         kafka = self.deps.settings.kafka
