@@ -1,21 +1,26 @@
-"""The Faust app of ``om-stream worker``, built by a factory from settings (no module-level app).
+"""The assembled ``om-stream worker``: one Worker per process, built from settings (no module-level app), which
+puts the pieces together and owns none of their work.
 
-The worker's role (``roles``) decides which of these agents the app defines and its consumer group (the app id, or
+The worker's role (``roles``) decides which agents the app defines and its consumer group (the app id, or
 ``<app_id>-models`` / ``<app_id>-recall``); the state table, its timers and the ``/v1/*`` API exist only with the
 memory agent. Agents (each with concurrency 1; at-least-once; effects idempotent):
 * ``memory``: the table-owning agent. Inputs: messages, commands and the internal results topic (model results
   and timers), all keyed by record and co-partitioned: a record's inputs, its state (``state_table``) and its
-  internal records share one partition number, its home. It runs ``core.decide`` in batches (see ``processor``)
-  and never awaits a model call. Its offsets are committed by the worker, not by Faust (``offsets``).
-* ``ingest`` (resource scope only): validates messages and commands and re-keys them by resource id (offsets
-  committed like the memory agent's).
+  internal records share one partition number, its home. It runs ``core.decide`` in batches (``ingest``, then
+  ``processor``) and never awaits a model call. Its offsets are committed by the worker, not by Faust (``offsets``).
+* ``ingest`` (resource scope only): validates messages and commands and re-keys them by resource id (``ingest``;
+  offsets committed like the memory agent's).
 * ``model_workers`` (``model_requests``): Observer/Reflector requests and the recall index's work, run as bounded
   concurrent tasks, each answered at most once per request; each result goes back to the results topic at the
   record's home partition.
 * ``recall`` (``recall_requests``): the recall tool over ``om.recall.requests`` → ``om.recall.responses``, answered
   as bounded concurrent tasks; the HTTP API answers ``POST /v1/recall`` with the same endpoint.
-Timers are checked every ``worker.timer_interval_s`` from table state (``timers.TimerWheel``). Every agent
-reports its own crash to ``liveness``, which stops the process (crash-only).
+
+Where the rest lives: the Faust app, topics and agent definitions in ``faust_app`` (every agent reports its own
+crash to ``liveness``, which stops the process: crash-only); what happens when partitions change hands in
+``handover`` (revoke, assign, fencing, seeking, the records taken over after recovery); liveness, lag, recovery time
+and the inventory in ``watches``, in every role; the records' due timers, checked every ``worker.timer_interval_s``
+once the take-over has settled, in ``timer_inputs``; Faust's private members in ``faust_internals`` only.
 
 Membership: with ``kafka.group_instance_id`` the consumer is a static member (``group.instance.id``): a restart
 within ``kafka.session_timeout_s`` gets the same partitions back without a rebalance of the group, and a stop sends
@@ -23,22 +28,19 @@ no LeaveGroup, so a stopped worker's partitions wait for the session timeout bef
 
 Stop (:meth:`Worker.drain`, before the consumer leaves the group): the memory agent stops handling and commits, no
 new call starts, the calls running get ``worker.drain_timeout_s`` to finish, the rest are handed back (``drain``).
-Liveness, lag, recovery time and the inventory are watched in every role (``watches``).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faust.types import TP, EventT
+from faust.types import TP
 
 from om_stream.core.state import RecordState
-from om_stream.errors import WireDecodeError
 from om_stream.retention import changelog_config, fence_window_ms, segment_roll_interval_ms
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
@@ -59,13 +61,10 @@ from om_stream.runtime.worker.faust_app import (
     internal_topics,
     new_app,
 )
-from om_stream.runtime.worker.faust_internals import (
-    commit_offsets,
-    recovery_completed,
-    sought_offset,
-)
+from om_stream.runtime.worker.faust_internals import commit_offsets, recovery_completed, sought_offset
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.handover import Handover, TakeOver
+from om_stream.runtime.worker.ingest import Ingest
 from om_stream.runtime.worker.inventory import Inventory
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
@@ -73,21 +72,17 @@ from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.partition_log import PartitionLog
-from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
+from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.recent_contexts import RecentContexts
-from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.runtime.worker.roles import RolePlan, role_plan
 from om_stream.runtime.worker.segment_roll import SegmentRoll
 from om_stream.runtime.worker.state_table import TABLE_NAME, RecordTable
 from om_stream.runtime.worker.timer_inputs import TimerInputs
 from om_stream.runtime.worker.watches import Watches, stall_diagnosis
 from om_stream.runtime.worker.web import register_views
-from om_stream.wire.codec import decode_command, decode_message
 
 __all__ = ["Worker"]
-
-log = logging.getLogger(__name__)
 
 
 class Worker:
@@ -127,7 +122,6 @@ class Worker:
         self.in_flight = InFlight()
         self.inventory = Inventory(deps.metrics)  # what the process holds, on gauges (inventory.py)
         self.inventory.entries("inflight_calls", lambda: len(self.in_flight))
-        self._handling = 0  # batches the memory and ingest agents have in hand
         self.agents: dict[str, Any] = {}
         if self.plan.holds_table:
             self._hold_table()
@@ -192,6 +186,8 @@ class Worker:
                                   watch=self.watch, config=deps.config, send_timer=self.timer_inputs.send,
                                   local_state=self.local_state, changelogs=self.changelogs(),
                                   active_partitions=self.active_partitions)
+        self.ingest = Ingest(kafka, deps.metrics, offsets=self.offsets, handover=self.handover,
+                             processor=self.processor, publisher=self.publisher)
         self._define_memory_agents()
 
     def _erasures(self, processor: MemoryProcessor) -> WorkerErasures:
@@ -268,11 +264,11 @@ class Worker:
     def _define_memory_agents(self) -> None:
         app, kafka, worker = self.app, self.deps.settings.kafka, self.deps.settings.worker
         self.agents["memory"] = define_memory_agent(app, self.memory_inputs, batch_max=worker.batch_max,
-                                                    within_s=worker.batch_within_s, handle=self._memory_batch,
+                                                    within_s=worker.batch_within_s, handle=self.ingest.memory_batch,
                                                     watched=self._watched)
         if "ingest" in self.plan.agents:  # resource scope
             self.agents["ingest"] = define_ingest_agent(app, (kafka.topic_messages, kafka.topic_commands),
-                                                        handle=self._ingest_event, watched=self._watched)
+                                                        handle=self.ingest.resource_event, watched=self._watched)
 
         app.timer(interval=worker.timer_interval_s)(self._fire_timers)
         app.timer(interval=worker.commit_interval_s)(self.offsets.commit)
@@ -281,33 +277,9 @@ class Worker:
         self.handover.connect()
         self.take_over.connect()
 
-    async def _memory_batch(self, events: Sequence[EventT[bytes]]) -> None:
-        self._handling += 1
-        try:
-            # the ledger's lock for the whole batch: a rebalance waits for it. A batch fenced off (read before a
-            # rebalance, or by a member the group dropped: membership.py) is not handled; its records are read
-            # again from the committed offset by whoever owns them now
-            async with self.offsets.batch():
-                records = await self.handover.admit([source_record(event) for event in events])
-                if records and await self.processor.process(records):
-                    self.offsets.handled((r.topic, r.partition, r.offset) for r in records)
-        finally:
-            self._handling -= 1
-
-    async def _ingest_event(self, event: EventT[bytes]) -> None:
-        self._handling += 1
-        try:
-            async with self.offsets.batch():
-                if self.handover.current(event) and await self.handover.admit([source_record(event)]):
-                    await self._rekey(event)
-                    message = event.message
-                    self.offsets.handled([(message.topic, message.partition, message.offset)])
-        finally:
-            self._handling -= 1
-
     async def _rescue_stranded(self) -> None:
         # only between batches, and while the ledger takes records (not from a revocation to the next assignment)
-        if not self._handling and self.offsets.accepting:
+        if not self.ingest.handling and self.offsets.accepting:
             await self.handover.rescue_stranded()
 
     async def _roll_segments(self) -> None:
@@ -319,33 +291,6 @@ class Worker:
             return
         if await self.take_over.settled():  # after a rebalance, the records held are taken over first
             await self.timer_inputs.send_due()
-
-    async def _dead_letter(self, source: SourceRecord, error: WireDecodeError) -> None:
-        kafka = self.deps.settings.kafka
-        await self.publisher.send(dead_letter(kafka, self.deps.metrics, source, error.reason, error.detail))
-
-    async def _rekey(self, event: EventT[bytes]) -> None:
-        """Resource scope: validate, then re-key by resource id so one record owner sees all its threads."""
-        kafka = self.deps.settings.kafka
-        message = event.message
-        key, value = message.key, message.value
-        try:
-            if message.topic == kafka.topic_messages:
-                resource = decode_message(key, value, max_bytes=kafka.max_message_bytes).resource_id
-            else:
-                command = decode_command(key, value, max_bytes=kafka.max_message_bytes)
-                if command.resource_id is None:
-                    raise WireDecodeError("invalid_fields", "resource scope: commands need resource_id")
-                resource = command.resource_id
-        except WireDecodeError as exc:
-            await self._dead_letter(source_record(event), exc)
-            return
-        # where it came from: its topic, and its position in it (an erase's fence is defined on om.messages)
-        await self.publisher.send(Publication(
-            kafka.topic_records, resource.encode(), value or b"",
-            [*header_list(message.headers), ("om_source_topic", message.topic.encode()),
-             ("om_source_partition", str(message.partition).encode()),
-             ("om_source_offset", str(message.offset).encode())]))
 
     def state(self, key: str) -> RecordState | None:
         """The state of a record held by this worker now (None: not held here)."""
