@@ -264,3 +264,14 @@ def test_the_private_member_scan_finds_each_kind_of_reach(tmp_path: Path) -> Non
         "1: from faust.streams import _current_event", "4: consumer._commit_offsets",
         "5: getattr(..., '_paused')", "6: super()._schedule_shutdown"}
     assert _casts_to_any(module) == ["7: cast(Any, consumer)"]
+
+
+def test_the_faust_adapter_names_the_versions_installed() -> None:
+    """An upgrade of Faust, mode or aiokafka fails here first: read ``faust_internals`` (every private member it
+    uses still there, still meaning the same), then update ``FAUST_CHECKED``."""
+    from importlib.metadata import version
+
+    from om_stream.runtime.worker.faust_internals import FAUST_CHECKED
+
+    installed = ", ".join(f"{name} {version(name)}" for name in ("faust-streaming", "mode-streaming", "aiokafka"))
+    assert installed == FAUST_CHECKED
