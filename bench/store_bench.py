@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from om_stream.adapters.cassandra_store import CassandraContentStore, migrate
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from om_stream.core.recall import RecallScope
 from om_stream.core.recall.groups import observation_ranges
 from om_stream.replay.synthetic import generate
+from om_stream.runtime.recall_service import RecallService
 from om_stream.settings import CassandraSettings, Settings
 
 USERS, THREADS_PER_USER, MESSAGES_PER_THREAD = 200, 5, 100

@@ -12,7 +12,6 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from om_stream.adapters.recall_service import RecallService
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.erasure import EraseRequested, ErasureCounts, ErasureSaga, StrayWrites, record_digest
 from om_stream.core.inputs import ClearRecord
@@ -21,6 +20,7 @@ from om_stream.ports import Clock, ContentStore
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper, receipt
 from om_stream.runtime.host import Arrival, Host, Outlet, StoreRetry
+from om_stream.runtime.recall_service import RecallService
 
 __all__ = ["EmbeddedErasures", "ErasingMemory"]
 

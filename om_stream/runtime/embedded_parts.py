@@ -8,14 +8,14 @@ import asyncio
 from collections.abc import Mapping
 
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
-from om_stream.adapters.recall_retention import RecallRetention
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.state import RecordState
 from om_stream.errors import InputRejected
 from om_stream.ports import Clock, ContentStore, Embedder, RecallIndex, RecallStore
 from om_stream.runtime.host import Arrival
+from om_stream.runtime.recall_retention import RecallRetention
+from om_stream.runtime.recall_service import RecallService
 from om_stream.runtime.timers import TimerWheel
 
 __all__ = ["MAX_ID_LENGTH", "StatesTable", "WakingTimers", "check_id", "recall_service_for"]

@@ -6,7 +6,7 @@ covers and keep its fence; this module removes them, in the one order that keeps
 1. the ledger first (``ErasableStore.mark_erased``: the record's incarnation is erased through its epoch). A
    model worker or an indexer that writes for that incarnation checks the ledger after its write: if its check
    comes before this note, its write came before the sweep below, which removes it; if after, it sees the note
-   and removes its own write (``runtime/worker/model_calls.py``, ``adapters/recall_service.py``);
+   and removes its own write (``runtime/worker/model_calls.py``, ``runtime/recall_service.py``);
 2. the sweep: each thread's conversation and records, then each record's observations, generations and cached
    model results (``ErasableStore``), counted as they go;
 3. the caches: what ``Effects`` holds of the subject (the store drops its own caches in 2);

@@ -17,11 +17,11 @@ import time
 
 from pydantic import ValidationError
 
-from om_stream.adapters.recall_service import RecallService
 from om_stream.core.commands import ExpireIndex, IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.errors import ModelError, RecallError, StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
+from om_stream.runtime.recall_service import RecallService
 from om_stream.wire.codec import decode_json
 from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RecallFailure, RecallRequest, RecallResponse
 

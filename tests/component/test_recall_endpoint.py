@@ -9,7 +9,6 @@ import pytest
 
 from om_stream.adapters.embedders import OfflineMiniLMEmbedder
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import IndexForRecall
@@ -17,6 +16,7 @@ from om_stream.core.config import RetrievalConfig
 from om_stream.errors import ModelError, WireDecodeError
 from om_stream.observability.metrics import Metrics
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
+from om_stream.runtime.recall_service import RecallService
 from om_stream.wire.recall import RecallRequest
 from tests.support.recall_scenarios import World, seed
 

@@ -8,10 +8,10 @@ import pytest
 
 from om_stream.adapters.embedders import OfflineMiniLMEmbedder
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import RetrievalConfig
+from om_stream.runtime.recall_service import RecallService
 from tests.support.recall_scenarios import MESSAGE_CHECKS, SEARCH_CHECKS, World, seed
 
 COUNTER = TiktokenCounter()
@@ -75,9 +75,9 @@ async def test_a_filter_that_skips_a_long_stretch_says_where_to_read_on(monkeypa
     import re
     from datetime import UTC, datetime, timedelta
 
-    from om_stream.adapters import recall_service
     from om_stream.core.messages import Author, Message, TextPart
     from om_stream.core.recall import MessagesResult, RecallScope
+    from om_stream.runtime import recall_service
 
     monkeypatch.setattr(recall_service, "MAX_SCAN", 20)  # the bound, scaled down: 5,000 messages in production
     store = SqliteContentStore(":memory:")

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from om_stream.adapters.cassandra_store import CassandraContentStore, load_migrations, migrate
 from om_stream.adapters.embedders import OfflineMiniLMEmbedder
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.errors import StorageError
 from om_stream.ports import ContentStore, CycleResults, RecallStore
+from om_stream.runtime.recall_service import RecallService
 from om_stream.settings import CassandraSettings
 from tests.support.leak_property import (
     Thread,

@@ -292,7 +292,6 @@ async def test_sigterm_drains_in_flight_model_calls_and_hands_the_stalled_ones_b
 # a slow interpreter shutdown would be; "stuck": the stop itself never ends either
 _BOUNDED_STOP = """
 import logging, sys, threading, time, types
-import faust.worker
 from om_stream.runtime.worker import main
 from om_stream.settings import Settings
 
@@ -309,7 +308,7 @@ class FaustStandIn:
 
 async def no_topics(_worker): ...
 
-faust.worker.Worker = FaustStandIn
+main.SignalledWorker = FaustStandIn  # Faust's worker, as run_worker subclasses it
 main._prepare = no_topics
 held = types.SimpleNamespace(deps=types.SimpleNamespace(metrics=None), app=None,
                              liveness=types.SimpleNamespace(on_fatal=lambda _callback: None))

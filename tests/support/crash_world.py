@@ -8,11 +8,11 @@ What is modelled, and how it maps onto the worker (``runtime/worker/``):
   changelog (the newest state per record), the committed input offsets, and the content store (the in-memory twin
   of Cassandra, shared by every worker).
 * **A worker's life** (``tests.support.crash_worker.Life``): the table it recovered from the changelog, its timers
-  rebuilt from it and a ``resend`` for every cycle in flight (as ``Worker._fire_timers`` does after a rebalance),
-  the offsets it read and handled, its content cache and its producer's queue. Nothing queued is durable until it
-  is flushed. The changelog, the requests, the timers and each thread's contexts are separate streams (topic
-  partitions) of the queue, and Faust sends table writes through a buffer of its own: a kill leaves any prefix of
-  each stream out, independently of the others.
+  rebuilt from it and a ``resend`` for every cycle in flight (as ``TakeOver`` in ``runtime/worker/handover.py`` does
+  after a rebalance), the offsets it read and handled, its content cache and its producer's queue. Nothing queued is
+  durable until it is flushed. The changelog, the requests, the timers and each thread's contexts are separate streams
+  (topic partitions) of the queue, and Faust sends table writes through a buffer of its own: a kill leaves any prefix
+  of each stream out, independently of the others.
 * **A batch**: records read from both input logs (in the order they were appended, or interleaved at random: the
   brokers keep no order between topics), handed to ``Host.apply`` with the worker's ``may_commit``. Its records
   then count as handled; the producer sends on its own, and every so often the ledger flushes it and commits the

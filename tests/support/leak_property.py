@@ -20,7 +20,6 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from om_stream.adapters.recall_service import RecallService
 from om_stream.core.commands import IndexForRecall, PersistSegment, PersistThreadMetadata
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -28,6 +27,7 @@ from om_stream.core.recall import RecallScope
 from om_stream.core.recall.groups import observation_ranges
 from om_stream.errors import RecallError
 from om_stream.ports import RecallStore
+from om_stream.runtime.recall_service import RecallService
 
 TENANTS = ("ta", "tb", "tc")
 T0 = datetime(2026, 2, 1, tzinfo=UTC)

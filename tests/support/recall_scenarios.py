@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from om_stream.adapters.recall_service import RecallService
 from om_stream.core.commands import IndexForRecall, PersistSegment, PersistThreadMetadata
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.messages import (
@@ -29,6 +28,7 @@ from om_stream.errors import RecallError
 from om_stream.observability.metrics import Metrics
 from om_stream.ports import RecallStore
 from om_stream.runtime.recall import RecallEndpoint
+from om_stream.runtime.recall_service import RecallService
 from om_stream.wire.recall import RecallRequest
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """A changelog partition assigned while Faust's table recovery runs must not crash the worker
-(``runtime/worker/faust_recovery.py``; the crash was seen in the hour-long soak)."""
+(``runtime/worker/faust_internals.py``'s ``Tables``; the crash was seen in the hour-long soak)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from faust.types import TP
 from hypothesis import given
 from hypothesis import strategies as st
 
-from om_stream.runtime.worker.faust_recovery import Tables, seek_targets
+from om_stream.runtime.worker.faust_internals import Tables, seek_targets
 
 
 class SeekingConsumer:

@@ -1,6 +1,6 @@
 """The dependency rule of ARCHITECTURE.md §2: core and wire stay pure; only runtime imports faust; the agent-side
 client carries no server code; adapters do not speak the wire contract; observability depends on neither the
-runtime nor the adapters (it is handed to them)."""
+runtime nor the adapters (it is handed to them); within the runtime only the composition roots name an adapter."""
 
 from __future__ import annotations
 
@@ -180,3 +180,98 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monk
                                   "if TYPE_CHECKING:\n    from om_stream.demo.a import y\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "om_stream")
     assert _cycles("demo") == [["om_stream.demo.a", "om_stream.demo.b"]]
+
+
+# the runtime modules that assemble a deployment from its parts (stores, gateway, index, embedder, tokenizer): the
+# only ones that may name an adapter. Everything else in the runtime works on the ports, so it runs on any adapter
+COMPOSITION_ROOTS = {
+    "runtime/worker/deps.py",  # the worker's parts, chosen from settings
+    "runtime/embedded.py",  # Memory's defaults: SQLite, the offline model, tiktoken
+    "runtime/embedded_parts.py",  # Memory's recall service: the Qdrant index in local mode
+    "runtime/named_model.py",  # Memory(model="provider/name"): the gateway for a named model
+}
+
+
+def test_only_the_composition_roots_import_adapters() -> None:
+    """The recall service, the host, the worker's agents and the rest of the runtime depend on ports; which adapter
+    stands behind a port is decided in the composition roots only."""
+    bad = {path: hits for path, hits in _offenders(("runtime",), ("om_stream.adapters",)).items()
+           if path not in COMPOSITION_ROOTS}
+    assert bad == {}
+    assert all((PACKAGE / root).exists() for root in COMPOSITION_ROOTS)  # a root renamed must be renamed here
+
+
+# -- Faust's private members: one adapter -----------------------------------------------------------------------------
+
+FAUST_ADAPTER = "runtime/worker/faust_internals.py"
+FAUST_FAMILY = ("faust", "mode", "aiokafka")  # Faust and the libraries it is built on (their objects cross into ours)
+STDLIB_PRIVATE = {"os._exit"}  # the standard library's documented private-looking names
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """Where ``path`` reaches into another object's private members: ``x._name`` on anything but ``self``/``cls``
+    (``super()._name`` included), ``getattr(x, "_name")`` and its kin, and ``from faust... import _name``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if not own and ast.unparse(node) not in STDLIB_PRIVATE:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_")):
+            found.append(f"{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in FAUST_FAMILY:
+            found.extend(f"{node.lineno}: from {node.module} import {alias.name}" for alias in node.names
+                         if alias.name.startswith("_"))
+    return found
+
+
+def _casts_to_any(path: Path) -> list[str]:
+    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cast"
+            and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "Any"]
+
+
+def _near_faust() -> list[Path]:
+    """The worker's modules (Faust's objects are handed around them) and every module importing the Faust family."""
+    return sorted({*_modules("runtime/worker"),
+                   *(p for p in PACKAGE.rglob("*.py") if _imports(p) & set(FAUST_FAMILY))})
+
+
+def test_only_the_faust_adapter_reaches_into_faust_private_members() -> None:
+    """Faust promises nothing about its private members; the worker uses a few on purpose (``faust_internals`` says
+    which, why, and which version it was checked against). Anywhere else one would go unnoticed at an upgrade."""
+    bad = {str(p.relative_to(PACKAGE)): hits for p in _near_faust()
+           if str(p.relative_to(PACKAGE)) != FAUST_ADAPTER and (hits := _private_reaches(p))}
+    assert bad == {}
+
+
+def test_only_the_faust_adapter_casts_to_any() -> None:
+    """Where Faust's types are too loose the adapter casts, once; the worker's modules stay typed."""
+    bad = {str(p.relative_to(PACKAGE)): hits for p in _near_faust()
+           if str(p.relative_to(PACKAGE)) != FAUST_ADAPTER and (hits := _casts_to_any(p))}
+    assert bad == {}
+    assert _private_reaches(PACKAGE / FAUST_ADAPTER)  # the adapter exists and is where the reaches are
+
+
+def test_the_private_member_scan_finds_each_kind_of_reach(tmp_path: Path) -> None:
+    module = tmp_path / "reach.py"
+    module.write_text("from faust.streams import _current_event\nfrom typing import Any, cast\n"
+                      "def f(consumer, os):\n    consumer._commit_offsets({})\n    getattr(consumer, '_paused', None)\n"
+                      "    super()._schedule_shutdown(1)\n    self._mine = cast(Any, consumer)\n    os._exit(0)\n")
+    assert set(_private_reaches(module)) == {
+        "1: from faust.streams import _current_event", "4: consumer._commit_offsets",
+        "5: getattr(..., '_paused')", "6: super()._schedule_shutdown"}
+    assert _casts_to_any(module) == ["7: cast(Any, consumer)"]
+
+
+def test_the_faust_adapter_names_the_versions_installed() -> None:
+    """An upgrade of Faust, mode or aiokafka fails here first: read ``faust_internals`` (every private member it
+    uses still there, still meaning the same), then update ``FAUST_CHECKED``."""
+    from importlib.metadata import version
+
+    from om_stream.runtime.worker.faust_internals import FAUST_CHECKED
+
+    installed = ", ".join(f"{name} {version(name)}" for name in ("faust-streaming", "mode-streaming", "aiokafka"))
+    assert installed == FAUST_CHECKED

@@ -1,7 +1,7 @@
 """The recall tool, pure: arguments and scope, paging, rendering within the token budget, instructions, groups.
 
 The I/O half (reading the content store and the recall index, access control) is
-``om_stream.adapters.recall_service``; this package only turns values into values.
+``om_stream.runtime.recall_service``; this package only turns values into values.
 """
 
 from om_stream.core.recall.groups import (

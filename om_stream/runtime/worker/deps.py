@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from om_stream.adapters.offline_model import OfflineModel
-from om_stream.adapters.recall_retention import RecallRetention
-from om_stream.adapters.recall_service import RecallService
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.step import EngineLimits
@@ -19,6 +17,8 @@ from om_stream.observability.store_outages import StoreOutageWatch
 from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.export_cut import ExportRetention
+from om_stream.runtime.recall_retention import RecallRetention
+from om_stream.runtime.recall_service import RecallService
 from om_stream.settings import KafkaSettings, Settings, load_om_options
 
 __all__ = ["WorkerDeps", "build_deps", "build_recall", "engine_limits", "export_retention", "kafka_client_options"]

@@ -57,8 +57,9 @@ from om_stream.runtime.effects import message_prefix
 from om_stream.runtime.erasure import Sweeper, receipt
 from om_stream.runtime.host import Arrival, Outlet, StoreRetry
 from om_stream.runtime.internal_codec import EraseIndexed
+from om_stream.runtime.worker.faust_internals import in_event
 from om_stream.runtime.worker.processor import KafkaOutlet, SourceRecord
-from om_stream.runtime.worker.state_table import RecordTable, in_event, record_event
+from om_stream.runtime.worker.state_table import RecordTable, record_event
 from om_stream.settings import KafkaSettings
 
 __all__ = ["COMPLETED_PART", "ERASURE_TABLE", "ErasureTable", "WorkerErasures", "source_position"]

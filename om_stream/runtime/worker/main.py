@@ -42,6 +42,7 @@ from om_stream.observability.log_limits import limit_repeats
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.auth import exposure_refusal, is_loopback
 from om_stream.runtime.worker.deps import build_deps, kafka_client_options
+from om_stream.runtime.worker.faust_internals import SignalledWorker
 from om_stream.runtime.worker.preflight import check, settings_refusals
 from om_stream.runtime.worker.probes import ProbeServer
 from om_stream.runtime.worker.roles import with_role
@@ -94,8 +95,6 @@ class _Deadline:
 def run_worker(settings: Settings, worker: Worker | None = None) -> int:
     """Run the worker until it stops, then end the process with its exit status (``_end_process``); returns only
     the status of a refusal (nothing started). ``worker``: an assembled one (tests)."""
-    from faust.worker import Worker as FaustWorker
-
     refusal = exposure_refusal(settings.worker)
     if refusal is not None:
         log.critical(refusal)
@@ -112,7 +111,7 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
     probes = ProbeServer(held, held.deps.metrics, host=settings.worker.metrics_host,
                          port=settings.worker.metrics_port)
 
-    class OMWorker(FaustWorker):
+    class OMWorker(SignalledWorker):
         def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
             # Faust's terminal spinner sets the root logger to DEBUG at WARNING and above, which makes every debug
             # call in aiokafka and Faust build a log record (~13 % of a busy worker's time): no spinner
@@ -149,9 +148,8 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
             await super().on_shutdown()
             await probes.stop()  # last: the probes answer through the whole stop
 
-        def _schedule_shutdown(self, signal: signal.Signals) -> None:
+        def on_stop_signal(self, signal: signal.Signals) -> None:
             deadline.arm(f"signal {signal.name}", 0)
-            super()._schedule_shutdown(signal)
 
         def on_worker_shutdown(self) -> None:
             deadline.arm("the worker stopped", 0)  # every way out (a crash Faust reports itself, too) is bounded

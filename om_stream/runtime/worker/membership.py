@@ -8,7 +8,7 @@ already have. Measured here before this check: a member frozen for 16 s with a b
 it woke, contexts 16 versions behind for three threads.
 
 Two checks, both on the aiokafka consumer Faust runs on a thread of its own (Faust reads the same coordinator for its
-generation id):
+generation id; the way there is private: ``faust_internals``):
 
 * the coordinator's generation: aiokafka resets it the moment a heartbeat or a commit is refused for an unknown
   member or an old generation, before Faust hears of any rebalance;
@@ -27,10 +27,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from aiokafka.errors import KafkaError
+from faust.types import ConsumerT
+
+from om_stream.runtime.worker.faust_internals import group_coordinator, heartbeat_now, observe_heartbeats
 
 __all__ = ["Membership"]
 
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 class Membership:
-    def __init__(self, consumer: Callable[[], Any], *, session_timeout_s: float,
+    def __init__(self, consumer: Callable[[], ConsumerT], *, session_timeout_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._consumer = consumer  # Faust's consumer (its thread runs the aiokafka consumer)
         self._fresh_s = session_timeout_s / 3  # heartbeat silence that makes a batch ask, and its wait
@@ -49,25 +52,16 @@ class Membership:
 
     def _coordinator(self) -> Any:
         # Faust's own route to the generation (faust.transport.drivers.aiokafka.ConsumerRebalanceListener)
-        coordinator = self._consumer()._thread._ensure_consumer()._coordinator
+        coordinator = group_coordinator(self._consumer())
         if coordinator is not self._watched:
-            self._time_heartbeats(coordinator)
+            observe_heartbeats(coordinator, self._heard)  # on the consumer's thread: a float assignment
+            self._watched = coordinator
+            self.last_heartbeat = self._clock()
         return coordinator
 
-    def _time_heartbeats(self, coordinator: Any) -> None:
-        """Note the time of each successful heartbeat the coordinator's own routine sends (on the consumer's
-        thread: a float assignment)."""
-        heartbeat: Callable[[], Awaitable[bool]] = coordinator._do_heartbeat
-
-        async def timed() -> bool:
-            ok = await heartbeat()
-            if ok:
-                self.last_heartbeat = self._clock()
-            return ok
-
-        coordinator._do_heartbeat = timed
-        self._watched = coordinator
-        self.last_heartbeat = self._clock()
+    def _heard(self, answered: bool) -> None:
+        if answered:
+            self.last_heartbeat = self._clock()
 
     def revoking(self, began: bool) -> None:
         """A revocation begins (it waits for the batch in hand) or is over."""
@@ -83,9 +77,8 @@ class Membership:
         now = self._clock()
         revoking = self.revoking_since is not None and now - self.revoking_since > self._fresh_s
         if revoking or now - self.last_heartbeat > self._fresh_s:
-            thread = self._consumer()._thread
             try:
-                answered = await asyncio.wait_for(thread.call_thread(coordinator._do_heartbeat), self._fresh_s)
+                answered = await asyncio.wait_for(heartbeat_now(self._consumer(), coordinator), self._fresh_s)
             except (KafkaError, TimeoutError) as exc:  # no answer saying we are a member: fenced, read again
                 log.warning("the group coordinator did not confirm this member before a batch commit: %r", exc)
                 return False

@@ -17,12 +17,13 @@ GET /metrics   Prometheus text format
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from om_stream.observability.metrics import Metrics
+from om_stream.runtime.worker.faust_internals import recovery_completed
 from om_stream.runtime.worker.liveness import Liveness
 
 __all__ = ["ProbeServer", "Probed"]
@@ -59,7 +60,7 @@ class ProbeServer:
 
     def started(self) -> bool:
         """The state table was recovered once since the process started (Faust never clears this event)."""
-        return bool(cast(Any, self.worker.app.tables).recovery.completed.is_set())
+        return recovery_completed(self.worker.app)
 
     async def start(self) -> None:
         """Listen; an address that cannot be bound raises ``OSError``."""

@@ -18,21 +18,19 @@ the changelog partition of its home. Three rules keep that true:
 from __future__ import annotations
 
 import json
-import weakref
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from faust.stores import memory as faust_memory
 from faust.stores import rocksdb as faust_rocksdb
-from faust.streams import _current_event  # Faust's slot for "the event being handled"; tables read it
 
 from om_stream.core.state import RecordState
 from om_stream.runtime.host import Arrival
+from om_stream.runtime.worker.faust_internals import in_event, rocksdb_databases
 from om_stream.runtime.worker.processor import SourceRecord
 
-__all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "in_event", "record_event"]
+__all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "record_event"]
 
 # ``om_state`` held JSON-encoded keys on the wrong partitions; the new name starts a changelog in the right layout
 TABLE_NAME = "om_records"
@@ -63,15 +61,6 @@ def record_event(arrival: Arrival) -> Any:
     if not isinstance(source, SourceRecord) or source.handle is None:
         raise TypeError(f"the state table is read and written through a Kafka record, not {source!r}")
     return source.handle
-
-
-@contextmanager
-def in_event(event: Any) -> Iterator[None]:
-    token = _current_event.set(weakref.ref(event) if event is not None else None)
-    try:
-        yield
-    finally:
-        _current_event.reset(token)
 
 
 class RecordTable:
@@ -114,7 +103,7 @@ class RecordTable:
             return len(store)
         if isinstance(store, faust_rocksdb.Store):
             return sum(int(db.property_int_value(ESTIMATED_KEYS) or 0)
-                       for db in list(cast(Any, store)._dbs.values()))
+                       for db in rocksdb_databases(store))
         return None
 
     @property

@@ -38,7 +38,7 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol
 
 from aiohttp import web as aiohttp_web
 from faust import web
@@ -56,6 +56,7 @@ from om_stream.runtime.settled import MAX_WAIT_S, StateWatch, Unavailable, wait_
 from om_stream.runtime.worker.auth import BearerToken
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.export_view import export_response
+from om_stream.runtime.worker.faust_internals import aiohttp_application, aiohttp_request
 from om_stream.runtime.worker.processor import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
@@ -139,7 +140,7 @@ def register_views(worker: Served) -> None:
     config = worker.deps.config
     kafka = worker.deps.settings.kafka
     # before the server starts (aiohttp freezes its middlewares then)
-    cast(Any, app.web).web_app.middlewares.append(api_guard(BearerToken(worker.deps.settings.worker.api_token)))
+    aiohttp_application(app).middlewares.append(api_guard(BearerToken(worker.deps.settings.worker.api_token)))
 
     def not_owned(view: web.View, thread_id: str) -> web.Response:
         return view.json({"error": "not_found", "detail": f"thread {thread_id!r} is not held by this worker; "
@@ -250,7 +251,7 @@ def register_views(worker: Served) -> None:
     @app.page("/v1/resources/{resource_id}/export")
     class ExportView(web.View):
         async def get(self, request: web.Request, resource_id: str) -> Any:
-            return await export_response(cast(Any, request), worker.deps, worker.table, resource_id)
+            return await export_response(aiohttp_request(request), worker.deps, worker.table, resource_id)
 
     @app.page("/v1/recall")
     class RecallView(web.View):

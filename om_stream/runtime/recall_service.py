@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from om_stream.adapters.recall_retention import Cutoffs, RecallRetention, within_window
 from om_stream.core.commands import ExpireIndex, IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.core.erasure import record_digest
@@ -66,6 +65,7 @@ from om_stream.ports import (
     StoredMessage,
     ThreadSummary,
 )
+from om_stream.runtime.recall_retention import Cutoffs, RecallRetention, within_window
 
 __all__ = ["RecallRetention", "RecallService"]
 
