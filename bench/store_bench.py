@@ -196,6 +196,18 @@ async def search_figures(threads: list[list[Message]], n_messages: int, calls: i
     return {"messages": points, "index_s": indexed_s, "p50": _pct(latencies, 50), "p99": _pct(latencies, 99)}
 
 
+def drop_keyspace(settings: Any) -> None:
+    """Drop the bench's keyspace (``settings``: the store's Cassandra settings), on a connection of its own."""
+    from cassandra.cluster import Cluster
+
+    (host, port), *_ = settings.contact_points()
+    cluster = Cluster([host], port=port, protocol_version=5)
+    try:
+        cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {settings.keyspace}", timeout=120)
+    finally:
+        cluster.shutdown()
+
+
 async def bench(hosts: str, args: argparse.Namespace) -> dict[str, Any]:
     threads = build_messages()
     total = sum(len(t) for t in threads)
@@ -228,14 +240,7 @@ async def bench(hosts: str, args: argparse.Namespace) -> dict[str, Any]:
                   f"(p50 by call: {figures['by_kind_p50']})", flush=True)
     finally:
         await store.close()
-        from cassandra.cluster import Cluster
-
-        (host, port), *_ = settings.contact_points()
-        cluster = Cluster([host], port=port, protocol_version=5)
-        try:
-            cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {settings.keyspace}", timeout=120)
-        finally:
-            cluster.shutdown()
+        drop_keyspace(settings)
     search = await search_figures(threads, args.search_messages, args.search_calls)
     return {"messages": total, "writes_per_s": statistics.median(rates), "write_runs": [round(r) for r in rates],
             "recall_p50_ms": statistics.median(r["p50"] for r in recalls),

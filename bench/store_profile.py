@@ -46,7 +46,7 @@ from typing import Any
 # as well as its own; the dataset comes from store_bench, beside it
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_bench import build_messages
+from store_bench import build_messages, drop_keyspace
 
 import om_stream
 from om_stream.adapters.cassandra_store import CassandraContentStore, migrate
@@ -187,14 +187,7 @@ async def run(hosts: str, args: argparse.Namespace) -> dict[str, Any]:
                 pstats.Stats(profile).sort_stats("tottime").print_stats(args.cprofile)
     finally:
         await store.close()
-        from cassandra.cluster import Cluster
-
-        (host, port), *_ = settings.contact_points()
-        cluster = Cluster([host], port=port, protocol_version=5)
-        try:
-            cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {settings.keyspace}", timeout=120)
-        finally:
-            cluster.shutdown()
+        drop_keyspace(settings)
     return result
 
 
