@@ -59,6 +59,7 @@ from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.inventory import INVENTORY_INTERVAL_S, Inventory
+from om_stream.runtime.worker.kafka_records import Publication, SourceRecord, dead_letter
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
 from om_stream.runtime.worker.local_state import MARK_INTERVAL_S, LocalTableState
@@ -66,7 +67,7 @@ from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.model_requests import ModelRequests
 from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.partition_log import PartitionLog
-from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord, dead_letter
+from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.runtime.worker.recall_requests import RecallRequests
 from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.records import header_list, source_record
@@ -233,7 +234,7 @@ class Worker:
         return WorkerErasures(
             kafka=deps.settings.kafka, scope=deps.config.scope, records=self.table, table=self.erasure_table,
             store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
-            outlet=processor.outlet, end_offsets=self.partition_log.end_offsets, clock=self.clock,
+            end_offsets=self.partition_log.end_offsets, clock=self.clock,
             metrics=deps.metrics, store_retry=processor.store_retry, fence_ttl_s=fence_s,
             indexing=self.recall.indexing, decide_clear=processor.clear_now)
 
