@@ -1,5 +1,5 @@
 """Worker metrics that no single input produces: consumer lag (the worker's own and the group's as the brokers see
-it), state-table recovery time, buffer→activation latency.
+it), state-table recovery time.
 
 The worker feeds them (a timer of its own reads the lag from its consumer and ticks the recovery timer); model-call
 and cycle metrics are given to the models and the cycle runner when they are built (``model_metrics``).
@@ -10,34 +10,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from prometheus_client import Gauge
 
 from om_stream.observability.metrics import Metrics
 
-if TYPE_CHECKING:
-    from om_stream.core.state import RecordState
-
-__all__ = ["ConsumerLag", "GroupLag", "RecoveryTimer", "activation_latencies"]
-
-
-def activation_latencies(before: RecordState, after: RecordState, now_ms: int) -> list[float]:
-    """Seconds each buffered chunk (or buffered reflection) waited between being buffered and being activated by
-    the step from ``before`` to ``after``. Chunks that left the buffer without entering the log (a clear) are not
-    activations."""
-    if not before.buffered and before.buffered_reflection is None:
-        return []
-    latencies: list[float] = []
-    if before.buffered:
-        remaining = {chunk.id for chunk in after.buffered}
-        logged = {segment.id for segment in after.log}
-        latencies.extend(max(0.0, (now_ms - chunk.buffered_at) / 1000) for chunk in before.buffered
-                         if chunk.id not in remaining and chunk.id in logged)
-    reflection = before.buffered_reflection
-    if reflection is not None and after.buffered_reflection is None and after.generation > before.generation:
-        latencies.append(max(0.0, (now_ms - reflection.buffered_at) / 1000))
-    return latencies
+__all__ = ["ConsumerLag", "GroupLag", "RecoveryTimer"]
 
 
 class _PartitionSeries:

@@ -55,7 +55,7 @@ class PublishedLogs:
         self.since_mark = 0  # the largest since ``mark()``
         self.observation_tokens_written = 0
 
-    def __call__(self, decided: Decided) -> None:
+    def __call__(self, decided: Decided[None]) -> None:
         for command in decided.commands:
             if isinstance(command, PublishContext):
                 tokens = command.spec.observation_tokens
@@ -175,7 +175,7 @@ def _percentile(values: Sequence[float], pct: float) -> float:
 async def replay(turns: Sequence[Turn], options: OMConfig, *, model: ChatModel | None = None, drain: bool = True,
                  on_turn: Callable[[Turn, ContextRecord | None, Memory], None] | None = None,
                  memory: Memory | None = None, store: ContentStore | None = None,
-                 watch: Callable[[Decided], None] | None = None, finalize: bool = False) -> ReplayResult:
+                 watch: Callable[[Decided[None]], None] | None = None, finalize: bool = False) -> ReplayResult:
     """Replay ``turns`` through a ``Memory`` (the given one, else one on ``store``: SQLite in memory by default).
     ``watch`` sees every decision of the memory's host; ``finalize`` observes what is left at the end."""
     clock = ManualClock(turns[0].messages[0].created_at_ms if turns else 0)
@@ -247,14 +247,14 @@ class Watching:
     seconds: float = 0.0
 
 
-def _chain(memory: Memory, *watchers: Callable[[Decided], None] | None) -> Watching:
+def _chain(memory: Memory, *watchers: Callable[[Decided[None]], None] | None) -> Watching:
     """Every decision of the memory's host to its own hook first (the driver's: engine work), then to each watcher
     (timed)."""
     own = memory.host.on_decided
     watching = Watching()
     chained = [w for w in watchers if w is not None]
 
-    def on_decided(decided: Decided) -> None:
+    def on_decided(decided: Decided[None]) -> None:
         if own is not None:
             own(decided)
         began = time.perf_counter()

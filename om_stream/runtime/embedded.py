@@ -177,12 +177,12 @@ class Memory:
         self._timer_task: asyncio.Task[None] | None = None
         self._closed = False
         self._cycle_retries = 0
-        self._failures: list[tuple[Arrival, BaseException]] = []
-        self._watched: dict[int, list[Decided]] = {}  # id(arrival) -> where its decision goes (manual commands)
+        self._failures: list[tuple[Arrival[None], BaseException]] = []
+        self._watched: dict[int, list[Decided[None]]] = {}  # id(arrival) -> where its decision goes (manual commands)
         self._refusals: dict[int, list[RejectInput]] = {}  # id(arrival) -> its refusals, while it is applied
         self.erasures = EmbeddedErasures(self)
         self._writes = StateWatch()  # wakes settled() once an input's state is written and published
-        self.host = Host(config=self.config, accountant=self.accountant, effects=self.effects,
+        self.host: Host[None] = Host(config=self.config, accountant=self.accountant, effects=self.effects,
                          table=StatesTable(self._states), outlets=lambda: EmbeddedOutlet(self),
                          timers=WakingTimers(self.timers, self._timer_wakeup), clock=self.clock,
                          limits=self.limits, on_decided=self._decided, erasures=self.erasures)
@@ -293,7 +293,7 @@ class Memory:
             for key in keys:                                # of them runs meanwhile
                 await held.enter_async_context(self._locks.hold(key))
             await self.host.apply([Arrival(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
-                                           erase)])
+                                           erase, None)])
         for key in keys:
             self._writes.changed(key)  # a settled() waiting on an erased record wakes (and finds nothing)
         return self._receipts.pop(erase.erase_id)
@@ -429,14 +429,14 @@ class Memory:
     # -- applying inputs -----------------------------------------------------------------------------------------
 
     async def _command(self, thread_id: str, resource_id: str | None, event: Input, *,
-                       raise_refusal: bool = False) -> Decided | None:
+                       raise_refusal: bool = False) -> Decided[None] | None:
         """A manual command for a thread's record; what was decided (None: nothing, the record does not exist)."""
         check_id("thread_id", thread_id)
         if resource_id is not None:
             check_id("resource_id", resource_id)
         resource = resource_id or next((s.resource_id for s in self._states.values() if thread_id in s.threads),
                                        thread_id)
-        decisions: list[Decided] = []
+        decisions: list[Decided[None]] = []
         refused = await self._apply(record_key(self.config.scope, thread_id, resource), resource, event,
                                     decisions=decisions)
         if refused and raise_refusal:
@@ -444,10 +444,10 @@ class Memory:
         return decisions[0] if decisions else None
 
     async def _apply(self, key: str, resource_id: str, event: Input, *,
-                     decisions: list[Decided] | None = None) -> list[RejectInput]:
+                     decisions: list[Decided[None]] | None = None) -> list[RejectInput]:
         """One input through the host; returns the refusals (the input was not recorded), and adds what was
         decided to ``decisions``. A failure to handle it is raised here, to the caller."""
-        arrival = Arrival(key, resource_id, event)
+        arrival = Arrival(key, resource_id, event, None)
         async with self._locks.hold(key):
             began = time.perf_counter()
             # its own refusals: inputs of other records may be refused meanwhile (their locks are others)
@@ -469,7 +469,7 @@ class Memory:
                 raise failure
             return refused
 
-    def _decided(self, decided: Decided) -> None:
+    def _decided(self, decided: Decided[None]) -> None:
         watching = self._watched.get(id(decided.arrival))
         if watching is not None:
             watching.append(decided)

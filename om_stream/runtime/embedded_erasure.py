@@ -32,7 +32,7 @@ class ErasingMemory(Protocol):
     store: ContentStore
     effects: Effects
     clock: Clock
-    host: Host
+    host: Host[None]
     recall_service: RecallService | None
     _states: dict[str, RecordState]
 
@@ -49,10 +49,10 @@ class EmbeddedErasures:
         self.sweeper = Sweeper(memory.store, memory.effects, StoreRetry(), ledger_ttl_s=8 * 86_400)
         self._epochs: dict[str, int] = {}  # record key digest -> the erased epoch
 
-    def fenced(self, arrival: Arrival) -> bool:
+    def fenced(self, arrival: Arrival[None]) -> bool:
         return False
 
-    def epoch_floor(self, arrival: Arrival) -> int:
+    def epoch_floor(self, arrival: Arrival[None]) -> int:
         erased = self._epochs.get(record_digest(arrival.key))
         return erased + 1 if erased is not None else 0
 
@@ -61,7 +61,7 @@ class EmbeddedErasures:
         # so no batch is refused after its writes, and an erase waits for its records' locks, behind every batch.
         return None
 
-    async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
+    async def prepare(self, arrival: Arrival[None], outlet: Outlet[None]) -> list[Callable[[], None]]:
         memory = self.memory
         erase = arrival.input
         assert isinstance(erase, EraseRequested)
@@ -108,15 +108,15 @@ class EmbeddedErasures:
         return (erase.scope == "thread" and state.scope == "resource" and erase.thread_id in state.threads
                 and len(state.threads) > 1)
 
-    async def _thread_of_resource(self, state: RecordState, thread_id: str, arrival: Arrival, outlet: Outlet,
-                                  writes: list[Callable[[], None]]) -> ErasureCounts:
+    async def _thread_of_resource(self, state: RecordState, thread_id: str, arrival: Arrival[None],
+                                  outlet: Outlet[None], writes: list[Callable[[], None]]) -> ErasureCounts:
         """One thread of a resource's record: its conversation goes, the record's log is rebuilt from the rest."""
         memory = self.memory
         swept = await self.sweeper.thread(state.resource_id, thread_id, record_key=None, epoch=state.epoch)
         observations = await memory.store.erase_record(state.key, state.resource_id)
         remaining = dataclasses.replace(state, threads={t: s for t, s in state.threads.items() if t != thread_id},
                                         unobserved=[m for m in state.unobserved if m.thread_id != thread_id])
-        cleared = await memory.host.decide_on(remaining, Arrival(state.key, state.resource_id, ClearRecord(None)),
+        cleared = await memory.host.decide_on(remaining, Arrival(state.key, state.resource_id, ClearRecord(None), None),
                                               outlet)
         writes.append(functools.partial(memory._states.__setitem__, state.key, cleared))
         await outlet.forget_context(thread_id, arrival)

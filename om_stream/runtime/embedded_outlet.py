@@ -35,7 +35,7 @@ class OutletTarget(Protocol):
     _cycle_retries: int
     _receipts: dict[str, ErasedEvent]
     _refusals: dict[int, list[RejectInput]]
-    _failures: list[tuple[Arrival, BaseException]]
+    _failures: list[tuple[Arrival[None], BaseException]]
 
     @property
     def _indexing(self) -> bool: ...
@@ -66,48 +66,48 @@ class EmbeddedOutlet:
         self.memory = memory
         self._deliveries: list[Callable[[], Awaitable[None] | None]] = []
 
-    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None:
+    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self.memory._emit, event, command))
 
-    async def context(self, command: PublishContext, arrival: Arrival) -> None:
+    async def context(self, command: PublishContext, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self.memory._publish, command))
 
-    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
+    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self._request, command, arrival))
 
-    def _request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:
+    def _request(self, command: RequestObservation | RequestReflection, arrival: Arrival[None]) -> None:
         self.memory._cycle_retries += command.attempt > 1
         self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command)
 
-    async def index(self, command: IndexForRecall, arrival: Arrival) -> None:
+    async def index(self, command: IndexForRecall, arrival: Arrival[None]) -> None:
         if self.memory._indexing:
             self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
                                                                     f"om-index-{command.segment_id}", arrival.key))
 
-    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None:
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival[None]) -> None:
         if self.memory._indexing:
             self._deliveries.append(lambda: self.memory._background(self.memory._expire_index(command),
                                                                     f"om-expire-{command.record_key}", arrival.key))
 
-    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None:
+    async def forget(self, resource_id: str, key: str, arrival: Arrival[None]) -> None:
         if self.memory._indexing:
             self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
                                                                     f"om-forget-{key}", key))
 
-    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
+    async def forget_context(self, thread_id: str, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self.memory._forget_thread, thread_id))
 
-    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
+    async def erased(self, event: ErasedEvent, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self._receipt, event))
 
     async def _receipt(self, event: ErasedEvent) -> None:
         self.memory._receipts[event.erase_id] = event
         await self.memory._emit(event, EmitEvent(event.record_id, event, f"erased-{event.erase_id}"))
 
-    async def refuse(self, command: RejectInput, arrival: Arrival) -> None:
+    async def refuse(self, command: RejectInput, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self._refused, command, arrival))
 
-    def _refused(self, command: RejectInput, arrival: Arrival) -> None:
+    def _refused(self, command: RejectInput, arrival: Arrival[None]) -> None:
         memory = self.memory
         memory.rejections.append(command)
         memory.rejected += 1
@@ -116,7 +116,7 @@ class EmbeddedOutlet:
             waiting.append(command)
         log.warning("input refused for %s: %s (%s)", command.record_key, command.reason, command.detail)
 
-    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None:
+    async def failed(self, arrival: Arrival[None], reason: str, detail: str, error: BaseException) -> None:
         self._deliveries.append(functools.partial(self.memory._failures.append, (arrival, error)))
 
     async def commit(self) -> None:

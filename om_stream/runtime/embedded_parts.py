@@ -29,10 +29,10 @@ class StatesTable:
     def __init__(self, states: dict[str, RecordState]) -> None:
         self.states = states
 
-    def get(self, arrival: Arrival) -> RecordState | None:
+    def get(self, arrival: Arrival[None]) -> RecordState | None:
         return self.states.get(arrival.key)
 
-    def set(self, arrival: Arrival, state: RecordState) -> None:
+    def set(self, arrival: Arrival[None], state: RecordState) -> None:
         self.states[arrival.key] = state
 
 

@@ -52,7 +52,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from om_stream.core.commands import (
     ClearStored,
@@ -90,24 +90,26 @@ __all__ = ["Arrival", "Decided", "Erasures", "Host", "Outlet", "StateTable", "St
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+S = TypeVar("S")  # the driver's record of an input (the Kafka worker's ``SourceRecord``; None in-process)
 
 
 @dataclass(frozen=True)
-class Arrival:
+class Arrival(Generic[S]):
     """One input for one record. ``resource_id`` empty: the input (a model result, a timer) only applies to a record
-    that exists. ``source``: the driver's own record of it (the Kafka worker's ``SourceRecord``)."""
+    that exists. ``source``: the driver's own record of it (the Kafka worker's ``SourceRecord``, the embedded
+    runner's None), typed by the driver: the host only carries it to the driver's table, outlet and erasures."""
 
     key: str
     resource_id: str
     input: Input | ErasureInput
-    source: Any = None
+    source: S
 
 
 @dataclass(frozen=True)
-class Decided:
+class Decided(Generic[S]):
     """What ``decide`` did with one arrival (for the drivers' metrics, and the tests' invariants)."""
 
-    arrival: Arrival
+    arrival: Arrival[S]
     before: RecordState
     after: RecordState
     commands: list[Command]
@@ -115,10 +117,10 @@ class Decided:
     seconds: float
 
 
-class StateTable(Protocol):
-    def get(self, arrival: Arrival) -> RecordState | None: ...
+class StateTable(Protocol[S]):
+    def get(self, arrival: Arrival[S]) -> RecordState | None: ...
 
-    def set(self, arrival: Arrival, state: RecordState) -> None:
+    def set(self, arrival: Arrival[S], state: RecordState) -> None:
         """Write through ``arrival`` (the Kafka table writes to the partition of the record it came from)."""
         ...
 
@@ -129,54 +131,54 @@ class Timers(Protocol):
         ...
 
 
-class Outlet(Protocol):
+class Outlet(Protocol[S]):
     """Where what the host decided leaves the process. One outlet serves one batch at a time (``Host.outlets``
     makes one per batch). The methods prepare (phase 1: the Kafka outlet renders what it will send) and nothing
     leaves before ``commit`` (phase 3); ``discard`` drops what was prepared for a batch that may not commit."""
 
-    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None: ...
+    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival[S]) -> None: ...
 
-    async def context(self, command: PublishContext, arrival: Arrival) -> None: ...
+    async def context(self, command: PublishContext, arrival: Arrival[S]) -> None: ...
 
-    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None: ...
+    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[S]) -> None: ...
 
-    async def index(self, command: IndexForRecall, arrival: Arrival) -> None: ...
+    async def index(self, command: IndexForRecall, arrival: Arrival[S]) -> None: ...
 
-    async def expire_index(self, command: ExpireIndex, arrival: Arrival) -> None:
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival[S]) -> None:
         """A retention purge of the recall index (whoever holds the index runs it)."""
         ...
 
-    async def forget(self, resource_id: str, key: str, arrival: Arrival) -> None: ...
+    async def forget(self, resource_id: str, key: str, arrival: Arrival[S]) -> None: ...
 
-    async def forget_context(self, thread_id: str, arrival: Arrival) -> None:
+    async def forget_context(self, thread_id: str, arrival: Arrival[S]) -> None:
         """An erased thread's context is gone (the Kafka outlet publishes a tombstone for it)."""
         ...
 
-    async def erased(self, event: ErasedEvent, arrival: Arrival) -> None:
+    async def erased(self, event: ErasedEvent, arrival: Arrival[S]) -> None:
         """An erase's receipt."""
         ...
 
-    async def refuse(self, command: RejectInput, arrival: Arrival) -> None: ...
+    async def refuse(self, command: RejectInput, arrival: Arrival[S]) -> None: ...
 
-    async def failed(self, arrival: Arrival, reason: str, detail: str, error: BaseException) -> None: ...
+    async def failed(self, arrival: Arrival[S], reason: str, detail: str, error: BaseException) -> None: ...
 
     async def commit(self) -> None: ...
 
     def discard(self) -> None: ...
 
 
-class Erasures(Protocol):
+class Erasures(Protocol[S]):
     """How a driver erases (``runtime/erasure.py`` holds what the drivers share)."""
 
-    def fenced(self, arrival: Arrival) -> bool:
+    def fenced(self, arrival: Arrival[S]) -> bool:
         """The input belongs to an erased subject and was published before its erase: it is dropped."""
         ...
 
-    def epoch_floor(self, arrival: Arrival) -> int:
+    def epoch_floor(self, arrival: Arrival[S]) -> int:
         """The epoch a record made for ``arrival`` starts at: after an erased incarnation of the same key."""
         ...
 
-    async def prepare(self, arrival: Arrival, outlet: Outlet) -> list[Callable[[], None]]:
+    async def prepare(self, arrival: Arrival[S], outlet: Outlet[S]) -> list[Callable[[], None]]:
         """Phase 1 of an erasure input (its store work) and its publications prepared on ``outlet``; returns its
         state-table writes, which the host makes in phase 2."""
         ...
@@ -213,23 +215,26 @@ class StoreRetry:
 
 
 @dataclass
-class _Batch:
-    states: dict[str, tuple[RecordState, Arrival]] = field(default_factory=dict)
-    messages: list[tuple[PersistMessage, Arrival]] = field(default_factory=list)
+class _Batch(Generic[S]):
+    states: dict[str, tuple[RecordState, Arrival[S]]] = field(default_factory=dict)
+    messages: list[tuple[PersistMessage, Arrival[S]]] = field(default_factory=list)
     writes: list[Command] = field(default_factory=list)  # held for one commit (a store that batches writes)
-    decided: list[Decided] = field(default_factory=list)  # told ``on_decided`` once phase 1's writes are done
-    out: list[tuple[Command, Arrival]] = field(default_factory=list)  # phase 3, in order
-    statuses: dict[str, tuple[EmitEvent, Arrival]] = field(default_factory=dict)
-    progress: dict[str, tuple[EmitEvent, Arrival]] = field(default_factory=dict)  # changes, not answers
-    contexts: dict[str, tuple[PublishContext, Arrival]] = field(default_factory=dict)
-    failures: list[tuple[Arrival, str, str, BaseException]] = field(default_factory=list)
+    decided: list[Decided[S]] = field(default_factory=list)  # told ``on_decided`` once phase 1's writes are done
+    out: list[tuple[Command, Arrival[S]]] = field(default_factory=list)  # phase 3, in order
+    statuses: dict[str, tuple[EmitEvent, Arrival[S]]] = field(default_factory=dict)
+    progress: dict[str, tuple[EmitEvent, Arrival[S]]] = field(default_factory=dict)  # changes, not answers
+    contexts: dict[str, tuple[PublishContext, Arrival[S]]] = field(default_factory=dict)
+    failures: list[tuple[Arrival[S], str, str, BaseException]] = field(default_factory=list)
 
 
-class Host:
-    def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable,
-                 outlets: Callable[[], Outlet], timers: Timers, clock: Clock, limits: EngineLimits | None = None,
-                 store_retry: StoreRetry | None = None, on_decided: Callable[[Decided], None] | None = None,
-                 on_publish_error: Callable[[], None] | None = None, erasures: Erasures | None = None) -> None:
+class Host(Generic[S]):
+    """Typed by the driver's record of an input (``S``): its table, its outlets and its erasures take arrivals of
+    that record, and the host hands them on without looking at it."""
+
+    def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable[S],
+                 outlets: Callable[[], Outlet[S]], timers: Timers, clock: Clock, limits: EngineLimits | None = None,
+                 store_retry: StoreRetry | None = None, on_decided: Callable[[Decided[S]], None] | None = None,
+                 on_publish_error: Callable[[], None] | None = None, erasures: Erasures[S] | None = None) -> None:
         self.config = config
         self.accountant = accountant
         self.effects = effects
@@ -243,12 +248,12 @@ class Host:
         self.on_publish_error = on_publish_error
         self.erasures = erasures
 
-    async def apply(self, arrivals: Sequence[Arrival], *,
+    async def apply(self, arrivals: Sequence[Arrival[S]], *,
                     may_commit: Callable[[], Awaitable[bool]] | None = None) -> bool:
         """Decide every arrival and commit the batch in order, an erasure input on its own between the others.
         False: ``may_commit`` said no before the state table was written for a part of the batch (nothing of that
         part or after it was written to the table or published; the parts before it were committed)."""
-        run: list[Arrival] = []
+        run: list[Arrival[S]] = []
         for arrival in arrivals:
             if isinstance(arrival.input, ErasureInput):
                 if run and not await self._apply(run, may_commit):
@@ -260,7 +265,7 @@ class Host:
                 run.append(arrival)
         return await self._apply(run, may_commit) if run else True
 
-    async def _erase(self, arrival: Arrival, may_commit: Callable[[], Awaitable[bool]] | None) -> bool:
+    async def _erase(self, arrival: Arrival[S], may_commit: Callable[[], Awaitable[bool]] | None) -> bool:
         outlet = self.outlets()
         try:
             writes: list[Callable[[], None]] = []
@@ -289,18 +294,18 @@ class Host:
             raise
         return True
 
-    async def decide_on(self, state: RecordState, arrival: Arrival, outlet: Outlet) -> RecordState:
+    async def decide_on(self, state: RecordState, arrival: Arrival[S], outlet: Outlet[S]) -> RecordState:
         """Decide ``arrival`` on ``state`` (not the table's): its store writes done now, its publications prepared
         on ``outlet``; returns the new state, for the caller to write in its own phase 2. For an erase that changes
         a record rather than removing it (one thread of a resource's record: a clear of what remains)."""
-        batch = _Batch()
+        batch: _Batch[S] = _Batch()
         batch.states[arrival.key] = (state, arrival)
         await self._decide(arrival, batch, hold_writes=False)
         await self._write_messages(batch)
         await self._publish(batch, outlet)
         return batch.states[arrival.key][0]
 
-    async def _apply(self, arrivals: Sequence[Arrival], may_commit: Callable[[], Awaitable[bool]] | None) -> bool:
+    async def _apply(self, arrivals: Sequence[Arrival[S]], may_commit: Callable[[], Awaitable[bool]] | None) -> bool:
         if self.erasures is not None:
             arrivals = [a for a in arrivals if not self.erasures.fenced(a)]
         batch = await self._written_together(arrivals) if self.effects.batches_writes else None
@@ -329,8 +334,8 @@ class Host:
             raise
         return True
 
-    async def _decide_all(self, arrivals: Sequence[Arrival], *, hold_writes: bool) -> _Batch:
-        batch = _Batch()
+    async def _decide_all(self, arrivals: Sequence[Arrival[S]], *, hold_writes: bool) -> _Batch[S]:
+        batch: _Batch[S] = _Batch()
         for arrival in arrivals:
             try:
                 await self._decide(arrival, batch, hold_writes=hold_writes)
@@ -343,7 +348,7 @@ class Host:
                 batch.failures.append((arrival, "processing_error", f"{type(exc).__name__}: {exc}", exc))
         return batch
 
-    async def _written_together(self, arrivals: Sequence[Arrival]) -> _Batch | None:
+    async def _written_together(self, arrivals: Sequence[Arrival[S]]) -> _Batch[S] | None:
         """Phase 1 for a store that commits writes together: every input decided, then the batch's writes in one
         commit. None: the store refused them (not an outage), and nothing of the batch was written."""
         batch = await self._decide_all(arrivals, hold_writes=True)
@@ -364,7 +369,7 @@ class Host:
                     len(arrivals), type(refusal).__name__, refusal)
         return None
 
-    async def _write_messages(self, batch: _Batch) -> None:
+    async def _write_messages(self, batch: _Batch[S]) -> None:
         """Phase 1, end: the message rows, which depend on nothing, written together (one alone needs no task of
         its own); a row the store refuses fails its input."""
         writes = [self.store_retry("write", partial(self.effects.write, [m])) for m, _ in batch.messages]
@@ -376,7 +381,7 @@ class Host:
                     raise outcome
                 batch.failures.append((arrival, "store_refused", str(outcome), outcome))
 
-    async def _decide(self, arrival: Arrival, batch: _Batch, *, hold_writes: bool) -> None:
+    async def _decide(self, arrival: Arrival[S], batch: _Batch[S], *, hold_writes: bool) -> None:
         held = batch.states.get(arrival.key)
         state = held[0] if held is not None else self.table.get(arrival)
         created = state is None
@@ -432,7 +437,7 @@ class Host:
         segments, next_at = await self.store_retry("read", partial(self.effects.expiry_reads, state, before))
         return ExpiryDue(before, tuple(segments), next_at)
 
-    async def _with_conversation(self, event: ClearRecord, state: RecordState, batch: _Batch) -> ClearRecord:
+    async def _with_conversation(self, event: ClearRecord, state: RecordState, batch: _Batch[S]) -> ClearRecord:
         """A clear with the record's conversation: the messages the store holds, and those of this batch whose
         rows are written at its end."""
         stored = await self.store_retry("read", partial(self.effects.conversation, state))
@@ -447,7 +452,7 @@ class Host:
                                                      event.through_message_id or ""))
         return replace(event, stored_seq=seq)
 
-    async def _publish(self, batch: _Batch, outlet: Outlet) -> None:
+    async def _publish(self, batch: _Batch[S], outlet: Outlet[S]) -> None:
         for arrival, reason, detail, error in batch.failures:
             await outlet.failed(arrival, reason, detail, error)
         for command, arrival in batch.out:
@@ -457,7 +462,7 @@ class Host:
         for context, arrival in batch.contexts.values():
             await self._isolated(partial(outlet.context, context, arrival))
 
-    async def _publish_one(self, outlet: Outlet, command: Command, arrival: Arrival, batch: _Batch) -> None:
+    async def _publish_one(self, outlet: Outlet[S], command: Command, arrival: Arrival[S], batch: _Batch[S]) -> None:
         if isinstance(command, EmitEvent):
             event = await self.store_retry("read", partial(self.effects.event, command))
             await outlet.event(event, command, arrival)
@@ -485,7 +490,7 @@ class Host:
                 self.on_publish_error()
 
 
-def _written(batch: _Batch) -> list[StrayWrites]:
+def _written(batch: _Batch[S]) -> list[StrayWrites]:
     """What a batch wrote to the content store, by record, with the epoch of the incarnation it decided on (the
     lowest: a clear in the batch starts a later one, whose writes still come of the record the batch began
     with)."""

@@ -32,7 +32,8 @@ from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
 
-__all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "decode_command", "decode_json", "decode_message", "encode"]
+__all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "decode_command", "decode_json", "decode_message", "encode", "read_command",
+           "read_message"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -186,7 +187,13 @@ def _check_key(key: bytes | None, thread_id: str, what: str = "thread id") -> No
 
 
 def decode_message(key: bytes | None, value: bytes | None, *, max_bytes: int) -> MessageRecord:
-    record = _validate(MessageRecord, decode_json(value, max_bytes), MESSAGE_SCHEMA)
+    return read_message(key, decode_json(value, max_bytes))
+
+
+def read_message(key: bytes | None, data: dict[str, Any]) -> MessageRecord:
+    """A message record from its JSON already read (``decode_json``): for a caller that read it for something
+    else first (a re-keyed record's thread id), so that its bytes are parsed once."""
+    record = _validate(MessageRecord, data, MESSAGE_SCHEMA)
     _check_key(key, record.thread_id)
     _check_shown_anywhere(record.created_at)
     return record
@@ -206,6 +213,11 @@ def _check_shown_anywhere(created_at: datetime) -> None:
 
 
 def decode_command(key: bytes | None, value: bytes | None, *, max_bytes: int) -> CommandRecord:
-    record = _validate(CommandRecord, decode_json(value, max_bytes), COMMAND_SCHEMA)
+    return read_command(key, decode_json(value, max_bytes))
+
+
+def read_command(key: bytes | None, data: dict[str, Any]) -> CommandRecord:
+    """A command record from its JSON already read (see ``read_message``)."""
+    record = _validate(CommandRecord, data, COMMAND_SCHEMA)
     _check_key(key, record_key_of(record), "thread id" if record.thread_id is not None else "resource id")
     return record

@@ -30,7 +30,9 @@ class MessageRecord(Message):
         return value
 
     def to_message(self) -> Message:
-        return Message.model_validate(self.model_dump(exclude={"schema_"}))
+        """The core's message: the same fields, already validated as this record was (a ``MessageRecord`` is a
+        ``Message`` with its schema tag), so they are constructed into one, not dumped and validated again."""
+        return Message.model_construct(**{name: getattr(self, name) for name in Message.model_fields})
 
     @classmethod
     def from_message(cls, message: Message) -> MessageRecord:

@@ -96,7 +96,7 @@ def test_the_reflection_budget_grows_with_new_observations_only() -> None:
 
 def _published(spec: ContextSpec) -> Decided:
     state = new_record(spec.record_key, "thread", spec.resource_id)
-    return Decided(Arrival(spec.record_key, spec.resource_id, ObserveNow()), state, state, [PublishContext(spec)],
+    return Decided(Arrival(spec.record_key, spec.resource_id, ObserveNow(), None), state, state, [PublishContext(spec)],
                    0, 0.0)
 
 

@@ -199,7 +199,7 @@ class Driver:
             text = "\n".join(f"* 🔴 observed {mid}" for mid in ids) or "* 🔴 the conversation so far"
             answered.append(Arrival(request.record_key, "", ModelResultArrived(
                 cycle_id=request.cycle_id, attempt=request.attempt, ok=True, observations=text, duration_ms=5,
-                operation="observation" if isinstance(request, RequestObservation) else "reflection")))
+                operation="observation" if isinstance(request, RequestObservation) else "reflection"), None))
         self.requests.clear()
         return answered
 
@@ -240,7 +240,7 @@ def said(rng: random.Random, n: int) -> Arrival:
     thread = rng.choice(THREADS)
     words = " ".join(f"w{rng.randrange(500)}" for _ in range(rng.randrange(3, 25)))
     return Arrival(record_key("thread", thread, "r1"), "r1",
-                   MessageAppended(message(f"m{n}", thread, "r1", T0 + timedelta(seconds=n), words)))
+                   MessageAppended(message(f"m{n}", thread, "r1", T0 + timedelta(seconds=n), words)), None)
 
 
 def batches(seed: int) -> list[list[Arrival]]:

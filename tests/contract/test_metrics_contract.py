@@ -266,22 +266,26 @@ async def test_a_model_outside_the_gateway_and_the_cycle_hooks_feed_the_same_ser
     assert _value(metrics, "om_model_offline_fallbacks_total", om_role="reflector") == 1
 
 
-def test_buffer_to_activation_latency_comes_from_the_chunks_that_entered_the_log() -> None:
-    from om_stream.core.state import ChunkRef, RecordState, SegmentRef
-    from om_stream.observability.worker_metrics import activation_latencies
+def test_buffer_to_activation_latency_comes_from_the_activation_events_of_a_step() -> None:
+    from om_stream.core.commands import EmitEvent
+    from om_stream.core.events import ActivationEvent, MarkerConfig
+    from om_stream.core.state import ChunkRef, RecordState
+    from om_stream.observability.lifecycle_metrics import activation_waits
 
     def chunk(chunk_id: str, at: int) -> ChunkRef:
         return ChunkRef(id=chunk_id, cycle_id="c", first_seq=0, last_seq=1, first_message_id="m0",
                         last_message_id="m1", message_count=2, message_tokens=100, tokens=20, last_message_at=at,
                         buffered_at=at, thread_ids=("t",))
 
+    activation = ActivationEvent(
+        record_id="t", thread_id="t", cycle_id="c", operation_type="observation", activated_at="2026-03-02T09:00:00Z",
+        chunks_activated=1, tokens_activated=100, observation_tokens=20, messages_activated=2, generation_count=0,
+        observations="", triggered_by="threshold", buffer_cycle_ids=["c"],
+        config=MarkerConfig(message_tokens=30_000, observation_tokens=40_000, scope="thread"))
     before = RecordState(key="t", scope="thread", resource_id="r", buffered=[chunk("a", 1_000), chunk("b", 4_000)])
-    after = before.clone()
-    after.buffered = []
-    after.log = [SegmentRef(id="a", tokens=20, kind="observation", boundary_at=0, first_message_id="m0",
-                            last_message_id="m1", message_count=2, thread_ids=("t",))]  # "b" was cleared
-    assert activation_latencies(before, after, 11_000) == [10.0]
-    assert activation_latencies(after, after, 11_000) == []
+    step = [EmitEvent("t", activation, "ev-a", observations_from=("a",))]  # "b" was cleared: no event of its own
+    assert activation_waits(before, step, 11_000) == [10.0]
+    assert activation_waits(before, [], 11_000) == []
 
 
 def test_consumer_lag_and_recovery_time() -> None:

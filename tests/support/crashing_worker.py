@@ -11,8 +11,8 @@ from typing import Any
 
 from om_stream.runtime.worker.app import Worker
 from om_stream.runtime.worker.deps import build_deps
+from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.main import run_worker
-from om_stream.runtime.worker.processor import SourceRecord
 from om_stream.settings import Settings
 
 settings = Settings()

@@ -134,7 +134,7 @@ class Sim:
     def apply(self, key: str, resource_id: str, event: Input) -> list[Command]:
         """One input through the host; the checks run once it is committed."""
         self._decisions.clear()
-        self._loop.run_until_complete(self.host.apply([Arrival(key, resource_id, event)]))
+        self._loop.run_until_complete(self.host.apply([Arrival(key, resource_id, event, None)]))
         commands = [c for d in self._decisions for c in d.commands]
         for decided in self._decisions:
             for check in self.checks:

@@ -245,8 +245,8 @@ def test_a_clear_batched_after_a_message_gives_that_message_back_too() -> None:
     second = Message(message_id="m2", thread_id="t1", resource_id="r1", role="assistant",
                      created_at=first.created_at, parts=(TextPart(text=TEN),))
     state = sim.state()
-    batch = [Arrival(state.key, state.resource_id, MessageAppended(second)),
-             Arrival(state.key, state.resource_id, ClearRecord())]
+    batch = [Arrival(state.key, state.resource_id, MessageAppended(second), None),
+             Arrival(state.key, state.resource_id, ClearRecord(), None)]
     sim._loop.run_until_complete(sim.host.apply(batch))  # the worker decides a batch before writing its rows
     assert [m.id for m in sim.state().unobserved] == ["m1", "m2"]
 

@@ -275,3 +275,59 @@ def test_the_faust_adapter_names_the_versions_installed() -> None:
 
     installed = ", ".join(f"{name} {version(name)}" for name in ("faust-streaming", "mode-streaming", "aiokafka"))
     assert installed == FAUST_CHECKED
+
+
+# -- the worker's roles ---------------------------------------------------------------------------------------------
+
+MEMORY_AGENT = "om_stream.runtime.worker.processor"
+# the wiring that builds and drives the memory agent: the only modules that may import its processor. The worker
+# builds it (app.py); its batches come in through ingest.py and the rebalance hand-over keeps its held records
+# (handover.py). Everything else needing only the Kafka record types imports kafka_records
+MEMORY_AGENT_WIRING = {"runtime/worker/app.py", "runtime/worker/ingest.py", "runtime/worker/handover.py"}
+# what only the memory agent runs: its processor, its outlet, its decoding, its state table and its erasures
+MEMORY_AGENT_PARTS = (MEMORY_AGENT, "om_stream.runtime.worker.outlet", "om_stream.runtime.worker.decoding",
+                      "om_stream.runtime.worker.state_table", "om_stream.runtime.worker.erasure")
+OTHER_ROLES = ("om_stream.runtime.worker.model_requests", "om_stream.runtime.worker.recall_requests")
+
+
+def _path_of(module: str) -> Path | None:
+    relative = Path(*module.split(".")[1:])
+    for path in (PACKAGE / relative.with_suffix(".py"), PACKAGE / relative / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def _reached(module: str) -> set[str]:
+    """Every ``om_stream`` module ``module`` imports, directly or through the modules it imports."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        path = _path_of(todo.pop())
+        for found in _om_imports(path) if path is not None else set():
+            if found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return seen
+
+
+def test_only_the_memory_agents_wiring_imports_its_processor() -> None:
+    """The shared Kafka record types live in ``kafka_records``; the memory agent's module is its own."""
+    importers = {str(p.relative_to(PACKAGE)) for p in sorted(PACKAGE.rglob("*.py")) if MEMORY_AGENT in _om_imports(p)}
+    assert importers <= MEMORY_AGENT_WIRING
+    assert all((PACKAGE / module).exists() for module in MEMORY_AGENT_WIRING)  # a module renamed is renamed here
+
+
+def test_the_model_workers_and_the_recall_agent_reach_nothing_of_the_memory_agent() -> None:
+    reached = {role: sorted(_reached(role) & set(MEMORY_AGENT_PARTS)) for role in OTHER_ROLES}
+    assert reached == {role: [] for role in OTHER_ROLES}
+
+
+def test_the_role_rule_follows_imports_through_other_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "om_stream" / "demo"
+    package.mkdir(parents=True)
+    (package / "role.py").write_text("from om_stream.demo.shared import x\n")
+    (package / "shared.py").write_text("def f():\n    from om_stream.demo.agent import y\n")
+    (package / "agent.py").write_text("y = 1\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "om_stream")
+    assert _reached("om_stream.demo.role") == {"om_stream.demo.shared", "om_stream.demo.agent"}

@@ -233,10 +233,10 @@ def test_a_batch_publishes_a_threads_progress_once_its_newest_and_every_answer()
                                 observations="* 🔴 observed")
     sim._queue.clear()  # the test delivers the result itself, inside one batch
     published = len(sim.events)
-    batch = [Arrival(state.key, "r1", ReportProgress("t1", "q1", "m3")),
-             Arrival(state.key, "r1", result),  # the observation lands: a change
-             Arrival(state.key, "r1", ReportProgress("t1", "q2", "m3")),
-             Arrival(state.key, "r1", ObserveNow(force=True))]  # m4 goes to the Observer: another change
+    batch = [Arrival(state.key, "r1", ReportProgress("t1", "q1", "m3"), None),
+             Arrival(state.key, "r1", result, None),  # the observation lands: a change
+             Arrival(state.key, "r1", ReportProgress("t1", "q2", "m3"), None),
+             Arrival(state.key, "r1", ObserveNow(force=True), None)]  # m4 goes to the Observer: another change
     sim.say("t1", "user", TEN, advance_ms=0)  # m4 arrives while the Observer runs; then the batch
     sim._loop.run_until_complete(sim.host.apply(batch))
     out = [e.event for e in sim.events[published:] if isinstance(e.event, ProgressEvent)]

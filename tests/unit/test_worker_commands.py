@@ -22,7 +22,8 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord
+from om_stream.runtime.worker.kafka_records import Publication, SourceRecord
+from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.settings import KafkaSettings
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord

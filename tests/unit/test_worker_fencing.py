@@ -20,9 +20,10 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.erasure import WorkerErasures
+from om_stream.runtime.worker.kafka_records import Publication, SourceRecord
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.offsets import STRANDED_AFTER_S, OffsetLedger
-from om_stream.runtime.worker.processor import MemoryProcessor, Publication, SourceRecord
+from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.settings import KafkaSettings
 from tests.unit.test_worker_commands import Table
 
@@ -92,8 +93,8 @@ class Driver:
         store_retry = processor.store_retry
         return WorkerErasures(
             kafka=KAFKA, scope="thread", records=self.table, table=NoFences(),  # type: ignore[arg-type]
-            store=self.store, sweeper=Sweeper(self.store, processor.outlet.effects, store_retry, 3600),
-            outlet=processor.outlet, end_offsets=_no_offsets, clock=self, metrics=processor.metrics,
+            store=self.store, sweeper=Sweeper(self.store, processor.outlet_parts.effects, store_retry, 3600),
+            end_offsets=_no_offsets, clock=self, metrics=processor.metrics,
             store_retry=store_retry, fence_ttl_s=3600, indexing=False, decide_clear=processor.clear_now)
 
     def now_ms(self) -> int:
@@ -144,7 +145,7 @@ async def _straddle(*, erased: bool) -> Driver:
     await asyncio.wait_for(driver.store.waiting.wait(), 1.0)
     driver.generation = 2
     if erased:
-        sweeper = Sweeper(driver.store, driver.processor.outlet.effects, driver.processor.store_retry, 3600)
+        sweeper = Sweeper(driver.store, driver.processor.outlet_parts.effects, driver.processor.store_retry, 3600)
         swept = await sweeper.records([driver.table.states["t1"]])
         assert swept.counts.messages == 1 and swept.verified
     driver.store.flowing.set()

@@ -197,7 +197,7 @@ class Worker:
         return WorkerErasures(
             kafka=deps.settings.kafka, scope=deps.config.scope, records=self.table, table=self.erasure_table,
             store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
-            outlet=processor.outlet, end_offsets=self.partition_log.end_offsets, clock=self.clock,
+            end_offsets=self.partition_log.end_offsets, clock=self.clock,
             metrics=deps.metrics, store_retry=processor.store_retry, fence_ttl_s=fence_s,
             indexing=self.recall.indexing, decide_clear=processor.clear_now)
 

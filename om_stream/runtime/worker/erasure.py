@@ -58,7 +58,8 @@ from om_stream.runtime.erasure import Sweeper, receipt
 from om_stream.runtime.host import Arrival, Outlet, StoreRetry
 from om_stream.runtime.internal_codec import EraseIndexed
 from om_stream.runtime.worker.faust_internals import in_event
-from om_stream.runtime.worker.processor import KafkaOutlet, SourceRecord
+from om_stream.runtime.worker.kafka_records import SourceRecord
+from om_stream.runtime.worker.outlet import KafkaOutlet
 from om_stream.runtime.worker.state_table import RecordTable, record_event
 from om_stream.settings import KafkaSettings
 
@@ -96,16 +97,16 @@ class ErasureTable:
         self.table = app.Table(ERASURE_TABLE, default=None, partitions=partitions, use_partitioner=False,
                                key_type=bytes, value_type=bytes, extra_topic_configs=dict(changelog_config or {}))
 
-    def get(self, arrival: Arrival, key: str) -> dict[str, Any] | None:
+    def get(self, arrival: Arrival[SourceRecord], key: str) -> dict[str, Any] | None:
         with in_event(record_event(arrival)):
             raw = self.table.get(key.encode())
         return json.loads(raw) if isinstance(raw, bytes) else None
 
-    def set(self, arrival: Arrival, key: str, value: dict[str, Any]) -> None:
+    def set(self, arrival: Arrival[SourceRecord], key: str, value: dict[str, Any]) -> None:
         with in_event(record_event(arrival)):
             self.table[key.encode()] = json.dumps(value, separators=(",", ":")).encode()
 
-    def delete(self, arrival: Arrival, key: str) -> None:
+    def delete(self, arrival: Arrival[SourceRecord], key: str) -> None:
         with in_event(record_event(arrival)):
             if key.encode() in self.table:
                 del self.table[key.encode()]
@@ -125,16 +126,16 @@ class WorkerErasures:
     """The host's ``Erasures`` for the Kafka worker."""
 
     def __init__(self, *, kafka: KafkaSettings, scope: str, records: RecordTable, table: ErasureTable,
-                 store: ContentStore, sweeper: Sweeper, outlet: KafkaOutlet, end_offsets: EndOffsets,
-                 clock: Clock, metrics: Metrics, store_retry: StoreRetry, fence_ttl_s: int, indexing: bool,
-                 decide_clear: Callable[[RecordState, Arrival], Awaitable[RecordState]]) -> None:
+                 store: ContentStore, sweeper: Sweeper, end_offsets: EndOffsets, clock: Clock, metrics: Metrics,
+                 store_retry: StoreRetry, fence_ttl_s: int, indexing: bool,
+                 decide_clear: Callable[[RecordState, Arrival[SourceRecord], KafkaOutlet],
+                                        Awaitable[RecordState]]) -> None:
         self.kafka = kafka
         self.scope = scope
         self.records = records
         self.table = table
         self.store = store
         self.sweeper = sweeper
-        self.outlet = outlet
         self.end_offsets = end_offsets
         self.clock = clock
         self.metrics = metrics
@@ -146,10 +147,10 @@ class WorkerErasures:
 
     # -- the host's Erasures -----------------------------------------------------------------------------------------
 
-    def fenced(self, arrival: Arrival) -> bool:
+    def fenced(self, arrival: Arrival[SourceRecord]) -> bool:
         event = arrival.input
         source = arrival.source
-        if not isinstance(event, MessageAppended) or not isinstance(source, SourceRecord):
+        if not isinstance(event, MessageAppended):
             return False
         position = source_position(source, self.kafka.topic_messages)
         if position is None:
@@ -165,7 +166,7 @@ class WorkerErasures:
                 return True
         return False
 
-    def epoch_floor(self, arrival: Arrival) -> int:
+    def epoch_floor(self, arrival: Arrival[SourceRecord]) -> int:
         fence = self._fence(arrival, self._record_kind, arrival.key)
         return fence.epoch_through + 1 if fence is not None else 0
 
@@ -174,22 +175,24 @@ class WorkerErasures:
         """What a record of this deployment is: a thread, or a resource (resource scope)."""
         return "resource" if self.scope == "resource" else "thread"
 
-    def _fence(self, arrival: Arrival, kind: str, subject: str) -> Fence | None:
-        found = self.table.get(arrival, _fence_key(_partition(arrival), kind, subject))
+    def _fence(self, arrival: Arrival[SourceRecord], kind: str, subject: str) -> Fence | None:
+        found = self.table.get(arrival, _fence_key(arrival.source.partition, kind, subject))
         return Fence.from_dict(found) if found is not None else None
 
-    async def prepare(self, arrival: Arrival, outlet: Outlet) -> Writes:
+    async def prepare(self, arrival: Arrival[SourceRecord], outlet: Outlet[SourceRecord]) -> Writes:
+        if not isinstance(outlet, KafkaOutlet):  # the memory agent's host makes its outlets (``new_outlet``)
+            raise TypeError(f"the worker's erasures publish on its Kafka outlet, not {outlet!r}")
         event = arrival.input
         writes: Writes = [partial(self.table.delete, arrival, key)
-                          for key in self.table.expired_fences(_partition(arrival), self.clock.now_ms())]
+                          for key in self.table.expired_fences(arrival.source.partition, self.clock.now_ms())]
         if isinstance(event, EraseRequested):
-            writes += await self._requested(arrival, event)
+            writes += await self._requested(arrival, event, outlet)
         elif isinstance(event, ErasePart):
-            writes += await self._part(arrival, event)
+            writes += await self._part(arrival, event, outlet)
         elif isinstance(event, ErasePartDone):
-            writes += await self._part_done(arrival, event)
+            writes += await self._part_done(arrival, event, outlet)
         elif isinstance(event, EraseIndexDone):
-            writes += await self._index_done(arrival, event)
+            writes += await self._index_done(arrival, event, outlet)
         return writes
 
     async def undo_if_erased(self, written: Sequence[StrayWrites]) -> None:
@@ -220,34 +223,35 @@ class WorkerErasures:
 
     # -- the inputs --------------------------------------------------------------------------------------------------
 
-    async def _requested(self, arrival: Arrival, event: EraseRequested) -> Writes:
-        here = _partition(arrival)
+    async def _requested(self, arrival: Arrival[SourceRecord], event: EraseRequested, outlet: KafkaOutlet) -> Writes:
+        here = arrival.source.partition
         saga = ErasureSaga(event.erase_id, event.scope, event.resource_id, event.thread_id, event.requested_at,
                            parts=1)
         done = await self._ledger(partial(self.store.erasure_part, event.erase_id, COMPLETED_PART))
         if done is not None:  # handled again after it finished: the receipt again (the same event id), nothing more
-            await self._receipt(arrival, replace(saga, counts=done.counts or ErasureCounts(), found=done.found,
-                                                 done=(here,)), completed_at=done.completed_at or 0)
+            await self._receipt(arrival, outlet, replace(saga, counts=done.counts or ErasureCounts(),
+                                                         found=done.found, done=(here,)),
+                                completed_at=done.completed_at or 0)
             return []
         if event.scope == "resource" and self.scope == "thread":
             assert event.resource_id is not None  # the wire contract: a resource erase names its resource
             known = self.table.get(arrival, _saga_key(event.erase_id))
             saga = ErasureSaga.from_dict(known) if known else replace(saga, parts=self.kafka.partitions)
             for partition in range(saga.parts):
-                self.outlet.internal(self.kafka.topic_model_results, _saga_key(event.erase_id),
-                                     ErasePart(event.erase_id, event.resource_id, here, saga.parts,
+                outlet.internal(self.kafka.topic_model_results, _saga_key(event.erase_id),
+                                ErasePart(event.erase_id, event.resource_id, here, saga.parts,
                                                event.requested_at), partition)
             return [partial(self.table.set, arrival, _saga_key(event.erase_id), saga.to_dict())]
         # one part, here: a thread in thread scope; a thread or a resource in resource scope
-        counts, found, verified, writes = await self._erase_here(arrival, event)
+        counts, found, verified, writes = await self._erase_here(arrival, event, outlet)
         saga = saga.part_done(here, counts, found, verified)
         if event.resource_id is None and event.scope == "thread":
             saga = replace(saga, resource_id=await self._subject_resource(arrival, event))
-        return writes + await self._after_parts(arrival, saga)
+        return writes + await self._after_parts(arrival, saga, outlet)
 
-    async def _part(self, arrival: Arrival, event: ErasePart) -> Writes:
+    async def _part(self, arrival: Arrival[SourceRecord], event: ErasePart, outlet: KafkaOutlet) -> Writes:
         """One partition's share of a resource erase (thread scope): the resource's records held here."""
-        here = _partition(arrival)
+        here = arrival.source.partition
         row, offsets = await self._begin(event.erase_id, here, [here])
         held = [r.state for r in self.records.on_partition(here, event.resource_id)]
         writes: Writes = []
@@ -261,7 +265,7 @@ class WorkerErasures:
         else:
             swept = await self.sweeper.records(held)
             counts, found, verified = swept.counts, swept.found, swept.verified
-            counts += await self._forget_contexts(arrival, held)
+            counts += await self._forget_contexts(arrival, held, outlet)
             for state in held:
                 writes += self._drop_record(arrival, state, offsets)
             await self._ledger(partial(self.store.put_erasure_part,
@@ -269,12 +273,12 @@ class WorkerErasures:
         fence = Fence(event.erase_id, offsets, 0, self.clock.now_ms(), self._expiry())
         writes.append(partial(self.table.set, arrival, _fence_key(here, "resource", event.resource_id),
                               fence.to_dict()))
-        self.outlet.internal(self.kafka.topic_model_results, _saga_key(event.erase_id),
-                             ErasePartDone(event.erase_id, here, counts.as_dict(), found, verified),
-                             event.coordinator)
+        outlet.internal(self.kafka.topic_model_results, _saga_key(event.erase_id),
+                        ErasePartDone(event.erase_id, here, counts.as_dict(), found, verified), event.coordinator)
         return writes
 
-    async def _part_done(self, arrival: Arrival, event: ErasePartDone) -> Writes:
+    async def _part_done(self, arrival: Arrival[SourceRecord], event: ErasePartDone,
+                         outlet: KafkaOutlet) -> Writes:
         known = self.table.get(arrival, _saga_key(event.erase_id))
         if known is None:
             return []  # finished already (a report seen again), or never started here
@@ -282,44 +286,47 @@ class WorkerErasures:
                                                       event.found, event.verified)
         if not saga.parts_done:
             return [partial(self.table.set, arrival, _saga_key(event.erase_id), saga.to_dict())]
-        return await self._after_parts(arrival, saga)
+        return await self._after_parts(arrival, saga, outlet)
 
-    async def _index_done(self, arrival: Arrival, event: EraseIndexDone) -> Writes:
+    async def _index_done(self, arrival: Arrival[SourceRecord], event: EraseIndexDone,
+                          outlet: KafkaOutlet) -> Writes:
         known = self.table.get(arrival, _saga_key(event.erase_id))
         if known is None:
             return []
-        return await self._finish(arrival, ErasureSaga.from_dict(known).index_done(event.removed, event.remaining))
+        return await self._finish(arrival, outlet,
+                                  ErasureSaga.from_dict(known).index_done(event.removed, event.remaining))
 
     # -- the steps ---------------------------------------------------------------------------------------------------
 
-    async def _after_parts(self, arrival: Arrival, saga: ErasureSaga) -> Writes:
+    async def _after_parts(self, arrival: Arrival[SourceRecord], saga: ErasureSaga, outlet: KafkaOutlet) -> Writes:
         """Every part is done: the recall index next (the model workers hold it), or the receipt."""
         resource = saga.resource_id
         if not self.indexing or resource is None:
-            return await self._finish(arrival, saga)
+            return await self._finish(arrival, outlet, saga)
         saga = replace(saga, index_pending=True)
-        self.outlet.internal(self.kafka.topic_model_requests, _saga_key(saga.erase_id),
-                             EraseIndexed(saga.erase_id, resource,
-                                          saga.thread_id if saga.scope == "thread" else None), _partition(arrival))
+        outlet.internal(self.kafka.topic_model_requests, _saga_key(saga.erase_id),
+                        EraseIndexed(saga.erase_id, resource, saga.thread_id if saga.scope == "thread" else None),
+                        arrival.source.partition)
         return [partial(self.table.set, arrival, _saga_key(saga.erase_id), saga.to_dict())]
 
-    async def _finish(self, arrival: Arrival, saga: ErasureSaga) -> Writes:
+    async def _finish(self, arrival: Arrival[SourceRecord], outlet: KafkaOutlet, saga: ErasureSaga) -> Writes:
         completed_at = self.clock.now_ms()
         await self._ledger(partial(self.store.put_erasure_part, PartRecord(
             saga.erase_id, COMPLETED_PART, (), saga.counts, saga.found, completed_at), self.fence_ttl_s))
-        await self._receipt(arrival, saga, completed_at=completed_at)
+        await self._receipt(arrival, outlet, saga, completed_at=completed_at)
         return [partial(self.table.delete, arrival, _saga_key(saga.erase_id))]
 
-    async def _receipt(self, arrival: Arrival, saga: ErasureSaga, *, completed_at: int) -> None:
-        await self.outlet.erased(receipt(saga, completed_at=completed_at, verified=saga.verified), arrival)
+    async def _receipt(self, arrival: Arrival[SourceRecord], outlet: KafkaOutlet, saga: ErasureSaga, *,
+                       completed_at: int) -> None:
+        await outlet.erased(receipt(saga, completed_at=completed_at, verified=saga.verified), arrival)
         log.info("erase %s (%s) done: %s", saga.erase_id, saga.scope, saga.counts.as_dict())
 
-    async def _erase_here(self, arrival: Arrival,
-                          event: EraseRequested) -> tuple[ErasureCounts, bool, bool, Writes]:
+    async def _erase_here(self, arrival: Arrival[SourceRecord], event: EraseRequested,
+                          outlet: KafkaOutlet) -> tuple[ErasureCounts, bool, bool, Writes]:
         """The whole erase on this partition: a thread (thread scope), or a thread or a resource in its record
         (resource scope). Returns what it removed, whether it found anything, whether the store read back empty,
         and its table writes."""
-        here = _partition(arrival)
+        here = arrival.source.partition
         # resource scope: the resource's threads write to every partition of om.messages (re-keyed onto this one)
         partitions = list(range(self.kafka.partitions)) if self.scope == "resource" else [here]
         row, offsets = await self._begin(event.erase_id, here, partitions)
@@ -332,14 +339,14 @@ class WorkerErasures:
             writes.append(self._subject_fence(arrival, event, offsets, state))
             return row.counts, row.found, True, writes
         if state is not None and not self._whole_record(event, state):
-            counts, verified, writes = await self._thread_of_resource(arrival, state, event.thread_id or "")
+            counts, verified, writes = await self._thread_of_resource(arrival, state, event.thread_id or "", outlet)
         elif state is not None:
             swept = await self.sweeper.records([state])
             counts, verified = swept.counts, swept.verified
             if event.scope == "resource":  # resource scope: anything of the resource no record held
                 rest = await self.sweeper.resource(state.resource_id)
                 counts, verified = counts + rest.counts, verified and rest.verified
-            counts += await self._forget_contexts(arrival, [state])
+            counts += await self._forget_contexts(arrival, [state], outlet)
             writes = self._drop_record(arrival, state, offsets)
         else:  # no record here: what the stores hold of the subject, if anything
             resource = await self._subject_resource(arrival, event)
@@ -365,7 +372,7 @@ class WorkerErasures:
         return not (self.scope == "resource" and event.scope == "thread" and event.thread_id in state.threads
                     and len(state.threads) > 1)
 
-    async def _subject_resource(self, arrival: Arrival, event: EraseRequested) -> str | None:
+    async def _subject_resource(self, arrival: Arrival[SourceRecord], event: EraseRequested) -> str | None:
         if event.resource_id is not None:
             return event.resource_id
         held = self.records.lookup(arrival.key)
@@ -374,41 +381,44 @@ class WorkerErasures:
         found: str | None = await self._ledger(partial(self.store.resource_of, arrival.key))
         return found
 
-    async def _thread_of_resource(self, arrival: Arrival, state: RecordState,
-                                  thread_id: str) -> tuple[ErasureCounts, bool, Writes]:
+    async def _thread_of_resource(self, arrival: Arrival[SourceRecord], state: RecordState, thread_id: str,
+                                  outlet: KafkaOutlet) -> tuple[ErasureCounts, bool, Writes]:
         """Resource scope: one thread of a resource's record. Its conversation goes; the record's observations
         (which mix its threads) are cleared and rebuilt from the other threads' messages, as ``clear`` does."""
         swept = await self.sweeper.thread(state.resource_id, thread_id, record_key=None, epoch=state.epoch)
         observations = await self._ledger(partial(self.store.erase_record, state.key, state.resource_id))
         remaining = replace(state, threads={t: s for t, s in state.threads.items() if t != thread_id},
                             unobserved=[m for m in state.unobserved if m.thread_id != thread_id])
-        cleared = await self.decide_clear(remaining, arrival)
-        await self.outlet.forget_context(thread_id, arrival)
+        cleared = await self.decide_clear(remaining, arrival, outlet)
+        await outlet.forget_context(thread_id, arrival)
         counts = swept.counts + observations + ErasureCounts(contexts=1)
         return counts, swept.verified, [partial(self.records.set, arrival, cleared)]
 
-    async def _forget_contexts(self, arrival: Arrival, states: list[RecordState]) -> ErasureCounts:
+    async def _forget_contexts(self, arrival: Arrival[SourceRecord], states: list[RecordState],
+                               outlet: KafkaOutlet) -> ErasureCounts:
         threads = [thread_id for state in states for thread_id in state.threads]
         for thread_id in threads:
-            await self.outlet.forget_context(thread_id, arrival)
+            await outlet.forget_context(thread_id, arrival)
         return ErasureCounts(contexts=len(threads))
 
-    def _subject_fence(self, arrival: Arrival, event: EraseRequested, offsets: tuple[tuple[int, int], ...],
+    def _subject_fence(self, arrival: Arrival[SourceRecord], event: EraseRequested,
+                       offsets: tuple[tuple[int, int], ...],
                        state: RecordState | None) -> Callable[[], None]:
         """The fence of the erased subject on this partition. It carries the record's epoch when the record goes
         (a record made again for the subject starts after it)."""
         subject = (event.thread_id if event.scope == "thread" else event.resource_id) or arrival.key
         epoch = state.epoch if state is not None and self._whole_record(event, state) else 0
         fence = Fence(event.erase_id, offsets, epoch, self.clock.now_ms(), self._expiry())
-        return partial(self.table.set, arrival, _fence_key(_partition(arrival), event.scope, subject),
+        return partial(self.table.set, arrival, _fence_key(arrival.source.partition, event.scope, subject),
                        fence.to_dict())
 
-    def _drop_record(self, arrival: Arrival, state: RecordState, offsets: tuple[tuple[int, int], ...]) -> Writes:
+    def _drop_record(self, arrival: Arrival[SourceRecord], state: RecordState,
+                     offsets: tuple[tuple[int, int], ...]) -> Writes:
         """The record deleted from the table (a tombstone in its changelog), and a fence of its own that keeps its
         epoch."""
         fence = Fence("", offsets, state.epoch, self.clock.now_ms(), self._expiry())
         return [partial(self.records.delete, arrival, state.key),
-                partial(self.table.set, arrival, _fence_key(_partition(arrival), self._record_kind, state.key),
+                partial(self.table.set, arrival, _fence_key(arrival.source.partition, self._record_kind, state.key),
                         fence.to_dict())]
 
     async def _erased_before(self, state: RecordState) -> bool:
@@ -446,13 +456,6 @@ class WorkerErasures:
 
     def _expiry(self) -> int:
         return self.clock.now_ms() + self.fence_ttl_s * 1000
-
-
-def _partition(arrival: Arrival) -> int:
-    source = arrival.source
-    if not isinstance(source, SourceRecord):
-        raise TypeError(f"an erase input comes from a Kafka record, not {source!r}")
-    return source.partition
 
 
 def _fence_key(partition: int, kind: str, subject: str) -> str:

@@ -18,9 +18,9 @@ from faust.types import EventT
 from mode.utils.times import want_seconds
 
 from om_stream.runtime.worker.faust_internals import Tables, noack_batches
+from om_stream.runtime.worker.kafka_records import Publication
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
-from om_stream.runtime.worker.processor import Publication
 from om_stream.runtime.worker.roles import RolePlan
 from om_stream.settings import Settings
 

@@ -36,10 +36,11 @@ from om_stream.core.inputs import TimerFired
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.faust_internals import connect
+from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.local_state import LocalTableState
 from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.offsets import OffsetLedger
-from om_stream.runtime.worker.processor import MemoryProcessor, SourceRecord
+from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.state_table import RecordTable
 

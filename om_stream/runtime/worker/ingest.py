@@ -17,8 +17,9 @@ from faust.types import EventT
 from om_stream.errors import WireDecodeError
 from om_stream.observability.metrics import Metrics
 from om_stream.runtime.worker.handover import Handover
+from om_stream.runtime.worker.kafka_records import Publication, Publisher, dead_letter
 from om_stream.runtime.worker.offsets import OffsetLedger
-from om_stream.runtime.worker.processor import MemoryProcessor, Publication, Publisher, dead_letter
+from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.runtime.worker.records import header_list, source_record
 from om_stream.settings import KafkaSettings
 from om_stream.wire.codec import decode_command, decode_message

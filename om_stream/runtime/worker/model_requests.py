@@ -30,8 +30,8 @@ from om_stream.runtime.internal_codec import EraseIndexed, ForgetIndexed, decode
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.drain import InFlight
+from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.runtime.worker.model_calls import ModelCalls
-from om_stream.runtime.worker.processor import Publication, Publisher
 
 __all__ = ["ModelRequests"]
 

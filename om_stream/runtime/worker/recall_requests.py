@@ -19,7 +19,7 @@ from om_stream.errors import WireDecodeError
 from om_stream.runtime.recall import RecallEndpoint, decode_recall_request
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.drain import InFlight
-from om_stream.runtime.worker.processor import Publisher, SourceRecord, dead_letter
+from om_stream.runtime.worker.kafka_records import Publisher, SourceRecord, dead_letter
 from om_stream.runtime.worker.records import source_record
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.recall import RecallFailure, RecallResponse

@@ -7,7 +7,7 @@ from typing import Any
 
 from faust.types import EventT
 
-from om_stream.runtime.worker.processor import SourceRecord
+from om_stream.runtime.worker.kafka_records import SourceRecord
 
 __all__ = ["header_list", "source_record"]
 

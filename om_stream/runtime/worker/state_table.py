@@ -24,11 +24,12 @@ from typing import Any
 
 from faust.stores import memory as faust_memory
 from faust.stores import rocksdb as faust_rocksdb
+from faust.types import EventT
 
 from om_stream.core.state import RecordState
 from om_stream.runtime.host import Arrival
 from om_stream.runtime.worker.faust_internals import in_event, rocksdb_databases
-from om_stream.runtime.worker.processor import SourceRecord
+from om_stream.runtime.worker.kafka_records import SourceRecord
 
 __all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "record_event"]
 
@@ -55,12 +56,13 @@ def decode_held(raw: bytes) -> tuple[int, RecordState]:
     return int(data["partition"]), RecordState.from_dict(data["state"])
 
 
-def record_event(arrival: Arrival) -> Any:
-    """The Faust event an arrival came in (the table reads and writes through it)."""
-    source = arrival.source
-    if not isinstance(source, SourceRecord) or source.handle is None:
-        raise TypeError(f"the state table is read and written through a Kafka record, not {source!r}")
-    return source.handle
+def record_event(arrival: Arrival[SourceRecord]) -> EventT[bytes]:
+    """The Faust event an arrival came in (the table reads and writes through it). ``SourceRecord`` knows no Faust,
+    so its handle is an ``object``; it becomes a Faust event here, at the table that needs one."""
+    handle = arrival.source.handle
+    if not isinstance(handle, EventT):
+        raise TypeError(f"the state table is read and written through a Faust event, and {arrival.source!r} has none")
+    return handle
 
 
 class RecordTable:
@@ -111,23 +113,22 @@ class RecordTable:
         """Records whose decoded state is kept (at most ``DECODED_KEPT``)."""
         return len(self._decoded)
 
-    def get(self, arrival: Arrival) -> RecordState | None:
+    def get(self, arrival: Arrival[SourceRecord]) -> RecordState | None:
         key = arrival.key
         with in_event(record_event(arrival)):
             raw = self.table.get(key.encode())
         return self._decode(key, raw)[1] if isinstance(raw, bytes) else None
 
-    def set(self, arrival: Arrival, state: RecordState) -> None:
-        event = record_event(arrival)
-        partition, key = event.message.partition, arrival.key
+    def set(self, arrival: Arrival[SourceRecord], state: RecordState) -> None:
+        partition, key = arrival.source.partition, arrival.key
         raw = encode_held(partition, state)
-        with in_event(event):
+        with in_event(record_event(arrival)):
             self.table[key.encode()] = raw
         self._remember(key, raw, partition, state)
         if self._on_write is not None:
             self._on_write(key)
 
-    def delete(self, arrival: Arrival, key: str) -> None:
+    def delete(self, arrival: Arrival[SourceRecord], key: str) -> None:
         """Remove a record (an erase): a tombstone in the changelog of the partition of ``arrival``'s event, which
         is the record's home (the erase's input arrived there)."""
         with in_event(record_event(arrival)):

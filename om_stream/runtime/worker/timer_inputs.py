@@ -11,7 +11,7 @@ from om_stream.core.inputs import TimerFired
 from om_stream.ports import Clock
 from om_stream.runtime.internal_codec import encode_internal
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.processor import Publication, Publisher
+from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 
 __all__ = ["TimerInputs"]

@@ -57,7 +57,7 @@ from om_stream.runtime.worker.auth import BearerToken
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.export_view import export_response
 from om_stream.runtime.worker.faust_internals import aiohttp_application, aiohttp_request
-from om_stream.runtime.worker.processor import Publication, Publisher
+from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.commands import CommandRecord, record_key_of

@@ -1,0 +1,174 @@
+"""The memory agent's outlet: what the host publishes for one batch, as Kafka records held until the batch commits.
+
+Events go out with CloudEvents headers, contexts rendered here (reading the content store), model requests and the
+recall index's work to the record's home partition (so that their results come back there), refusals and failures
+as dead letters, an erase's internal steps to the partitions they name. The memory agent makes one outlet per batch
+(``MemoryProcessor``); what the outlets share (the producer, the store, the metrics) is handed to each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from om_stream.core.commands import (
+    EmitEvent,
+    ExpireIndex,
+    IndexForRecall,
+    PublishContext,
+    RejectInput,
+    RequestObservation,
+    RequestReflection,
+)
+from om_stream.core.events import ErasedEvent, OMEvent
+from om_stream.observability.lifecycle_metrics import count_event
+from om_stream.observability.metrics import Metrics
+from om_stream.ports import Clock
+from om_stream.runtime.effects import Effects
+from om_stream.runtime.host import Arrival, StoreRetry
+from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
+from om_stream.runtime.worker.kafka_records import Publication, Publisher, SourceRecord, dead_letter, event_headers
+from om_stream.settings import KafkaSettings
+from om_stream.wire.codec import encode
+from om_stream.wire.context import ContextRecord
+from om_stream.wire.dlq import DLQ_REASONS
+
+__all__ = ["KafkaOutlet", "OutletParts"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OutletParts:
+    """What every batch's outlet shares: the producer, the store it renders from, and where it counts."""
+
+    kafka: KafkaSettings
+    effects: Effects
+    publisher: Publisher
+    clock: Clock
+    metrics: Metrics
+    store_retry: StoreRetry
+    source: str  # the CloudEvents ``ce_source``
+    index_for_recall: bool  # publish the recall index's work (a search index is configured)
+    on_context: Callable[[ContextRecord], None] | None = None  # a context sent (the HTTP API's latest)
+    on_forget: Callable[[str], None] | None = None  # an erased thread: what the worker keeps of its context goes too
+
+
+class KafkaOutlet:
+    """One batch's publications (the host's ``Outlet`` for the Kafka worker). Nothing leaves before ``commit``;
+    what a publication counts (metrics, the HTTP API's latest context) is counted when it is sent."""
+
+    def __init__(self, parts: OutletParts) -> None:
+        self.parts = parts
+        self._queued: list[Publication] = []
+        self._on_sent: list[Callable[[], None]] = []  # what the queued publications count, once they go
+
+    def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
+        parts = self.parts
+        self._queued.append(dead_letter(parts.kafka, parts.metrics, record, reason, detail))
+
+    async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival[SourceRecord]) -> None:
+        self._on_sent.append(partial(count_event, self.parts.metrics, event))
+        body = event.model_dump_json(by_alias=True, exclude_none=True).encode()
+        self._queued.append(self._event(event.thread_id, body, event.event_type, command.event_id))
+
+    def _event(self, subject: str, body: bytes, event_type: str, event_id: str) -> Publication:
+        parts = self.parts
+        return Publication(parts.kafka.topic_events, subject.encode(), body, event_headers(
+            event_type, event_id, subject, parts.source, parts.clock.now_ms()))
+
+    async def context(self, command: PublishContext, arrival: Arrival[SourceRecord]) -> None:
+        parts = self.parts
+        context = await parts.store_retry("read", partial(parts.effects.context, command.spec,
+                                                          now_ms=parts.clock.now_ms()))
+        self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at))
+        self._queued.append(Publication(parts.kafka.topic_context, context.thread_id.encode(), encode(context),
+                                        [("om_version", str(context.version).encode()),
+                                         ("om_through_message_id", (context.through_message_id or "").encode())]))
+
+    async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[SourceRecord]) -> None:
+        self._queued.append(Publication(self.parts.kafka.topic_model_requests, command.record_key.encode(),
+                                        encode_internal(command), [("om_request_id", command.request_id.encode())],
+                                        partition=arrival.source.partition))
+
+    async def index(self, command: IndexForRecall, arrival: Arrival[SourceRecord]) -> None:
+        if self.parts.index_for_recall:
+            self._internal(command.record_key, command, arrival)
+
+    async def expire_index(self, command: ExpireIndex, arrival: Arrival[SourceRecord]) -> None:
+        if self.parts.index_for_recall:
+            self._internal(command.record_key, command, arrival)
+
+    async def forget(self, resource_id: str, key: str, arrival: Arrival[SourceRecord]) -> None:
+        if self.parts.index_for_recall:
+            self._internal(key, ForgetIndexed(resource_id, key), arrival)
+
+    async def forget_context(self, thread_id: str, arrival: Arrival[SourceRecord]) -> None:
+        """A tombstone on the compacted context topic: the thread's last context goes at the next cleaning
+        (``max.compaction.lag.ms`` bounds when), and every consumer that reads it forgets the thread's context."""
+        if self.parts.on_forget is not None:
+            self._on_sent.append(partial(self.parts.on_forget, thread_id))
+        self._queued.append(Publication(self.parts.kafka.topic_context, thread_id.encode(), None,
+                                        [("om_erased", b"1")]))
+
+    async def erased(self, event: ErasedEvent, arrival: Arrival[SourceRecord]) -> None:
+        """The receipt, keyed by the erased subject (its thread, or its resource)."""
+        subject = event.thread_id or event.resource_id or ""
+        self._on_sent.append(partial(count_event, self.parts.metrics, event))
+        body = event.model_dump_json(by_alias=True).encode()
+        self._queued.append(self._event(subject, body, event.event_type, f"erased-{event.erase_id}"))
+
+    def internal(self, topic: str, key: str, work: InternalRecord, partition: int) -> None:
+        """Internal work (an erase's steps) to a partition of an internal topic."""
+        self._queued.append(Publication(topic, key.encode(), encode_internal(work), partition=partition))
+
+    async def refuse(self, command: RejectInput, arrival: Arrival[SourceRecord]) -> None:
+        if not command.keep_input:  # past the retention window: counted and dropped, never copied to the DLQ
+            self._on_sent.append(self.parts.metrics.expired_inputs.inc)
+            log.info("input for %s not recorded: %s", command.record_key, command.reason)
+            return
+        reason, detail = ((command.reason, command.detail) if command.reason in DLQ_REASONS else
+                          ("rejected_command", f"{command.reason}: {command.detail}"))
+        self.dead_letter(arrival.source, reason, detail)
+
+    async def failed(self, arrival: Arrival[SourceRecord], reason: str, detail: str, error: BaseException) -> None:
+        if reason == "processing_error":
+            self._on_sent.append(self.parts.metrics.processing_errors.inc)
+        self.dead_letter(arrival.source, reason, detail)
+
+    def _internal(self, key: str, work: InternalRecord, arrival: Arrival[SourceRecord]) -> None:
+        """Work for the model workers, on the record's home partition (so its results come back there)."""
+        self.internal(self.parts.kafka.topic_model_requests, key, work, arrival.source.partition)
+
+    def _context_sent(self, context: ContextRecord, received_at: float) -> None:
+        metrics = self.parts.metrics
+        metrics.contexts_published.inc()
+        if received_at:
+            metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
+        if self.parts.on_context is not None:
+            self.parts.on_context(context)
+
+    async def commit(self) -> None:
+        """Queue everything in order (a thread's events stay ordered). The worker flushes the producer (every
+        acknowledgement) before it commits the batch's offsets; a send that fails is logged and counted."""
+        queued, self._queued = self._queued, []
+        sent, self._on_sent = self._on_sent, []
+        for count in sent:
+            count()
+        for publication in queued:
+            acknowledged = await self.parts.publisher.send(publication)
+            if isinstance(acknowledged, asyncio.Future):
+                acknowledged.add_done_callback(self._check_sent)
+
+    def discard(self) -> None:
+        self._queued.clear()
+        self._on_sent.clear()
+
+    def _check_sent(self, future: asyncio.Future[object]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self.parts.metrics.store_errors.labels("publish").inc()
+            log.error("a publication was not acknowledged: %r", future.exception())
