@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -153,8 +153,10 @@ def to_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+@lru_cache(maxsize=256)
 def iso(ms: int) -> str:
-    """ISO-8601 UTC with milliseconds, as every timestamp in events."""
+    """ISO-8601 UTC with milliseconds, as every timestamp in events. Memoised: the events of one decision share
+    its time."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

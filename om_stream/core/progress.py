@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from om_stream.core.commands import EmitEvent
@@ -253,7 +254,12 @@ def _signatures(state: RecordState, thread_ids: list[str]) -> dict[str, tuple[ob
 
 
 def _key_hash(state: RecordState) -> str:
-    return hashlib.sha1(state.record_id.encode()).hexdigest()[:8]  # as Step.new_id
+    return _short_hash(state.record_id)
+
+
+@lru_cache(maxsize=4096)
+def _short_hash(record_id: str) -> str:
+    return hashlib.sha1(record_id.encode()).hexdigest()[:8]  # as Step.new_id
 
 
 def report_changes(step: Step, before: RecordState) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from om_stream.core.commands import Command, EmitEvent, PublishContext
 from om_stream.core.config import ResolvedConfig
@@ -29,8 +30,10 @@ from om_stream.core.views import context_spec, pending_tokens, status_event
 __all__ = ["EngineLimits", "Step", "record_hash"]
 
 
+@lru_cache(maxsize=4096)
 def record_hash(record_id: str) -> str:
-    """The short hash every id a record makes carries (``Step.new_id``): ``scope:key``."""
+    """The short hash every id a record makes carries (``Step.new_id``): ``scope:key``. Memoised: every decision
+    of a record needs it, and a record keeps its id."""
     return hashlib.sha1(record_id.encode()).hexdigest()[:8]
 
 

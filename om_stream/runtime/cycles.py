@@ -177,6 +177,9 @@ class CycleRunner:
         self.stats = stats or CycleStats()
         self.observers: list[CycleObserver] = list(observers)
         self.hook_timeout_s = hook_timeout_s
+        # whether ``model`` declares attachment support, for the model it was worked out for: a check against a
+        # runtime Protocol inspects the class's attributes, each time, and the model changes only when wrapped
+        self._attachment_aware: tuple[ChatModel, AttachmentAwareModel | None] | None = None
 
     async def run(self, request: RequestObservation | RequestReflection) -> ModelResultArrived:
         operation: Literal["observation", "reflection"] = (
@@ -214,8 +217,12 @@ class CycleRunner:
         """What the flow may know of the model: read at each cycle, as ``model`` may be wrapped after
         construction (metrics)."""
         model = self.model
+        known = self._attachment_aware
+        if known is None or known[0] is not model:
+            known = self._attachment_aware = (model, model if isinstance(model, AttachmentAwareModel) else None)
+        aware = known[1]
         return ServingModel(
-            accepts_attachments=model.accepts_attachments if isinstance(model, AttachmentAwareModel) else None,
+            accepts_attachments=aware.accepts_attachments if aware is not None else None,
             structured_output=not (request.use_offline_model or model is self.offline))
 
     # -- the flow's steps ----------------------------------------------------------------------------------------

@@ -210,16 +210,22 @@ def prior_values(values: Mapping[str, Any], extractors: Iterable[Extractor]) -> 
 
 # -- previousObserverTokens -----------------------------------------------------------------------------------------
 
-_PLAIN, _HIGH = 1, 2
+_PLAIN, _HIGH = 1, 2  # observation lines (content)
+_OPEN, _CLOSE, _DAY = 3, 4, 5  # a ``<thread ...>`` tag, a ``</thread>`` tag, a ``Date:`` header (not content)
 
 
 @lru_cache(maxsize=65_536)
-def _line_kind(line: str) -> int:
-    """0 for headers, tags and blank lines; ``_HIGH`` for 🔴/✅ observations; ``_PLAIN`` for the others.
-    Memoised: the same log lines are examined on every Observer call."""
-    if not _content(line):
-        return 0
-    return _HIGH if line.strip().lstrip("*-• ").startswith(_PRIORITY) else _PLAIN
+def _line_role(line: str) -> int:
+    """What a log line is to the cut: ``_HIGH`` for 🔴/✅ observations, ``_PLAIN`` for the other observation lines,
+    ``_OPEN``/``_CLOSE`` for thread tags, ``_DAY`` for date headers, 0 for blank lines and other tags. Memoised: the
+    same log lines are examined on every Observer call, and a line's role was worked out by up to four patterns."""
+    if _content(line):
+        return _HIGH if line.strip().lstrip("*-• ").startswith(_PRIORITY) else _PLAIN
+    if _THREAD_OPEN.match(line):
+        return _OPEN
+    if _THREAD_CLOSE.match(line):
+        return _CLOSE
+    return _DAY if _DATE.match(line) else 0
 
 
 def _content(line: str) -> bool:
@@ -232,63 +238,61 @@ def _content(line: str) -> bool:
     return not (_DATE.match(line) or _THREAD_OPEN.match(line) or _OTHER_TAG.match(line))
 
 
-def _render(lines: list[str], kept: set[int]) -> str:
+def _render(lines: list[str], roles: list[int], kept: set[int]) -> tuple[list[str], list[str]]:
+    """The kept lines under the thread and date headers they need, each run of left-out observation lines as one
+    gap marker: the output's lines (joined by newlines, they are the text), and the lines of it that are not kept
+    observation lines (the headers and markers, whose cost the caller does not know yet)."""
     out: list[str] = []
+    added: list[str] = []  # headers and markers, as they are put in ``out``
     dropped = 0  # left-out lines since the last kept one, inside the current thread section if any
     before_thread = 0  # left-out lines before the current thread section opened
     thread: str | None = None
     thread_shown = False
     day: str | None = None
     day_shown = False
-
-    def gap(count: int) -> None:
-        if count:
-            out.append(_GAP_MARKER.format(count))
-
-    def keep(line: str) -> None:
-        """Show ``line``, after the gap marker and the thread and date headers it needs."""
-        nonlocal thread_shown, before_thread, dropped, day_shown
-        if thread and not thread_shown:
-            gap(before_thread)
-            out.append(thread)
-            thread_shown, before_thread = True, 0
-        gap(dropped)
-        dropped = 0
-        if day and not day_shown:
-            out.append(day)
-            day_shown = True
-        out.append(line)
-
-    for index, line in enumerate(lines):
-        if index in kept:
-            plain = True
-        else:
-            stripped = line.lstrip()
-            plain = bool(stripped) and not stripped.startswith(("Date:", "<"))
-        if plain:
-            # an observation line (the common case): no pattern can match it
-            if index in kept:
-                keep(line)
-            else:
+    for index, role in enumerate(roles):
+        if role >= _OPEN:
+            line = lines[index]
+            if role == _DAY:
+                day, day_shown = line, False
+            elif role == _OPEN:
+                thread, thread_shown, day = line, False, None
+                before_thread, dropped = dropped, 0
+            else:  # _CLOSE
+                if thread_shown:
+                    if dropped:
+                        out.append(_GAP_MARKER.format(dropped))
+                        added.append(out[-1])
+                    dropped = 0
+                    out.append(line)
+                    added.append(line)
+                else:
+                    dropped += before_thread
+                thread, thread_shown, before_thread = None, False, 0
+        elif role:  # an observation line: kept lines are always observation lines
+            if index not in kept:
                 dropped += 1
-        elif _THREAD_OPEN.match(line):
-            thread, thread_shown, day = line, False, None
-            before_thread, dropped = dropped, 0
-        elif _THREAD_CLOSE.match(line):
-            if thread_shown:
-                gap(dropped)
+                continue
+            if thread and not thread_shown:  # shown after the gap marker and the headers it needs
+                if before_thread:
+                    out.append(_GAP_MARKER.format(before_thread))
+                    added.append(out[-1])
+                out.append(thread)
+                added.append(thread)
+                thread_shown, before_thread = True, 0
+            if dropped:
+                out.append(_GAP_MARKER.format(dropped))
+                added.append(out[-1])
                 dropped = 0
-                out.append(line)
-            else:
-                dropped += before_thread
-            thread, thread_shown, before_thread = None, False, 0
-        elif _DATE.match(line):
-            day, day_shown = line, False
-        elif _content(line):  # a kept line never gets here (it is shown above, whatever it looks like)
-            dropped += 1
-    if out:
-        gap(dropped + before_thread)
-    return "\n".join(out)
+            if day and not day_shown:
+                out.append(day)
+                added.append(day)
+                day_shown = True
+            out.append(lines[index])
+    if out and dropped + before_thread:
+        out.append(_GAP_MARKER.format(dropped + before_thread))
+        added.append(out[-1])
+    return out, added
 
 
 @lru_cache(maxsize=64)
@@ -304,22 +308,23 @@ def truncate_previous(observations: str, budget: int | None, count_text: CountTe
     if budget is None:
         return observations, 0
     lines = observations.split("\n")
-    kinds = [_line_kind(line) for line in lines]
-    content = [i for i, kind in enumerate(kinds) if kind]
+    roles = list(map(_line_role, lines))
+    content = [i for i, role in enumerate(roles) if role in (_PLAIN, _HIGH)]
     if budget <= 0:
         return "", len(content)
-    counted: dict[int, int] = {}
+    # a line's cost (its tokens and its newline), counted when first needed: most of a long log is left out, and
+    # only what may be kept needs counting
+    costs: list[int] = [-1] * len(lines)
 
     def cost(i: int) -> int:
-        # lazily: most of a long log is left out, and only what may be kept needs counting
-        value = counted.get(i)
-        if value is None:
-            value = counted[i] = count_text(lines[i]) + 1
+        value = costs[i]
+        if value < 0:
+            value = costs[i] = count_text(lines[i]) + 1
         return value
 
-    def size(text: str) -> int:
-        # line by line: observation lines are short and their counts are cached, unlike the whole log's
-        return sum(count_text(line) + 1 for line in text.split("\n"))
+    def size(out: list[str]) -> int:
+        # line by line: observation lines are short and their counts are cached, unlike the whole text's
+        return sum(map(count_text, out)) + len(out)
 
     spent_newest = 0
     for i in reversed(content):
@@ -327,39 +332,36 @@ def truncate_previous(observations: str, budget: int | None, count_text: CountTe
         if spent_newest > budget:
             break
     else:
-        if size(observations) <= budget:
+        if size(lines) <= budget:
             return observations, 0
-
-    high = {i for i, kind in enumerate(kinds) if kind == _HIGH}
-
-    def priority(i: int) -> bool:
-        return i in high
 
     tail: list[int] = []  # newest first
     spent = 0
     for i in reversed(content):
-        if spent + cost(i) > budget:
+        line_cost = cost(i)
+        if spent + line_cost > budget:
             break
         tail.append(i)
-        spent += cost(i)
+        spent += line_cost
     oldest_tail = tail[-1] if tail else len(lines)
     head: list[int] = []  # newest first
-    ordinary = [t for t in tail if not priority(t)]  # newest first: pop() gives up the oldest one
+    ordinary = [t for t in tail if roles[t] != _HIGH]  # newest first: pop() gives up the oldest one
     for i in reversed(content):
-        if i >= oldest_tail or not priority(i):
+        if i >= oldest_tail or roles[i] != _HIGH:
             continue
         if len(head) + 1 > len(tail):
             break
-        while spent + cost(i) > budget and ordinary and len(head) + 1 <= len(tail) - 1:
+        line_cost = cost(i)
+        while spent + line_cost > budget and ordinary and len(head) + 1 <= len(tail) - 1:
             victim = ordinary.pop()
             tail.remove(victim)
             spent -= cost(victim)
-        if spent + cost(i) <= budget and len(head) + 1 <= len(tail):
+        if spent + line_cost <= budget and len(head) + 1 <= len(tail):
             head.append(i)
-            spent += cost(i)
+            spent += line_cost
 
     # ``tail`` is newest first; its ordinary lines, newest first, so ``pop()`` gives up the oldest of them.
-    ordinary_left = [t for t in tail if not priority(t)]
+    ordinary_left = [t for t in tail if roles[t] != _HIGH]
     tail_set, head_left = set(tail), list(head)
 
     def drop_one() -> int:
@@ -375,17 +377,19 @@ def truncate_previous(observations: str, budget: int | None, count_text: CountTe
             tail_set.discard(victim)
         return cost(victim)
 
-    text = _render(lines, tail_set | set(head_left))
+    # ``spent`` is what the kept lines cost: the rendered text costs that plus its headers and markers
+    out, added = _render(lines, roles, tail_set | set(head_left))
     # Headers and markers cost tokens too: give up lines until the whole text fits.
-    while (tail_set or head_left) and (excess := size(text) - budget) > 0:
+    while (tail_set or head_left) and (excess := spent + size(added) - budget) > 0:
         while excess > 0 and (tail_set or head_left):
-            excess -= drop_one()
-        text = _render(lines, tail_set | set(head_left))
-    tail, head = list(tail_set), head_left
-    kept = set(tail) | set(head)
+            given_up = drop_one()
+            excess -= given_up
+            spent -= given_up
+        out, added = _render(lines, roles, tail_set | set(head_left))
+    kept = tail_set | set(head_left)
     if not kept:
         return "", len(content)
-    return text, len(content) - len(kept)
+    return "\n".join(out), len(content) - len(kept)
 
 
 # -- the prompt -----------------------------------------------------------------------------------------------------

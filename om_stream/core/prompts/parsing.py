@@ -28,6 +28,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from om_stream.core.extractors import BUILT_IN_SLUGS, Extractor
@@ -75,14 +76,21 @@ class _Span:
 
 # -- tagged sections ------------------------------------------------------------------------------------------------
 
-def _any_open(names: Iterable[str]) -> re.Pattern[str]:
+@lru_cache(maxsize=256)
+def _any_open(names: tuple[str, ...]) -> re.Pattern[str]:
+    """Memoised, as ``_opener``: the same few section names are looked for in every model answer."""
     alternatives = "|".join(re.escape(n) for n in (*names, "observations"))
     return re.compile(rf"^[ \t]*<(?:{alternatives})>|<thread\s", re.MULTILINE)
 
 
+@lru_cache(maxsize=256)
+def _opener(name: str, anchored: bool) -> re.Pattern[str]:
+    return re.compile((r"^[ \t]*" if anchored else "") + f"<{re.escape(name)}>", re.MULTILINE if anchored else 0)
+
+
 def _spans(text: str, name: str, *, anchored: bool, next_open: re.Pattern[str]) -> list[_Span]:
     """Every ``<name>…</name>`` section; an unclosed one ends where the next section opens, or at the end."""
-    opener = re.compile((r"^[ \t]*" if anchored else "") + f"<{re.escape(name)}>", re.MULTILINE if anchored else 0)
+    opener = _opener(name, anchored)
     closer = f"</{name}>"
     found: list[_Span] = []
     position = 0
@@ -102,7 +110,7 @@ def _spans(text: str, name: str, *, anchored: bool, next_open: re.Pattern[str]) 
 
 def _take(text: str, names: dict[str, bool]) -> tuple[list[_Span], str]:
     """The sections named (name → open tag must start a line), in order, and the text without them."""
-    next_open = _any_open(names)
+    next_open = _any_open(tuple(names))
     candidates = sorted((s for n, anchored in names.items() for s in _spans(text, n, anchored=anchored,
                                                                                next_open=next_open)),
                         key=lambda s: s.start)
