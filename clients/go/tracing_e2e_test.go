@@ -130,19 +130,21 @@ func TestE2ETraceContextTravelsOnEveryRecordPublished(t *testing.T) {
 	wantParent := parsedTraceparent{TraceID: remote.TraceID().String(), SpanID: span.SpanContext().SpanID().String(),
 		Sampled: true}
 	for what, record := range found {
-		if what == "untraced" {
-			onlyContentType(t, record.Headers)
-			continue
-		}
-		if got := traceparentOf(t, record.Headers); got != wantParent {
-			t.Errorf("%s: traceparent %+v, want the agent's span %+v", what, got, wantParent)
-		}
-		if states := headerValues(record.Headers, TracestateHeader); len(states) != 1 || states[0] != "om-test=e2e" {
-			t.Errorf("%s: tracestate %v", what, states)
-		}
-		if types := headerValues(record.Headers, "content-type"); len(types) != 1 || types[0] != "application/json" {
-			t.Errorf("%s: content-type %v", what, types)
-		}
+		t.Run(what, func(t *testing.T) {
+			if what == "untraced" {
+				onlyContentType(t, record.Headers)
+				return
+			}
+			if got := traceparentOf(t, record.Headers); got != wantParent {
+				t.Errorf("traceparent %+v, want the agent's span %+v", got, wantParent)
+			}
+			if states := headerValues(record.Headers, TracestateHeader); len(states) != 1 || states[0] != "om-test=e2e" {
+				t.Errorf("tracestate %v", states)
+			}
+			if types := headerValues(record.Headers, "content-type"); len(types) != 1 || types[0] != "application/json" {
+				t.Errorf("content-type %v", types)
+			}
+		})
 	}
 }
 
