@@ -7,7 +7,9 @@
 // of it, for good (an erase command on om.commands, and its data-om-erased receipt); Settled waits until a thread's
 // memory has caught up through a message (a progress command, and the data-om-progress events that answer it).
 // Every payload is validated against the published JSON Schemas (embedded) and written in its RFC 8785 normal
-// form.
+// form. Every record a Client publishes carries the trace context of the ctx it was given (W3C traceparent and
+// tracestate headers), and every context it reads keeps the worker's (ContextRecord.SpanContext, .TraceContext):
+// see tracing.go.
 package omstream
 
 import (
@@ -125,7 +127,7 @@ func (c *Client) Publish(ctx context.Context, message MessageRecord) (Published,
 	}
 	c.view.published(message.ThreadID, message.MessageID)
 	record := &kgo.Record{Topic: c.cfg.Topics.Messages, Key: []byte(message.ThreadID), Value: value,
-		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}}
+		Headers: RecordHeaders(ctx)}
 	if err := c.producer.ProduceSync(ctx, record).FirstErr(); err != nil {
 		return Published{}, err
 	}
@@ -165,11 +167,11 @@ func (c *Client) onContext(record *kgo.Record) error {
 		c.view.tombstone(string(record.Key))
 		return nil
 	}
-	var context ContextRecord
-	if err := Decode(ContextSchema, record.Value, &context); err != nil {
+	context, err := DecodeContextRecord(record.Value, record.Headers)
+	if err != nil {
 		return err
 	}
-	c.view.received(&context)
+	c.view.received(context)
 	return nil
 }
 
@@ -283,7 +285,7 @@ func (c *Client) SendRecall(ctx context.Context, request RecallRequest) (*Recall
 		c.mu.Unlock()
 	}()
 	record := &kgo.Record{Topic: c.cfg.Topics.RecallRequests, Key: []byte(request.ResourceID), Value: value,
-		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}}
+		Headers: RecordHeaders(ctx)}
 	if err := c.producer.ProduceSync(ctx, record).FirstErr(); err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func (c *Client) Erase(ctx context.Context, request EraseRequest) (*ErasedEvent,
 	}
 	defer events.Close()
 	record := &kgo.Record{Topic: c.cfg.Topics.Commands, Key: []byte(key), Value: value,
-		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}}
+		Headers: RecordHeaders(ctx)}
 	if err := c.producer.ProduceSync(ctx, record).FirstErr(); err != nil {
 		return nil, err
 	}

@@ -125,7 +125,7 @@ func (c *Client) AskProgress(ctx context.Context, threadID, throughMessageID, re
 		return "", err
 	}
 	record := &kgo.Record{Topic: c.cfg.Topics.Commands, Key: []byte(threadID), Value: value,
-		Headers: []kgo.RecordHeader{{Key: "content-type", Value: []byte("application/json")}}}
+		Headers: RecordHeaders(ctx)}
 	if err := c.producer.ProduceSync(ctx, record).FirstErr(); err != nil {
 		return "", err
 	}

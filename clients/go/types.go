@@ -1,6 +1,10 @@
 package omstream
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"go.opentelemetry.io/otel/trace"
+)
 
 // The payload types of the wire contract. They are written by hand and checked against schemas/ by
 // TestTypesMatchTheSchemas (every property is a field with its wire name; required fields are never omitted;
@@ -120,6 +124,9 @@ type ContextRecord struct {
 	Tokens           ContextTokens `json:"tokens"`
 	Generation       int64         `json:"generation"`
 	ThreadTitle      *string       `json:"thread_title,omitempty"`
+
+	// the trace context of the record it was read from (never on the wire): SpanContext, TraceContext
+	spanContext trace.SpanContext
 }
 
 // DeadLetterRecord is om.dlq/v1.

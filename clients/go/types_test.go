@@ -22,6 +22,9 @@ func structFields(typ reflect.Type) map[string]goField {
 	out := map[string]goField{}
 	for i := 0; i < typ.NumField(); i++ {
 		f := typ.Field(i)
+		if !f.IsExported() {
+			continue // never on the wire (JSON skips it)
+		}
 		if f.Anonymous {
 			for name, inner := range structFields(f.Type) {
 				out[name] = inner

@@ -10,6 +10,9 @@
  *   matched by `correlation_id`.
  * - `erase({threadId} | {resourceId})`: forget a thread, or a resource and every thread of it, for good: an `erase`
  *   command on `om.commands`, and its receipt (`data-om-erased`) waited for on `om.events`.
+ *
+ * Every record it publishes carries the caller's trace context (`traceparent`, `tracestate` headers), and every
+ * context it reads keeps the worker's (`spanContextOf`, `traceContextOf`): see `tracing.ts`.
  */
 import { randomUUID } from "node:crypto";
 import { Kafka, logLevel, Partitioners, type KafkaConfig, type KafkaMessage, type Producer } from "kafkajs";
@@ -26,6 +29,7 @@ import type { RecallResponse } from "./generated/om.recall.response.v1.js";
 import { partitionFor } from "./partition.js";
 import { progressCommand, Settling } from "./settled.js";
 import { TopicTail } from "./tail.js";
+import { decodeContextRecord, recordHeaders } from "./tracing.js";
 import { withTimeout } from "./wait.js";
 
 export interface Topics {
@@ -175,7 +179,7 @@ export class OMClient {
     const [meta] = await this.producer.send({
       topic: this.topics.messages, acks: -1,
       messages: [{ key: record.thread_id, value: Buffer.from(encodeCanonical("om.message/v1", record)),
-        headers: { "content-type": "application/json" } }],
+        headers: recordHeaders() }],
     });
     return { messageId: record.message_id, partition: meta?.partition ?? -1, offset: meta?.baseOffset ?? "" };
   }
@@ -207,7 +211,7 @@ export class OMClient {
     await this.producer.send({
       topic: this.topics.commands, acks: -1,
       messages: [{ key: threadId, value: Buffer.from(encodeCanonical("om.command/v1", command)),
-        headers: { "content-type": "application/json" } }],
+        headers: recordHeaders() }],
     });
     return command.command_id;
   }
@@ -272,7 +276,7 @@ export class OMClient {
       if (message.key !== null) this.view.tombstone(message.key.toString());
       return;
     }
-    this.view.received(decode("om.context/v1", message.value));
+    this.view.received(decodeContextRecord(message.value, message.headers));
   }
 
   // -- erasure -----------------------------------------------------------------------------------------------------
@@ -298,7 +302,7 @@ export class OMClient {
         await this.producer.send({
           topic: this.topics.commands, acks: -1,
           messages: [{ key, value: Buffer.from(encodeCanonical("om.command/v1", command)),
-            headers: { "content-type": "application/json" } }],
+            headers: recordHeaders() }],
         });
         while (receipt === undefined) {
           let event: EventEnvelope;
@@ -360,7 +364,7 @@ export class OMClient {
     await this.producer.send({
       topic: this.topics.recallRequests, acks: -1,
       messages: [{ key: request.resource_id, value: Buffer.from(encodeCanonical("om.recall.request/v1", request)),
-        headers: { "content-type": "application/json" } }],
+        headers: recordHeaders() }],
     });
     return withTimeout(answer, timeoutMs, `no recall response for ${request.correlation_id} after ${timeoutMs}ms ` +
       `(does a worker serve ${this.topics.recallRequests}?)`, () => this.pending.delete(request.correlation_id))

@@ -7,6 +7,11 @@ export { ContractError, SCHEMA_NAMES, decode, encodeCanonical, normalDateTime, n
 export type { ContractReason } from "./contract.js";
 export { canonicalBytes, canonicalize } from "./jcs.js";
 export { partitionFor } from "./partition.js";
+export {
+  TRACEPARENT, TRACESTATE, W3CTraceState, decodeContextRecord, formatTraceparent, injectTraceContext, parseTraceparent,
+  parseTracestate, recordHeaders, spanContextFromHeaders, spanContextOf, traceContextOf,
+} from "./tracing.js";
+export type { RecordHeaders } from "./tracing.js";
 export type * from "./generated/index.js";
 export type {
   Author, FilePart, ImagePart, ReasoningPart, TextPart, ToolCallPart, ToolResultPart,
