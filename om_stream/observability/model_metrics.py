@@ -85,6 +85,10 @@ class ModelAttempt(Protocol):
     def cost_usd(self) -> float | None: ...
     @property
     def error_kind(self) -> str | None: ...
+    @property
+    def response_model(self) -> str | None: ...
+    @property
+    def finish_reason(self) -> str | None: ...
 
 
 class CycleEnd(Protocol):
@@ -112,6 +116,8 @@ class _Attempt:
     usage: Usage | None = None
     cost_usd: float | None = None
     error_kind: str | None = None
+    response_model: str | None = None
+    finish_reason: str | None = None
 
 
 class ModelCallMetrics:
@@ -196,7 +202,8 @@ class MeteredModel(ConfigRoutedModel, AttachmentAwareModel):
                                   error_kind=exc.kind or type(exc).__name__))
             raise
         self._notify(_Attempt(role=request.role, model=response.model or fallback, ok=True,
-                              seconds=self.clock() - began, usage=response.usage, cost_usd=response.cost_usd))
+                              seconds=self.clock() - began, usage=response.usage, cost_usd=response.cost_usd,
+                              response_model=response.model or None, finish_reason=response.finish_reason))
         return response
 
     def _notify(self, record: ModelAttempt) -> None:
