@@ -57,6 +57,7 @@ from typing import Generic, Protocol, TypeVar
 from opentelemetry.context import Context
 
 from om_stream.core.commands import (
+    STORE,
     ClearStored,
     Command,
     CommitGeneration,
@@ -88,7 +89,7 @@ from om_stream.observability.tracing import Tracing
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.settled import stored_seq
-from om_stream.runtime.spans import traced
+from om_stream.runtime.spans import recording, traced
 
 __all__ = ["Arrival", "Decided", "Erasures", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
 
@@ -307,7 +308,7 @@ class Host(Generic[S]):
                                 outlet: Outlet[S]) -> list[Callable[[], None]]:
         """An erasure input's phase 1, a ``delete_memory`` span (the GenAI conventions' memory deletion) in the
         input's trace when it has one: its store sweep is where an erase spends its time."""
-        if arrival.trace is None:
+        if not recording(arrival.trace):
             return await erasures.prepare(arrival, outlet)
         with traced(self.tracing.tracer, "delete_memory om-stream", context=arrival.trace, attributes={
                 "gen_ai.operation.name": "delete_memory", "gen_ai.memory.store.id": "om-stream",
@@ -403,7 +404,7 @@ class Host(Generic[S]):
 
     async def _traced_write(self, message: PersistMessage, arrival: Arrival[S]) -> None:
         """One message row written, in its input's trace when it has one."""
-        if arrival.trace is None:
+        if not recording(arrival.trace):
             await self.store_retry("write", partial(self.effects.write, [message]))
             return
         with traced(self.tracing.tracer, "om.store write", context=arrival.trace,
@@ -432,17 +433,18 @@ class Host(Generic[S]):
         began = time.perf_counter()
         decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
         decided = Decided(arrival, state, decision.state, decision.commands, now_ms, time.perf_counter() - began)
-        if arrival.trace is not None:
+        if recording(arrival.trace):
             self._trace_decided(decided, began)
         # 1. this input's store writes, in the engine's order (message rows wait for the end of the batch)
         batch.decided.append(decided)
         ordered = [c for c in decision.commands if not isinstance(c, PersistMessage)]
         if hold_writes:
             batch.writes.extend(ordered)
-        elif arrival.trace is not None and ordered:
+        elif recording(arrival.trace) and any(c.phase == STORE for c in ordered):
+            # the span names the kinds of the store's writes (the core's phase says which commands are), no value
             with traced(self.tracing.tracer, "om.store write", context=arrival.trace,
-                        attributes={"om.store.operation": "write",
-                                    "om.store.commands": sorted({type(c).__name__ for c in ordered})}):
+                        attributes={"om.store.operation": "write", "om.store.commands": sorted(
+                            {type(c).__name__ for c in ordered if c.phase == STORE})}):
                 await self.store_retry("write", lambda: self.effects.write(ordered))
         else:
             await self.store_retry("write", lambda: self.effects.write(ordered))

@@ -11,10 +11,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer, use_span
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer, get_current_span, use_span
 from opentelemetry.util.types import AttributeValue
 
-__all__ = ["failed", "traced"]
+__all__ = ["failed", "recording", "traced"]
+
+
+def recording(context: Context | None) -> bool:
+    """Whether ``context`` holds a span that is recorded (sampled): the children of an unsampled span are skipped,
+    not made (its context still travels on, so that what follows knows it was not sampled)."""
+    return context is not None and get_current_span(context).is_recording()
 
 
 def failed(span: Span, error: BaseException | str) -> None:

@@ -1,7 +1,7 @@
 """The model workers' spans: one per Observer or Reflector cycle, in the trace of the input that asked for it.
 
 A model request's headers carry the asking input's ingest span (``traceparent``/``tracestate``) and the ingest
-spans of the messages an observation covers (``om_trace_links``, ``ingest_traces``). The cycle's span is a child
+spans of the messages an observation covers (``om_trace_links``, ``trace_links``). The cycle's span is a child
 of the first and links to the others: a cycle outlives the messages it covers, and may cover messages of many
 traces. Its model calls are its children (``observability.model_spans``), and the result it publishes carries the
 cycle's context on, so that the input taking the result in (and the context it publishes) continues the trace.
@@ -25,12 +25,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from opentelemetry.trace import Link, Span, SpanKind, set_span_in_context
+from opentelemetry.util.types import AttributeValue
 
 from om_stream.core.commands import RequestObservation, RequestReflection
 from om_stream.core.inputs import ModelResultArrived
 from om_stream.observability.tracing import Tracing
 from om_stream.runtime.spans import failed, traced
-from om_stream.runtime.worker.ingest_traces import links_of
+from om_stream.runtime.worker.trace_links import links_of
 from om_stream.trace_headers import extract, inject
 
 __all__ = ["MEMORY_STORE_ID", "CycleSpan", "CycleTraces"]
@@ -76,7 +77,7 @@ class CycleTraces:
             return
         observation = isinstance(request, RequestObservation)
         covered = len(request.message_ids) if isinstance(request, RequestObservation) else len(request.segment_ids)
-        attributes = {
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "update_memory", "gen_ai.memory.store.id": MEMORY_STORE_ID,
             "gen_ai.memory.record.count": covered, "om.cycle.kind": request.kind, "om.cycle.trigger": request.trigger,
             "om.cycle.attempt": request.attempt, "om.cycle.offline": request.use_offline_model,

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanContext, SpanKind, get_current_span, set_span_in_context
+from opentelemetry.trace import Span, SpanContext, SpanKind, set_span_in_context
 from opentelemetry.util.types import AttributeValue
 
 from om_stream.core.inputs import MessageAppended, ModelResultArrived
@@ -32,14 +32,13 @@ from om_stream.observability.tracing import Tracing
 from om_stream.runtime.host import Arrival
 from om_stream.runtime.spans import failed, traced
 from om_stream.runtime.worker.kafka_records import SourceRecord
+from om_stream.runtime.worker.trace_links import link_header
 from om_stream.trace_headers import extract, inject
 
-__all__ = ["LINKS_HEADER", "MESSAGE_SPANS_KEPT", "IngestSpans", "MessageSpans", "link_header", "links_of",
-           "request_headers"]
+__all__ = ["MESSAGE_SPANS_KEPT", "IngestSpans", "MessageSpans", "request_headers"]
 
 MESSAGE_SPANS_KEPT = 65_536  # ~100 bytes each: the messages a cycle of this process may still link to
 LINKS_PER_REQUEST = 64  # a cycle over more messages links to the newest of them (a span's links are bounded too)
-LINKS_HEADER = "om_trace_links"
 
 
 class MessageSpans:
@@ -58,25 +57,6 @@ class MessageSpans:
     def covering(self, key: str, message_ids: Sequence[str]) -> list[SpanContext]:
         found = [self._spans.get((key, m)) for m in message_ids[-LINKS_PER_REQUEST:]]
         return [span for span in found if span is not None]
-
-
-def link_header(spans: Iterable[SpanContext]) -> list[tuple[str, bytes]]:
-    """The ``om_trace_links`` header: the traceparents of ``spans``, space separated (none: no header)."""
-    parents = [f"00-{s.trace_id:032x}-{s.span_id:016x}-{int(s.trace_flags):02x}" for s in spans]
-    return [(LINKS_HEADER, " ".join(parents).encode())] if parents else []
-
-
-def links_of(headers: Sequence[tuple[str, bytes]]) -> list[SpanContext]:
-    """The spans an ``om_trace_links`` header names (malformed entries are skipped)."""
-    value = dict(headers).get(LINKS_HEADER)
-    if not value:
-        return []
-    spans = []
-    for parent in value.decode("utf-8", "replace").split():
-        context = get_current_span(extract([("traceparent", parent.encode())])).get_span_context()
-        if context.is_valid:
-            spans.append(context)
-    return spans
 
 
 class IngestSpans:
