@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from om_stream.errors import ModelError
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.tracing import exemplar
 from om_stream.ports import AttachmentAwareModel, ChatModel, ConfigRoutedModel
 
 if TYPE_CHECKING:
@@ -138,7 +139,9 @@ class ModelCallMetrics:
         metrics = self.metrics
         model, role = record.model, record.role
         common = (operation_name(role), provider_name(model), model, role)
-        metrics.model_duration.labels(*common, record.error_kind or "").observe(max(0.0, record.seconds))
+        # the exemplar: the trace of the cycle this call belongs to (the observer runs within it), when sampled
+        metrics.model_duration.labels(*common, record.error_kind or "").observe(max(0.0, record.seconds),
+                                                                                exemplar=exemplar())
         metrics.model_calls.labels(model, role, "ok" if record.ok else "error").inc()
         if record.attempt > 1:  # every attempt after a call's first: the same model again, or the next fallback
             metrics.model_retries.labels(model, role).inc()

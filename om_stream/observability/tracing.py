@@ -13,6 +13,9 @@ exporter's endpoint, headers and timeout (OTLP over HTTP/protobuf), and the batc
 or, with ``OM_TRACING_IDS=hashed``, given as a keyed digest (``subject_attributes``), which lets an operator find
 one conversation's traces from an id they already hold without the traces naming it.
 
+**Exemplars.** The publish-to-context latency and the model-call durations carry the trace of a sampled span as
+their exemplar (``exemplar``); ``/metrics`` serves them to a scraper that asks for OpenMetrics (Prometheus does).
+
 The provider is the worker's own (never installed as the process's global one: importing or building this changes
 nothing around it); the spans' parents travel by the current context (``contextvars``) as usual.
 """
@@ -25,20 +28,30 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import NoOpTracer, Tracer
+from opentelemetry.trace import NoOpTracer, Tracer, get_current_span
 from opentelemetry.util.types import AttributeValue
 
 from om_stream.settings import TracingSettings
 
-__all__ = ["CONTENT_LIMIT", "Tracing", "tracing_enabled"]
+__all__ = ["CONTENT_LIMIT", "Tracing", "exemplar", "tracing_enabled"]
 
 log = logging.getLogger(__name__)
 CONTENT_LIMIT = 4096  # characters of content an opted-in span attribute keeps (a whole conversation would not fit)
 _INSTRUMENTATION = "om_stream"
+
+
+def exemplar(context: Context | None = None) -> dict[str, str] | None:
+    """A histogram sample's exemplar: the trace of the span in ``context`` (the current one by default) when that
+    span is sampled, so that a latency bucket links to a trace that shows where the time went; None otherwise."""
+    span = get_current_span(context).get_span_context()
+    if not span.is_valid or not span.trace_flags.sampled:
+        return None
+    return {"trace_id": f"{span.trace_id:032x}", "span_id": f"{span.span_id:016x}"}
 
 
 def tracing_enabled(environ: Mapping[str, str]) -> bool:

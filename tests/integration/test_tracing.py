@@ -11,7 +11,8 @@ the whole tree:
                → om.ingest of the result → om.context publish → the agent's consumer span
 
 with the GenAI attributes on the model call, and no message text, thread id or resource id anywhere in it (the ids
-only as their keyed digests, ``OM_TRACING_IDS=hashed``). Then a message's path across a worker SIGKILL: the message
+only as their keyed digests, ``OM_TRACING_IDS=hashed``); the model call's duration histogram names the trace as
+its exemplar. Then a message's path across a worker SIGKILL: the message
 read again shows both handlings in its trace.
 """
 
@@ -37,7 +38,7 @@ from om_stream.wire.messages import MessageRecord
 from tests.support.cluster import drop_keyspace, new_keyspace
 from tests.support.jaeger_traces import Trace, TraceSpan, wait_trace
 from tests.support.services import JaegerAddresses
-from tests.support.worker import WorkerProcess, message_record, worker_process
+from tests.support.worker import WorkerProcess, http_exchange, message_record, worker_process
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +136,13 @@ async def test_a_blocking_observation_is_one_trace_from_the_agent_to_its_consume
                 return bool(trace.named("agent reads context")) and bool(trace.named(f"chat {MODEL}"))
 
             trace = await wait_trace(jaeger.query, crossing, complete, timeout=60)
+            # exemplars: the model call's duration links to this trace (OpenMetrics, as Prometheus scrapes)
+            status, _, body = await http_exchange(worker.metrics_port, "GET", "/metrics", headers={
+                "Accept": "application/openmetrics-text; version=1.0.0"})
+            assert status == 200
+            exposed = [line for line in body.decode().splitlines()
+                       if line.startswith("gen_ai_client_operation_duration_seconds_bucket") and "# {" in line]
+            assert any(f'trace_id="{crossing}"' in line for line in exposed), exposed
         finally:
             worker.stop()
 

@@ -13,13 +13,16 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import NoOpTracer, StatusCode, get_current_span, set_span_in_context
+from prometheus_client.exposition import choose_encoder
 from pydantic import SecretStr
 
 from om_stream.adapters.gateway.gateway import CallRecord
 from om_stream.core.prompts.chat import Usage
+from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_spans import ModelCallSpans
-from om_stream.observability.tracing import CONTENT_LIMIT, Tracing, tracing_enabled
+from om_stream.observability.tracing import CONTENT_LIMIT, Tracing, exemplar, tracing_enabled
 from om_stream.runtime.spans import traced
 from om_stream.runtime.worker.ingest_traces import MessageSpans
 from om_stream.runtime.worker.trace_links import link_header, links_of
@@ -176,3 +179,22 @@ def test_a_failed_span_names_the_kind_of_error_never_its_message(
     context = set_span_in_context(parent)
     with traced(tracing.tracer, "explicit", context=context) as explicit:
         assert explicit.parent is not None and explicit.parent.span_id == parent.get_span_context().span_id
+
+
+def test_a_latency_sample_links_to_its_sampled_trace_in_openmetrics(
+        recorded: tuple[Tracing, InMemorySpanExporter]) -> None:
+    tracing, _ = recorded
+    assert exemplar() is None  # no span: no exemplar
+    metrics = Metrics.create()
+    with tracing.tracer.start_as_current_span("om.ingest") as span:
+        metrics.message_to_context.observe(0.42, exemplar=exemplar())
+    trace_id = f"{span.get_span_context().trace_id:032x}"
+    encode, content_type = choose_encoder("application/openmetrics-text; version=1.0.0")
+    assert content_type.startswith("application/openmetrics-text")
+    exposed = encode(metrics.registry).decode()
+    assert f'trace_id="{trace_id}"' in exposed
+    classic, classic_type = choose_encoder("")
+    assert classic_type.startswith("text/plain") and "trace_id" not in classic(metrics.registry).decode()
+    unsampled = TracerProvider(sampler=ALWAYS_OFF).get_tracer("t")
+    with unsampled.start_as_current_span("dropped"):
+        assert exemplar() is None

@@ -29,7 +29,7 @@ from om_stream.core.commands import (
 from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.observability.lifecycle_metrics import count_event
 from om_stream.observability.metrics import Metrics
-from om_stream.observability.tracing import Tracing
+from om_stream.observability.tracing import Tracing, exemplar
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, StoreRetry
@@ -107,7 +107,8 @@ class KafkaOutlet:
         parts = self.parts
         context = await parts.store_retry("read", partial(parts.effects.context, command.spec,
                                                           now_ms=parts.clock.now_ms()))
-        self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at))
+        self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at,
+                                     exemplar(arrival.trace) if trace else None))
         self._queued.append(Publication(parts.kafka.topic_context, context.thread_id.encode(), encode(context),
                                         [("om_version", str(context.version).encode()),
                                          ("om_through_message_id", (context.through_message_id or "").encode()),
@@ -171,11 +172,11 @@ class KafkaOutlet:
         """Work for the model workers, on the record's home partition (so its results come back there)."""
         self.internal(self.parts.kafka.topic_model_requests, key, work, arrival.source.partition)
 
-    def _context_sent(self, context: ContextRecord, received_at: float) -> None:
+    def _context_sent(self, context: ContextRecord, received_at: float, trace: dict[str, str] | None) -> None:
         metrics = self.parts.metrics
         metrics.contexts_published.inc()
-        if received_at:
-            metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
+        if received_at:  # the exemplar: the trace of the input that produced this context, when it was sampled
+            metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at), exemplar=trace)
         if self.parts.on_context is not None:
             self.parts.on_context(context)
 
