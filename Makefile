@@ -24,7 +24,7 @@ $(INSTALLED): requirements.lock pyproject.toml | $(PY)
 	$(PY) -m om_stream.devservices fetch
 	touch $@
 
-install: ## create .venv, install the pinned dependencies and om-stream, fetch the Kafka/Cassandra jars
+install: ## create .venv, install the pinned dependencies and om-stream, fetch the Kafka/Cassandra jars and build Jaeger (cached)
 	rm -f $(INSTALLED)
 	$(MAKE) $(INSTALLED)
 
@@ -89,7 +89,7 @@ bench-store: ## messages/s written to Cassandra and recall p50/p99 over 100,000 
 demo: $(INSTALLED) ## replay a sample conversation through Observational Memory (no broker, no API key)
 	$(VENV)/bin/om-stream demo
 
-services-up: ## start Apache Kafka and Apache Cassandra in the background (CASSANDRA_NODES=3: a cluster); prints their addresses
+services-up: ## start Apache Kafka, Apache Cassandra and Jaeger in the background (CASSANDRA_NODES=3: a cluster); prints their addresses
 	$(PY) -m om_stream.devservices up $(if $(CASSANDRA_NODES),--cassandra-nodes $(CASSANDRA_NODES))
 
 services-down: ## stop what services-up started
@@ -103,6 +103,10 @@ clean: ## remove caches (not the venv, not the jar cache)
 
 # -- observability and deployment (grafana/, helm/om-stream/, docker-compose.yml) ---------------------------------
 .PHONY: tools-prometheus tools-podman tools-helm tools-kube tools-compose chart-dashboards chart-sync docs-operate test-deploy
+
+.PHONY: tools-jaeger
+tools-jaeger: ## build Jaeger v2 (the tracing backend of the tests) from the Go module proxy into ~/.cache/om-stream/tools (cached; ~15 min cold)
+	bash infra/tools/install-jaeger.sh
 
 tools-prometheus: ## unpack Debian's prometheus into ~/.cache/om-stream/tools (cached; for the dashboard proof)
 	bash infra/tools/install-prometheus.sh

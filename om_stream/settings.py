@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from om_stream.ports import Usage
 
 __all__ = ["CassandraSettings", "EmbeddingSettings", "GatewaySettings", "KafkaSettings", "LifecycleSettings",
-           "MemorySettings", "ModelPrice", "QdrantSettings", "Settings", "WorkerRole", "WorkerSettings",
+           "MemorySettings", "ModelPrice", "QdrantSettings", "Settings", "TracingSettings", "WorkerRole",
+           "WorkerSettings",
            "is_service_link", "load_om_options", "setting_names", "unknown_settings"]
 
 
@@ -322,6 +323,24 @@ class GatewaySettings(_Group):
                                           "cached_input_per_million})")
 
 
+class TracingSettings(_Group):
+    """What om-stream's traces may say (``OM_TRACING_*``). Whether it traces at all, where spans go and how many are
+    sampled are the standard ``OTEL_*`` variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_TRACES_SAMPLER``, ...),
+    read by the OpenTelemetry SDK: tracing is off unless an endpoint is set (docs/operate.md, "Tracing")."""
+
+    content: bool = Field(False, description="Put conversation content into spans: a message's text on its "
+                                             "ingest span, the Observer's observations on its cycle's span, a "
+                                             "recall query on its search span. Off: no span carries any")
+    ids: Literal["omit", "hashed"] = Field("omit", description="Thread and resource ids in spans: omit (as in the "
+                                                               "metrics: no span names a thread or a resource) or "
+                                                               "hashed (om.thread.hash, om.resource.hash: a keyed "
+                                                               "digest that finds one conversation's traces "
+                                                               "without naming it)")
+    id_key: SecretStr | None = Field(None, description="Key of the hashed ids (HMAC-SHA256); without it ids are "
+                                                       "hashed unkeyed, and a guessable id can be found from its "
+                                                       "hash")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OM_", env_nested_delimiter="_", env_nested_max_split=1,
                                       frozen=True, extra="ignore")
@@ -334,6 +353,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = MemorySettings()
     gateway: GatewaySettings = GatewaySettings()
     lifecycle: LifecycleSettings = LifecycleSettings()
+    tracing: TracingSettings = TracingSettings()
     log_level: str = Field("info", description="Log level of the om-stream process")
 
     @classmethod

@@ -1,16 +1,16 @@
-"""Test-session wiring: real Kafka and Cassandra, started once and only when collected tests need them, and the
+"""Test-session wiring: real Kafka, Cassandra and Jaeger, started once and only when collected tests need them, and the
 network guard (``tests/support/network_guard.py``): no test reaches beyond loopback."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.services import ServicePool
+from tests.support.services import JaegerAddresses, ServicePool
 
 pytest_plugins = ["tests.support.network_guard"]
 
 _pool = ServicePool()
-_FIXTURE_SERVICE = {"kafka_bootstrap": "kafka", "cassandra_hosts": "cassandra"}
+_FIXTURE_SERVICE = {"kafka_bootstrap": "kafka", "cassandra_hosts": "cassandra", "jaeger": "jaeger"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -43,3 +43,13 @@ def kafka_bootstrap() -> str:
 def cassandra_hosts() -> str:
     """``host:port`` of a real Apache Cassandra node (``OM_CASSANDRA_HOSTS`` or started for this session)."""
     return _address("cassandra")
+
+
+@pytest.fixture(scope="session")
+def jaeger() -> JaegerAddresses:
+    """A real Jaeger v2 (``OM_JAEGER_QUERY`` and ``OM_OTLP_ENDPOINT``, or started for this session from the tools
+    cache): where spans go, and where traces are read back."""
+    otlp, query = _address("jaeger").split(" ")
+    if not otlp:
+        pytest.fail("OM_JAEGER_QUERY is set without OM_OTLP_ENDPOINT", pytrace=False)
+    return JaegerAddresses(otlp, query)

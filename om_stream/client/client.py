@@ -10,6 +10,11 @@
   resource id), matched by ``correlation_id``.
 * ``erase(thread_id=... | resource_id=...)``: forget a thread, or a resource and every thread of it, for good: an
   ``erase`` command on ``om.commands``, and its receipt (``data-om-erased``) waited for on ``om.events``.
+* tracing (OpenTelemetry, W3C trace context): every record the client publishes carries the caller's current span
+  in its ``traceparent``/``tracestate`` headers (none when no span is active), so the worker's handling of it
+  continues the agent's trace; ``context_trace(thread)`` is the trace context of the thread's latest context
+  record, for the agent's consumer span (``tracer.start_as_current_span("...", context=om.context_trace(t))``).
+  The client needs only the OpenTelemetry API: the agent's own SDK (or none) decides what is recorded.
 
 The context and recall-response topics are followed from the moment the client starts (or its first recall), so
 nothing the worker publishes in answer to this client is missed. Timeouts raise the built-in ``TimeoutError``.
@@ -32,6 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
+from opentelemetry.context import Context
 from pydantic import ValidationError
 
 from om_stream.client.events import EventStream
@@ -42,6 +48,7 @@ from om_stream.core.config import RetrievalConfig
 from om_stream.core.events import ErasedEvent, ProgressEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.params import RecallArguments
+from om_stream.trace_headers import extract, inject
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
@@ -54,6 +61,11 @@ log = logging.getLogger(__name__)
 _REMEMBERED_PER_THREAD = 4096  # message ids per thread kept for read-your-writes
 THREADS_KEPT = 1024  # threads whose published message ids are kept (the ones published to last)
 CONTEXTS_KEPT = 2048  # threads whose latest context is kept (the ones whose contexts came last)
+
+
+def _headers() -> list[tuple[str, bytes]]:
+    """Every record's headers: its content type, and the caller's current span (W3C trace context) if any."""
+    return [("content-type", b"application/json"), *inject()]
 
 
 def _keep_recent(remembered: dict[str, Any], limit: int) -> None:
@@ -99,6 +111,7 @@ class OMClient:
         self._responses: TopicTail | None = None
         self._responses_ready = asyncio.Lock()
         self._latest: dict[str, ContextRecord] = {}
+        self._traces: dict[str, Context] = {}  # the trace context of each kept latest context (its record's headers)
         self._erasing: list[set[str]] = []  # erases in flight: the threads whose tombstone each has seen
         self._awaiting_tombstone: set[str] = set()  # erased threads whose tombstone is still to be read
         self._context_changed = asyncio.Condition()
@@ -152,8 +165,7 @@ class OMClient:
         while len(sent) > _REMEMBERED_PER_THREAD:
             sent.popitem(last=False)
         meta = await self._producer.send_and_wait(self.topics.messages, encode(record),
-                                                  key=record.thread_id.encode(),
-                                                  headers=[("content-type", b"application/json")])
+                                                  key=record.thread_id.encode(), headers=_headers())
         return Published(record.message_id, meta.topic, meta.partition, meta.offset)
 
     def includes(self, context: ContextRecord, message_id: str) -> bool:
@@ -166,6 +178,14 @@ class OMClient:
         if through is not None and message_id in sent and through in sent and sent[through] > sent[message_id]:
             return True
         return any(m.message_id == message_id for m in context.messages)
+
+    def context_trace(self, thread_id: str) -> Context | None:
+        """The trace context the thread's latest context record carries (the worker's span that published it), for
+        the span of whatever the agent does with that context: a child of it (``context=``), or linked to it
+        (``trace.get_current_span(ctx).get_span_context()``). None when the record carried none (the worker does
+        not trace) or no context of the thread is kept; it describes the context ``latest_context`` returns, and
+        the one ``await_context`` returned until a newer one comes."""
+        return self._traces.get(thread_id)
 
     def latest_context(self, thread_id: str) -> ContextRecord | None:
         """The newest context of the thread seen since the client started (None too for a thread whose last context
@@ -209,7 +229,7 @@ class OMClient:
         record = CommandRecord(command_id=str(uuid.uuid4()), thread_id=thread_id, resource_id=resource_id,
                                command="progress", through_message_id=through_message_id)
         await self._producer.send_and_wait(self.topics.commands, encode(record), key=thread_id.encode(),
-                                           headers=[("content-type", b"application/json")])
+                                           headers=_headers())
         return record.command_id
 
     async def settled(self, thread_id: str, through_message_id: str | None = None, *, timeout: float = 30.0,
@@ -241,14 +261,20 @@ class OMClient:
         current = self._latest.get(context.thread_id)
         if current is not None and current.version > context.version:
             return  # an older context replayed (at-least-once)
+        trace = extract(record.headers)
         async with self._context_changed:
             self._latest.pop(context.thread_id, None)
             self._latest[context.thread_id] = context  # to the end: the threads heard from last are kept
             _keep_recent(self._latest, CONTEXTS_KEPT)
+            self._traces.pop(context.thread_id, None)
+            if trace:
+                self._traces[context.thread_id] = trace
+                _keep_recent(self._traces, CONTEXTS_KEPT)
             self._context_changed.notify_all()
 
     def _forget(self, thread_id: str) -> None:
         self._latest.pop(thread_id, None)
+        self._traces.pop(thread_id, None)
         self._sent.pop(thread_id, None)
 
     # -- erasure ----------------------------------------------------------------------------------------------------
@@ -284,7 +310,7 @@ class OMClient:
         """Publish the erase command and wait for its receipt."""
         async with self.events(key) as events:  # positioned before the command goes: the receipt is not missed
             await self._producer.send_and_wait(self.topics.commands, encode(record), key=key.encode(),
-                                               headers=[("content-type", b"application/json")])
+                                               headers=_headers())
             deadline = asyncio.get_running_loop().time() + timeout
             while True:
                 remaining = deadline - asyncio.get_running_loop().time()
@@ -323,8 +349,7 @@ class OMClient:
         self._pending[request.correlation_id] = future
         try:
             await self._producer.send_and_wait(self.topics.recall_requests, encode(request),
-                                               key=request.resource_id.encode(),
-                                               headers=[("content-type", b"application/json")])
+                                               key=request.resource_id.encode(), headers=_headers())
             return await asyncio.wait_for(future, timeout)
         except TimeoutError:
             raise TimeoutError(f"no recall response for {request.correlation_id} after {timeout}s (does a "

@@ -1,4 +1,5 @@
-"""Real Apache Kafka and Apache Cassandra for development and tests, started from Maven Central jars.
+"""Real Apache Kafka and Apache Cassandra for development and tests, started from Maven Central jars, and Jaeger
+(the tracing backend, built from the Go module proxy: ``jaeger.py``).
 
 There is no Docker engine on the machines this project is built on, so the services run as local JVMs started by
 this package: ``make services-up`` / ``make services-down`` (detached, remembered in a state file) and the
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from om_stream.devservices import cassandra, cassandra_cluster, kafka
+from om_stream.devservices import cassandra, cassandra_cluster, jaeger, kafka
 from om_stream.devservices.jvm import DevServiceError, JvmProcess, pid_alive, stop_pid
 
 __all__ = ["DevServiceError", "RunningServices", "services_down", "services_up", "start_services", "state_file"]
@@ -30,11 +31,13 @@ class RunningServices:
     kafka: kafka.KafkaNode | None = None
     cassandra: cassandra.CassandraNode | None = None
     cassandra_cluster: cassandra_cluster.CassandraCluster | None = None  # instead of ``cassandra``: several nodes
+    jaeger: jaeger.JaegerNode | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def processes(self) -> list[JvmProcess]:
-        nodes = [self.kafka, self.cassandra, *(self.cassandra_cluster.nodes if self.cassandra_cluster else [])]
+        nodes = [self.kafka, self.cassandra, *(self.cassandra_cluster.nodes if self.cassandra_cluster else []),
+                 self.jaeger]
         return [node.process for node in nodes if node is not None]
 
     def env(self) -> dict[str, str]:
@@ -49,6 +52,11 @@ class RunningServices:
             env["OM_CASSANDRA_HOSTS"] = self.cassandra_cluster.hosts
             env["OM_CASSANDRA_REPLICATION_FACTOR"] = str(min(len(self.cassandra_cluster.nodes), 3))
             env["OM_CASSANDRA_LOCAL_DATACENTER"] = cassandra_cluster.DATACENTER
+        if self.jaeger is not None:
+            # not settings of om-stream: where the tests send spans (OTEL_EXPORTER_OTLP_ENDPOINT of a worker they
+            # start) and read traces back
+            env["OM_OTLP_ENDPOINT"] = self.jaeger.otlp_endpoint
+            env["OM_JAEGER_QUERY"] = self.jaeger.query_url
         return env
 
     def stop(self) -> None:
@@ -61,7 +69,7 @@ class RunningServices:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
-def start_services(which: tuple[str, ...] = ("kafka", "cassandra"), *, detached: bool = False,
+def start_services(which: tuple[str, ...] = ("kafka", "cassandra", "jaeger"), *, detached: bool = False,
                    run_dir: Path | None = None, cassandra_nodes: int = 1) -> RunningServices:
     """Launch the requested services (from the calling thread) and wait for all of them in parallel; Cassandra as
     a cluster of ``cassandra_nodes`` nodes when more than one (``cassandra_cluster``).
@@ -102,6 +110,13 @@ def start_services(which: tuple[str, ...] = ("kafka", "cassandra"), *, detached:
             waiters.append(threading.Thread(target=wait, args=("cassandra", lambda: cassandra.wait_ready(node_c))))
         except DevServiceError as exc:
             running.errors["cassandra"] = str(exc)
+    if "jaeger" in which:
+        try:
+            running.jaeger = jaeger.start(base / "jaeger", detached=detached)
+            node_j = running.jaeger
+            waiters.append(threading.Thread(target=wait, args=("jaeger", lambda: jaeger.wait_ready(node_j))))
+        except DevServiceError as exc:
+            running.errors["jaeger"] = str(exc)
     for t in waiters:
         t.start()
     for t in waiters:
@@ -115,7 +130,7 @@ def state_file() -> Path:
 
 
 def services_up(cassandra_nodes: int = 1) -> dict[str, str]:
-    """Start both services detached (Cassandra as a cluster of ``cassandra_nodes``) and remember them; returns the
+    """Start the services detached (Cassandra as a cluster of ``cassandra_nodes``) and remember them; returns the
     settings to export. Services already running are kept, whatever their shape."""
     path = state_file()
     if path.exists():

@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
-from om_stream.devservices import DevServiceError, services_down, services_up, state_file
+from om_stream.devservices import DevServiceError, jaeger, services_down, services_up, state_file
 from om_stream.devservices.jvm import class_path, pid_alive
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m om_stream.devservices",
-                                     description="Local Apache Kafka and Apache Cassandra for development")
+                                     description="Local Apache Kafka, Apache Cassandra and Jaeger for development")
     parser.add_argument("command", choices=["up", "down", "status", "fetch"])
     parser.add_argument("--cassandra-nodes", type=int, default=1, metavar="N",
                         help="up: Cassandra as a cluster of N nodes on loopback addresses of their own (replication "
@@ -22,10 +22,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "fetch":
             for service in ("kafka", "cassandra"):
                 print(f"{service}: {class_path(service)}")
+            print(f"jaeger: {jaeger.binary()}")
         elif args.command == "up":
             env = services_up(args.cassandra_nodes)
             print(f"Kafka bootstrap:       {env['OM_KAFKA_BOOTSTRAP']}")
             print(f"Cassandra contact:     {env['OM_CASSANDRA_HOSTS']}")
+            print(f"Jaeger OTLP / query:   {env['OM_OTLP_ENDPOINT']} / {env['OM_JAEGER_QUERY']}")
             print("Use them from tests and the worker with:")
             for key, value in env.items():
                 print(f"  export {key}={value}")

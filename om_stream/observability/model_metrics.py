@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from om_stream.errors import ModelError
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.tracing import exemplar
 from om_stream.ports import AttachmentAwareModel, ChatModel, ConfigRoutedModel
 
 if TYPE_CHECKING:
@@ -85,6 +86,10 @@ class ModelAttempt(Protocol):
     def cost_usd(self) -> float | None: ...
     @property
     def error_kind(self) -> str | None: ...
+    @property
+    def response_model(self) -> str | None: ...
+    @property
+    def finish_reason(self) -> str | None: ...
 
 
 class CycleEnd(Protocol):
@@ -112,6 +117,8 @@ class _Attempt:
     usage: Usage | None = None
     cost_usd: float | None = None
     error_kind: str | None = None
+    response_model: str | None = None
+    finish_reason: str | None = None
 
 
 class ModelCallMetrics:
@@ -132,7 +139,9 @@ class ModelCallMetrics:
         metrics = self.metrics
         model, role = record.model, record.role
         common = (operation_name(role), provider_name(model), model, role)
-        metrics.model_duration.labels(*common, record.error_kind or "").observe(max(0.0, record.seconds))
+        # the exemplar: the trace of the cycle this call belongs to (the observer runs within it), when sampled
+        metrics.model_duration.labels(*common, record.error_kind or "").observe(max(0.0, record.seconds),
+                                                                                exemplar=exemplar())
         metrics.model_calls.labels(model, role, "ok" if record.ok else "error").inc()
         if record.attempt > 1:  # every attempt after a call's first: the same model again, or the next fallback
             metrics.model_retries.labels(model, role).inc()
@@ -196,7 +205,8 @@ class MeteredModel(ConfigRoutedModel, AttachmentAwareModel):
                                   error_kind=exc.kind or type(exc).__name__))
             raise
         self._notify(_Attempt(role=request.role, model=response.model or fallback, ok=True,
-                              seconds=self.clock() - began, usage=response.usage, cost_usd=response.cost_usd))
+                              seconds=self.clock() - began, usage=response.usage, cost_usd=response.cost_usd,
+                              response_model=response.model or None, finish_reason=response.finish_reason))
         return response
 
     def _notify(self, record: ModelAttempt) -> None:

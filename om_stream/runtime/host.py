@@ -54,7 +54,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Generic, Protocol, TypeVar
 
+from opentelemetry.context import Context
+
 from om_stream.core.commands import (
+    STORE,
     ClearStored,
     Command,
     CommitGeneration,
@@ -82,9 +85,11 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import StorageError
+from om_stream.observability.tracing import Tracing
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.settled import stored_seq
+from om_stream.runtime.spans import recording, traced
 
 __all__ = ["Arrival", "Decided", "Erasures", "Host", "Outlet", "StateTable", "StoreRetry", "Timers"]
 
@@ -97,12 +102,15 @@ S = TypeVar("S")  # the driver's record of an input (the Kafka worker's ``Source
 class Arrival(Generic[S]):
     """One input for one record. ``resource_id`` empty: the input (a model result, a timer) only applies to a record
     that exists. ``source``: the driver's own record of it (the Kafka worker's ``SourceRecord``, the embedded
-    runner's None), typed by the driver: the host only carries it to the driver's table, outlet and erasures."""
+    runner's None), typed by the driver: the host only carries it to the driver's table, outlet and erasures.
+    ``trace``: the context of the input's handling span (the driver's ingest span), which the host's spans (decide,
+    store writes) and the outlet's (publications) are children of; None when the driver does not trace."""
 
     key: str
     resource_id: str
     input: Input | ErasureInput
     source: S
+    trace: Context | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +242,8 @@ class Host(Generic[S]):
     def __init__(self, *, config: ResolvedConfig, accountant: TokenAccountant, effects: Effects, table: StateTable[S],
                  outlets: Callable[[], Outlet[S]], timers: Timers, clock: Clock, limits: EngineLimits | None = None,
                  store_retry: StoreRetry | None = None, on_decided: Callable[[Decided[S]], None] | None = None,
-                 on_publish_error: Callable[[], None] | None = None, erasures: Erasures[S] | None = None) -> None:
+                 on_publish_error: Callable[[], None] | None = None, erasures: Erasures[S] | None = None,
+                 tracing: Tracing | None = None) -> None:
         self.config = config
         self.accountant = accountant
         self.effects = effects
@@ -247,6 +256,7 @@ class Host(Generic[S]):
         self.on_decided = on_decided
         self.on_publish_error = on_publish_error
         self.erasures = erasures
+        self.tracing = tracing or Tracing.off()
 
     async def apply(self, arrivals: Sequence[Arrival[S]], *,
                     may_commit: Callable[[], Awaitable[bool]] | None = None) -> bool:
@@ -272,7 +282,7 @@ class Host(Generic[S]):
             try:
                 if self.erasures is None:
                     raise TypeError("this driver cannot erase")
-                writes = await self.erasures.prepare(arrival, outlet)
+                writes = await self._erasure_prepared(self.erasures, arrival, outlet)
             except StorageError as exc:
                 if exc.transient:
                     raise  # only without retry_outages: the store is down, the caller hears of it
@@ -293,6 +303,17 @@ class Host(Generic[S]):
             outlet.discard()
             raise
         return True
+
+    async def _erasure_prepared(self, erasures: Erasures[S], arrival: Arrival[S],
+                                outlet: Outlet[S]) -> list[Callable[[], None]]:
+        """An erasure input's phase 1, a ``delete_memory`` span (the GenAI conventions' memory deletion) in the
+        input's trace when it has one: its store sweep is where an erase spends its time."""
+        if not recording(arrival.trace):
+            return await erasures.prepare(arrival, outlet)
+        with traced(self.tracing.tracer, "delete_memory om-stream", context=arrival.trace, attributes={
+                "gen_ai.operation.name": "delete_memory", "gen_ai.memory.store.id": "om-stream",
+                "om.erase.step": type(arrival.input).__name__}):
+            return await erasures.prepare(arrival, outlet)
 
     async def decide_on(self, state: RecordState, arrival: Arrival[S], outlet: Outlet[S]) -> RecordState:
         """Decide ``arrival`` on ``state`` (not the table's): its store writes done now, its publications prepared
@@ -372,7 +393,7 @@ class Host(Generic[S]):
     async def _write_messages(self, batch: _Batch[S]) -> None:
         """Phase 1, end: the message rows, which depend on nothing, written together (one alone needs no task of
         its own); a row the store refuses fails its input."""
-        writes = [self.store_retry("write", partial(self.effects.write, [m])) for m, _ in batch.messages]
+        writes = [self._traced_write(m, arrival) for m, arrival in batch.messages]
         outcomes: list[object] = ([await _outcome(writes[0])] if len(writes) == 1 else
                                   list(await asyncio.gather(*writes, return_exceptions=True)))
         for (_, arrival), outcome in zip(batch.messages, outcomes, strict=True):
@@ -380,6 +401,15 @@ class Host(Generic[S]):
                 if isinstance(outcome, StorageError) and outcome.transient:
                     raise outcome
                 batch.failures.append((arrival, "store_refused", str(outcome), outcome))
+
+    async def _traced_write(self, message: PersistMessage, arrival: Arrival[S]) -> None:
+        """One message row written, in its input's trace when it has one."""
+        if not recording(arrival.trace):
+            await self.store_retry("write", partial(self.effects.write, [message]))
+            return
+        with traced(self.tracing.tracer, "om.store write", context=arrival.trace,
+                    attributes={"om.store.operation": "write", "om.store.commands": ["PersistMessage"]}):
+            await self.store_retry("write", partial(self.effects.write, [message]))
 
     async def _decide(self, arrival: Arrival[S], batch: _Batch[S], *, hold_writes: bool) -> None:
         held = batch.states.get(arrival.key)
@@ -403,11 +433,19 @@ class Host(Generic[S]):
         began = time.perf_counter()
         decision = decide(state, event, now_ms, self.config, self.accountant, self.limits)
         decided = Decided(arrival, state, decision.state, decision.commands, now_ms, time.perf_counter() - began)
+        if recording(arrival.trace):
+            self._trace_decided(decided, began)
         # 1. this input's store writes, in the engine's order (message rows wait for the end of the batch)
         batch.decided.append(decided)
         ordered = [c for c in decision.commands if not isinstance(c, PersistMessage)]
         if hold_writes:
             batch.writes.extend(ordered)
+        elif recording(arrival.trace) and any(c.phase == STORE for c in ordered):
+            # the span names the kinds of the store's writes (the core's phase says which commands are), no value
+            with traced(self.tracing.tracer, "om.store write", context=arrival.trace,
+                        attributes={"om.store.operation": "write", "om.store.commands": sorted(
+                            {type(c).__name__ for c in ordered if c.phase == STORE})}):
+                await self.store_retry("write", lambda: self.effects.write(ordered))
         else:
             await self.store_retry("write", lambda: self.effects.write(ordered))
         # an input that changed nothing (a refusal) makes no record; a question (the record itself handed back)
@@ -427,6 +465,17 @@ class Host(Generic[S]):
             elif isinstance(command, EmitEvent | RequestObservation | RequestReflection | IndexForRecall
                             | ExpireIndex | RejectInput | ClearStored):
                 batch.out.append((command, arrival))
+
+    def _trace_decided(self, decided: Decided[S], began: float) -> None:
+        """The span of ``decide`` for one input, from its typed output: what came in and what it decided (the kinds of
+        commands, never their contents). Decide is pure and synchronous, so its span is written after the fact."""
+        began_ns = time.time_ns() - int((time.perf_counter() - began) * 1e9)
+        span = self.tracing.tracer.start_span(
+            "om.decide", context=decided.arrival.trace, start_time=began_ns,
+            attributes={"om.input": type(decided.arrival.input).__name__,
+                        "om.commands": sorted({type(c).__name__ for c in decided.commands}),
+                        "om.generation": decided.after.generation})
+        span.end(began_ns + int(decided.seconds * 1e9))
 
     async def _expiry_due(self, timer: TimerFired, state: RecordState, now_ms: int) -> TimerFired | ExpiryDue:
         """A purge timer with what the purge reads: the record's stored segments and its oldest message left (the

@@ -7,6 +7,9 @@ answered with the tool's own "search is not configured" result, never an error.
 
 Indexing runs beside the memory agent, never inside it: a failure is retried with backoff, then counted
 (``om_recall_index_failures_total``) and logged. An unindexed group weakens search; it loses no conversation.
+
+A recall call is a ``search_memory`` span when the worker traces, in the trace its request carried (the request
+topic's trace headers); the query only when ``OM_TRACING_CONTENT`` says so.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ import asyncio
 import logging
 import time
 
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from om_stream.core.commands import ExpireIndex, IndexForRecall
 from om_stream.core.config import RetrievalConfig
 from om_stream.errors import ModelError, RecallError, StorageError, WireDecodeError
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.tracing import Tracing
 from om_stream.runtime.recall_service import RecallService
+from om_stream.runtime.spans import failed, traced
 from om_stream.wire.codec import decode_json
 from om_stream.wire.recall import RECALL_REQUEST_SCHEMA, RecallFailure, RecallRequest, RecallResponse
 
@@ -51,8 +58,9 @@ def decode_recall_request(raw: bytes | None, max_bytes: int) -> RecallRequest:
 class RecallEndpoint:
     def __init__(self, service: RecallService | None, metrics: Metrics, *,
                  retrieval: RetrievalConfig | None = None, index_attempts: int = 4,
-                 index_backoff_s: float = 0.5) -> None:
+                 index_backoff_s: float = 0.5, tracing: Tracing | None = None) -> None:
         self.service = service
+        self.tracing = tracing or Tracing.off()
         self.retrieval = retrieval  # the deployment's: applies to calls that do not carry their own
         self.metrics = metrics
         self.index_attempts = index_attempts
@@ -62,7 +70,23 @@ class RecallEndpoint:
     def indexing(self) -> bool:
         return self.service is not None and self.service.search_available
 
-    async def answer(self, request: RecallRequest, transport: str) -> RecallResponse:
+    async def answer(self, request: RecallRequest, transport: str, trace: Context | None = None) -> RecallResponse:
+        """``trace``: the context the call came in (a Kafka request's trace headers), the parent of its span."""
+        if not self.tracing.enabled:
+            return await self._answer(request, transport)
+        tracing = self.tracing
+        # gen_ai.operation.name search_memory: the GenAI conventions' memory search (see worker/cycle_traces.py)
+        with traced(tracing.tracer, "search_memory om-stream", context=trace, kind=SpanKind.SERVER, attributes={
+                "gen_ai.operation.name": "search_memory", "gen_ai.memory.store.id": "om-stream",
+                "om.recall.mode": request.arguments.mode, "om.recall.transport": transport,
+                **tracing.subject_attributes(thread_id=request.thread_id, resource_id=request.resource_id),
+                **tracing.content_attributes("gen_ai.memory.query.text", request.arguments.query)}) as span:
+            response = await self._answer(request, transport)
+            if response.error is not None:
+                failed(span, response.error.code)
+            return response
+
+    async def _answer(self, request: RecallRequest, transport: str) -> RecallResponse:
         mode = request.arguments.mode
         began = time.perf_counter()
         if "retrieval" not in request.model_fields_set and self.retrieval is not None:

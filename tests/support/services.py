@@ -1,8 +1,10 @@
 """Session-wide real services for tests: started once, in the background, as soon as collection shows a need.
 
-``OM_KAFKA_BOOTSTRAP`` / ``OM_CASSANDRA_HOSTS`` point the tests at services that already run (``make services-up``);
-otherwise the session starts its own Apache Kafka / Apache Cassandra from Maven Central jars and stops them at the
-end. A service that cannot start fails every test that needs it with the service's log tail: nothing is skipped.
+``OM_KAFKA_BOOTSTRAP`` / ``OM_CASSANDRA_HOSTS`` / ``OM_JAEGER_QUERY`` (with ``OM_OTLP_ENDPOINT``) point the tests at
+services that already run (``make services-up``); otherwise the session starts its own Apache Kafka / Apache
+Cassandra from Maven Central jars, or Jaeger from the tools cache, and stops them at the end. Jaeger's address is
+its OTLP endpoint and its query URL, space separated. A service that cannot start fails every test that needs it
+with the service's log tail: nothing is skipped.
 """
 
 from __future__ import annotations
@@ -17,10 +19,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from om_stream.devservices import cassandra, kafka
+from om_stream.devservices import cassandra, jaeger, kafka
 from om_stream.devservices.jvm import DevServiceError, JvmProcess
 
-ENV = {"kafka": "OM_KAFKA_BOOTSTRAP", "cassandra": "OM_CASSANDRA_HOSTS"}
+ENV = {"kafka": "OM_KAFKA_BOOTSTRAP", "cassandra": "OM_CASSANDRA_HOSTS", "jaeger": "OM_JAEGER_QUERY"}
+
+
+@dataclass(frozen=True)
+class JaegerAddresses:
+    otlp: str  # OTEL_EXPORTER_OTLP_ENDPOINT of what sends spans
+    query: str  # the query service's HTTP API
 
 
 @dataclass
@@ -47,11 +55,17 @@ class ServicePool:
             svc = self.services[name] = _Service(name, started_at=time.monotonic())
             external = os.environ.get(ENV[name])
             if external:
-                svc.address = external
+                svc.address = external if name != "jaeger" else f"{os.environ.get('OM_OTLP_ENDPOINT', '')} {external}"
                 svc.ready.set()
                 continue
             try:
-                if name == "kafka":
+                if name == "jaeger":
+                    node_j = jaeger.start(self.run_dir / "jaeger")
+                    svc.process = node_j.process
+                    threading.Thread(target=self._wait, args=(svc, partial(jaeger.wait_ready, node_j),
+                                                               f"{node_j.otlp_endpoint} {node_j.query_url}"),
+                                     daemon=True).start()
+                elif name == "kafka":
                     node_k = kafka.start(self.run_dir / "kafka")
                     svc.process = node_k.process
                     threading.Thread(target=self._wait, args=(svc, partial(kafka.wait_ready, node_k),

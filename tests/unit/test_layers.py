@@ -15,7 +15,7 @@ import om_stream
 PACKAGE = Path(__file__).resolve().parents[2] / "om_stream"
 IO_LIBRARIES = {"faust", "mode", "aiokafka", "cassandra", "qdrant_client", "litellm", "prometheus_client", "httpx",
                 "aiohttp", "asyncio", "sqlite3", "socket", "requests", "tiktoken", "onnxruntime", "urllib",
-                "http", "subprocess", "threading", "time"}
+                "http", "subprocess", "threading", "time", "opentelemetry"}  # spans live in runtime/ and adapters/
 PURE_ALLOWED_THIRD_PARTY = {"pydantic", "pydantic_core", "typing_extensions"}
 
 
@@ -115,9 +115,10 @@ def test_importing_the_client_loads_no_server_settings() -> None:
     import subprocess
     import sys
 
+    # the client needs the OpenTelemetry API only: the agent's own SDK (or none) records its spans
     probe = ("import sys, om_stream.client; "
              "print(sorted(m for m in sys.modules if m in ('om_stream.settings', 'pydantic_settings', 'faust', "
-             "'litellm') or m.startswith(('om_stream.runtime', 'om_stream.adapters'))))")
+             "'litellm') or m.startswith(('om_stream.runtime', 'om_stream.adapters', 'opentelemetry.sdk'))))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
 

@@ -127,6 +127,17 @@ the Secret holds the same token as the release's. Empty under existingSecret. */
 {{- if .Values.memoryConfig }}
 {{- $_ := set $data "OM_MEMORY_CONFIG_FILE" "/etc/om-stream/memory.yaml" }}
 {{- end }}
+{{- with .Values.tracing }}
+{{- if .endpoint }}
+{{- $_ := set $data "OTEL_EXPORTER_OTLP_ENDPOINT" .endpoint }}
+{{- $_ := set $data "OTEL_TRACES_SAMPLER" .sampler }}
+{{- if .samplerArg }}{{- $_ := set $data "OTEL_TRACES_SAMPLER_ARG" .samplerArg }}{{- end }}
+{{- if .resourceAttributes }}{{- $_ := set $data "OTEL_RESOURCE_ATTRIBUTES" .resourceAttributes }}{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.tracing.endpoint }}
+{{- $_ := set $data "OTEL_SERVICE_NAME" (default (include "om-stream.fullname" .) .Values.tracing.serviceName) }}
+{{- end }}
 {{- toJson $data }}
 {{- end }}
 

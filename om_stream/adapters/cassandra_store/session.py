@@ -31,7 +31,9 @@ import ssl
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from om_stream.adapters.cassandra_store.statements import ClientTimestamps, Prepared
+from opentelemetry.trace import NoOpTracer, SpanKind, Status, StatusCode, Tracer, get_current_span, use_span
+
+from om_stream.adapters.cassandra_store.statements import ClientTimestamps, Prepared, statement_kind
 from om_stream.errors import StorageError
 from om_stream.ports import StoreOutages
 from om_stream.settings import CassandraSettings
@@ -194,8 +196,9 @@ class CassandraSession:
     """One driver session for a store, with asyncio execution, bounded concurrency and retries."""
 
     def __init__(self, settings: CassandraSettings, session: Any, cluster: Any,
-                 outages: StoreOutages | None = None) -> None:
+                 outages: StoreOutages | None = None, tracer: Tracer | None = None) -> None:
         self.settings = settings
+        self.tracer = tracer or NoOpTracer()  # a span per statement, inside a recording span only
         self.session = session
         self.cluster = cluster
         self.outages = outages
@@ -213,7 +216,7 @@ class CassandraSession:
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, keyspace: str | None,
-                      outages: StoreOutages | None = None) -> CassandraSession:
+                      outages: StoreOutages | None = None, tracer: Tracer | None = None) -> CassandraSession:
         """Connect (in a worker thread: the driver's connect blocks) to ``keyspace`` (None: no keyspace); the
         session tells ``outages`` of the failures it retries."""
 
@@ -243,7 +246,7 @@ class CassandraSession:
             return cluster, session
 
         cluster, session = await asyncio.to_thread(open_session)
-        return cls(settings, session, cluster, outages)
+        return cls(settings, session, cluster, outages, tracer)
 
     async def prepare(self, cql: str, *, write: bool = False, idempotent: bool = True) -> Prepared:
         """The statement prepared once, with its consistency levels (``write``: the write level, else the read
@@ -271,7 +274,32 @@ class CassandraSession:
     async def execute(self, statement: Prepared | Any, params: Sequence[Any] | None = None, *,
                       what: str = "query") -> list[Any]:
         """Every row of the result (all pages), retrying retryable failures until the deadline. ``statement``:
-        a :class:`Prepared` bound to ``params``, or a driver statement (a batch, a CQL string with ``params``)."""
+        a :class:`Prepared` bound to ``params``, or a driver statement (a batch, a CQL string with ``params``).
+        Within a recording span (a traced input's store write), the statement is a span of its own, named by its
+        kind (``INSERT om_messages``; a batch: ``BATCH``), with the OpenTelemetry database attributes and never a
+        value."""
+        if get_current_span().is_recording():
+            kind = (statement.kind if isinstance(statement, Prepared) else
+                    statement_kind(statement) if isinstance(statement, str) else ("BATCH", None))
+            operation, table = kind
+            attributes: dict[str, str] = {"db.system.name": "cassandra", "db.operation.name": operation}
+            if table is not None:
+                attributes["db.collection.name"] = table
+            if self.settings.keyspace:
+                attributes["db.namespace"] = self.settings.keyspace
+            span = self.tracer.start_span(f"{operation} {table}" if table else operation, kind=SpanKind.CLIENT,
+                                          attributes=attributes, record_exception=False,
+                                          set_status_on_exception=False)
+            with use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+                try:
+                    return await self._execute(statement, params, what)
+                except StorageError as exc:
+                    span.set_attribute("error.type", type(exc).__name__)
+                    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                    raise
+        return await self._execute(statement, params, what)
+
+    async def _execute(self, statement: Prepared | Any, params: Sequence[Any] | None, what: str) -> list[Any]:
         if isinstance(statement, Prepared):
             try:
                 statement = statement.bind(params)

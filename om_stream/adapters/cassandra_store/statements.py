@@ -22,28 +22,41 @@ coordinators whenever they touch different partitions of a batch or a replica is
 from __future__ import annotations
 
 import logging
+import re
 import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ClientTimestamps", "Prepared"]
+__all__ = ["ClientTimestamps", "Prepared", "statement_kind"]
 
 log = logging.getLogger(__name__)
 _DRIFT_WARNING_US = 1_000_000  # the clock went back this far: said, at most once a minute
 _WARN_EVERY_US = 60_000_000
 
 
-class Prepared:
-    """A prepared statement with its columns' serializers, bound cheaply (:meth:`bind`)."""
+_TABLE = re.compile(r"\b(?:INTO|FROM|UPDATE)\s+([A-Za-z_][\w.]*)", re.IGNORECASE)
 
-    __slots__ = ("_bound", "_columns", "_protocol", "_serializers", "_unset", "statement")
+
+def statement_kind(cql: str) -> tuple[str, str | None]:
+    """A statement's kind, for a span: its operation (``INSERT``, ``SELECT``, ...) and its table, never a value."""
+    words = cql.split(maxsplit=1)
+    table = _TABLE.search(cql)
+    return (words[0].upper() if words else "CQL"), (table.group(1) if table else None)
+
+
+class Prepared:
+    """A prepared statement with its columns' serializers, bound cheaply (:meth:`bind`), and its kind (a span's
+    name: ``statement_kind``)."""
+
+    __slots__ = ("_bound", "_columns", "_protocol", "_serializers", "_unset", "kind", "statement")
 
     def __init__(self, statement: Any) -> None:
         from cassandra.query import UNSET_VALUE, BoundStatement
 
         self.statement = statement
+        self.kind = statement_kind(str(statement.query_string))
         columns = statement.column_metadata or ()
         self._columns = tuple(column.name for column in columns)
         # None: the driver binds (column encryption transforms values the serializers alone would not)

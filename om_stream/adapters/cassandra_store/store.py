@@ -36,6 +36,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
+from opentelemetry.trace import Tracer
+
 from om_stream.adapters.cassandra_store.cycle_results import CassandraCycleResults
 from om_stream.adapters.cassandra_store.erasure import CassandraErasure
 from om_stream.adapters.cassandra_store.export import CassandraExports
@@ -91,9 +93,11 @@ class CassandraContentStore(CassandraExports):
     """``CassandraContentStore(settings.cassandra)``; ``await store.start()`` at startup to fail fast. ``outages``
     is told of every query that fails and is retried, and of every one that succeeds (the worker's outage watch)."""
 
-    def __init__(self, settings: CassandraSettings, *, outages: StoreOutages | None = None) -> None:
+    def __init__(self, settings: CassandraSettings, *, outages: StoreOutages | None = None,
+                 tracer: Tracer | None = None) -> None:
         self.settings = settings
         self.outages = outages
+        self.tracer = tracer  # the worker's: a span per statement within a traced input (``CassandraSession``)
         self._session: CassandraSession | None = None
         self._statements: dict[str, Prepared] = {}
         self._pages: dict[tuple[bool, bool, bool], Prepared] = {}
@@ -126,7 +130,8 @@ class CassandraContentStore(CassandraExports):
             raise StorageError("the Cassandra content store is closed")
         async with self._connecting:
             if self._session is None:
-                session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages)
+                session = await CassandraSession.connect(self.settings, self.settings.keyspace, self.outages,
+                                                         self.tracer)
                 try:
                     await self._check_schema(session)
                     # compare-and-set statements are retried by hand: a retry reads the row the first attempt

@@ -103,6 +103,8 @@ class CallRecord:
     cost_usd: float | None = None
     error_kind: str | None = None
     resource_id: str | None = None
+    response_model: str | None = None  # the model the provider says answered (its own name for it)
+    finish_reason: str | None = None
 
 
 CallObserver = Callable[[CallRecord], None]
@@ -375,7 +377,8 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
             self._failed(request, entry, index, attempt, began, incomplete, usage=response.usage,
                          cost_usd=response.cost_usd)
             raise incomplete
-        gateway = {"route": entry.model, "provider_model": response.model, "entry": index, "attempts": attempt}
+        provider_model = response.model
+        gateway = {"route": entry.model, "provider_model": provider_model, "entry": index, "attempts": attempt}
         if entry.tier is not None:
             gateway["tier"] = entry.tier
         response = replace(response, model=entry.model,
@@ -384,7 +387,8 @@ class ModelGateway(ConfigRoutedModel, AttachmentAwareModel, RetryingModel):
         self._paid(response)
         self._notify(CallRecord(role=request.role, model=entry.model, ok=True, seconds=shared.clock() - began,
                                 attempt=attempt, entry=index, usage=response.usage, cost_usd=response.cost_usd,
-                                resource_id=request.resource_id))
+                                resource_id=request.resource_id, response_model=provider_model or None,
+                                finish_reason=response.finish_reason))
         return response
 
     # -- helpers -------------------------------------------------------------------------------------------------

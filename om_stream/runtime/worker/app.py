@@ -112,13 +112,15 @@ class Worker:
                                     first_offset=self.partition_log.first_offset,
                                     group_start=self.partition_log.group_start)
         self.membership = Membership(lambda: self.app.consumer, session_timeout_s=kafka.session_timeout_s)
-        self.handover = Handover(self.app, self.offsets, self.membership, ledger_topics=ledger_topics)
+        self.handover = Handover(self.app, self.offsets, self.membership, ledger_topics=ledger_topics,
+                                 tracing=deps.tracing)
         self.liveness = Liveness(deps.metrics, stall_timeout_s=worker.stall_timeout_s,
                                  diagnose=functools.partial(stall_diagnosis, self.app, self.offsets),
                                  outages=deps.outages, outage_budget_s=worker.store_outage_budget_s)
         self._watched = crash_reported(self.liveness)
         self.publisher = FaustPublisher(self.app)
-        self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval)
+        self.recall = RecallEndpoint(deps.recall, deps.metrics, retrieval=deps.config.retrieval,
+                                     tracing=deps.tracing)
         self.in_flight = InFlight()
         self.inventory = Inventory(deps.metrics)  # what the process holds, on gauges (inventory.py)
         self.inventory.entries("inflight_calls", lambda: len(self.in_flight))
@@ -169,7 +171,7 @@ class Worker:
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self.contexts.remember,
             index_for_recall=self.recall.indexing, generation=self.handover.generation, confirm=self.membership.confirm,
             limits=engine_limits(self.deps.settings),
-            on_forget=self.contexts.forget, erasures=self._erasures)
+            on_forget=self.contexts.forget, erasures=self._erasures, tracing=deps.tracing)
         inventory, cache = self.inventory, self.effects.cache
         inventory.table(self.table.local_records)
         inventory.cache(lambda: cache.size_bytes)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from om_stream.adapters.offline_model import OfflineModel
@@ -13,7 +14,9 @@ from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_metrics import MeteredModel, ModelCallMetrics
+from om_stream.observability.model_spans import ModelCallSpans, each
 from om_stream.observability.store_outages import StoreOutageWatch
+from om_stream.observability.tracing import Tracing
 from om_stream.ports import ChatModel, ContentStore, CycleResults, RecallStore
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.export_cut import ExportRetention
@@ -37,6 +40,7 @@ class WorkerDeps:
     metrics: Metrics
     outages: StoreOutageWatch  # what the content store says of its outages (the log, a gauge, liveness)
     recall: RecallService | None = None  # None: the content store cannot be browsed (memory store)
+    tracing: Tracing = field(default_factory=Tracing.off)  # on when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set
 
 
 def engine_limits(settings: Settings) -> EngineLimits:
@@ -63,7 +67,7 @@ class _Store(ContentStore, CycleResults, Protocol):
     """What a worker needs of its store: contents, and model results by request."""
 
 
-def _store(settings: Settings, outages: StoreOutageWatch) -> _Store:
+def _store(settings: Settings, outages: StoreOutageWatch, tracing: Tracing) -> _Store:
     kind = settings.memory.store
     if kind == "memory":
         from om_stream.adapters.memory_store import InMemoryContentStore
@@ -76,21 +80,22 @@ def _store(settings: Settings, outages: StoreOutageWatch) -> _Store:
     if kind == "cassandra":
         from om_stream.adapters.cassandra_store import CassandraContentStore
 
-        return CassandraContentStore(settings.cassandra, outages=outages)
+        return CassandraContentStore(settings.cassandra, outages=outages, tracer=tracing.tracer)
     raise ConfigError("OM_MEMORY_STORE", f"unknown content store {kind!r}; use cassandra, sqlite or memory")
 
 
 def _models(settings: Settings, config: ResolvedConfig, offline: ChatModel,
-            metrics: Metrics) -> tuple[ChatModel, ChatModel]:
+            metrics: Metrics, tracing: Tracing) -> tuple[ChatModel, ChatModel]:
     """The Observer/Reflector model and the offline fallback, each call of both reported to the metrics: the
     gateway reports its attempts itself (its observer), any other model is wrapped."""
     calls = ModelCallMetrics(metrics)
-    metered_offline = MeteredModel(offline, calls)
+    spans = ModelCallSpans(tracing)
+    metered_offline = MeteredModel(offline, each(calls, spans))
     if settings.memory.model == "offline":
         return metered_offline, metered_offline
     from om_stream.adapters.gateway import build_gateway
 
-    gateway = build_gateway(config, settings.memory, settings=settings.gateway, observers=[calls])
+    gateway = build_gateway(config, settings.memory, settings=settings.gateway, observers=[calls, spans])
     calls.watch_breakers(gateway)
     return gateway, metered_offline
 
@@ -126,9 +131,11 @@ def build_deps(settings: Settings) -> WorkerDeps:
     config = options.resolve().with_retention(settings.lifecycle.retention_days)
     counter = TiktokenCounter(config.token_encoding)
     metrics = Metrics.create()
-    model, offline = _models(settings, config, OfflineModel(counter.count), metrics)
+    # the OTEL_* variables are the OpenTelemetry SDK's own (standard across services), not om-stream settings
+    tracing = Tracing.from_environment(settings.tracing, os.environ)
+    model, offline = _models(settings, config, OfflineModel(counter.count), metrics, tracing)
     outages = StoreOutageWatch(metrics)
-    store = _store(settings, outages)
+    store = _store(settings, outages, tracing)
     return WorkerDeps(settings=settings, config=config, counter=counter, accountant=TokenAccountant(counter.count),
                       store=store, results=store, model=model, offline=offline, metrics=metrics, outages=outages,
-                      recall=build_recall(settings, config, store, counter))
+                      recall=build_recall(settings, config, store, counter), tracing=tracing)

@@ -23,6 +23,7 @@ gone to the previous owner); a retention purge the record never scheduled is. Th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
@@ -33,7 +34,9 @@ from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import record_config
 from om_stream.core.expiry import PURGE_TIMER, purge_missing
 from om_stream.core.inputs import TimerFired
+from om_stream.observability.tracing import Tracing
 from om_stream.runtime.settled import StateWatch
+from om_stream.runtime.spans import traced
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.faust_internals import connect
 from om_stream.runtime.worker.kafka_records import SourceRecord
@@ -53,18 +56,23 @@ class Handover:
     """Partitions revoked and assigned, the batches fenced, the records Faust dropped read again."""
 
     def __init__(self, app: faust.App, offsets: OffsetLedger, membership: Membership, *,
-                 ledger_topics: Collection[str]) -> None:
+                 ledger_topics: Collection[str], tracing: Tracing | None = None) -> None:
         # ledger_topics: the topics whose offsets the ledger commits (the memory agent's, and the ingest agent's)
         self.app = app
         self.offsets = offsets
         self.membership = membership
         self.ledger_topics = ledger_topics
+        self.tracing = tracing or Tracing.off()
 
     def connect(self) -> None:
         async def on_revoked(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.membership.revoking(True)
             try:
-                await self.offsets.revoke()
+                if self.tracing.enabled:  # the hand-over's share of a rebalance: the batch in hand, the commit
+                    with traced(self.tracing.tracer, "om.rebalance revoke"):
+                        await self.offsets.revoke()
+                else:
+                    await self.offsets.revoke()
             finally:
                 self.membership.revoking(False)
 
@@ -136,10 +144,12 @@ class TakeOver:
         self.changelogs = frozenset(changelogs)
         self.active_partitions = active_partitions
         self.pending = True  # a take-over is due (at start, and after every rebalance)
+        self.rebalanced_ns = time.time_ns()  # when the last rebalance completed: its recovery starts there
 
     def connect(self) -> None:
         def on_rebalance(sender: Any, *args: Any, **kwargs: Any) -> None:
             self.pending = True
+            self.rebalanced_ns = time.time_ns()
 
         connect(self.app.on_rebalance_complete, on_rebalance)
 
@@ -155,6 +165,17 @@ class TakeOver:
         return True
 
     async def _take_over(self) -> None:
+        tracing = self.processor.tracing
+        if not tracing.enabled:
+            await self._take_over_records()
+            return
+        # the recovery of a rebalance: from its completion (the table's changelog read) to the records taken over
+        with traced(tracing.tracer, "om.rebalance recovery", start_time=self.rebalanced_ns) as span:
+            held, resent = await self._take_over_records()
+            span.set_attributes({"om.records.held": held, "om.cycles.resent": resent})
+
+    async def _take_over_records(self) -> tuple[int, int]:
+        """Returns how many records are held here, and how many of their model calls were asked again."""
         self.table.forget_others()
         held = self.table.held()
         self.processor.keep_held({record.key for record in held})
@@ -165,12 +186,15 @@ class TakeOver:
         self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
         # a model call in flight when its record changed hands may be lost with the previous owner; asked
         # again, it is answered from the stored result or waits for the call still running elsewhere
+        resent = 0
         for record in held:
             for cycle in record.state.cycles:
                 await self.send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"))
+                resent += 1
             if purge_missing(record.state, record_config(self.config, record.state)):
                 # retention was turned on while the record sat idle: its purge sets its timer
                 await self.send_timer(record.key, record.partition, TimerFired(PURGE_TIMER))
+        return len(held), resent
 
     async def keep_local_state(self) -> None:
         """The local copies of the partitions held (active or standby) are in step once the table is recovered;

@@ -146,6 +146,7 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
 
         async def on_shutdown(self) -> None:
             await super().on_shutdown()
+            held.deps.tracing.shutdown()  # the spans still buffered are exported (SIGKILL loses them)
             await probes.stop()  # last: the probes answer through the whole stop
 
         def on_stop_signal(self, signal: signal.Signals) -> None:

@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import faust
@@ -28,10 +28,12 @@ from om_stream.observability.model_metrics import CycleMetrics
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.internal_codec import EraseIndexed, ForgetIndexed, decode_internal, encode_internal
 from om_stream.runtime.recall import RecallEndpoint
+from om_stream.runtime.worker.cycle_traces import CycleTraces
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.drain import InFlight
 from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.runtime.worker.model_calls import ModelCalls
+from om_stream.runtime.worker.records import header_list
 
 __all__ = ["ModelRequests"]
 
@@ -52,6 +54,7 @@ class ModelRequests:
                                 owner=f"{worker.app_id}/{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}",
                                 ledger=deps.store)
         self.slots = asyncio.Semaphore(worker.model_concurrency)
+        self.traces = CycleTraces(deps.tracing)
 
     def define(self, app: faust.App, watched: Callable[[str], Callable[[AgentBody], AgentBody]],
                raw: dict[str, Any]) -> Any:
@@ -65,14 +68,24 @@ class ModelRequests:
                 await self.slots.acquire()
                 await self.in_flight.admitted()
                 message = event.message
-                self.in_flight.start(self.run(message.key, message.value, message.partition))
+                self.in_flight.start(self.run(message.key, message.value, message.partition,
+                                              header_list(message.headers), message.timestamp or 0.0))
                 yield None
 
         return model_workers
 
-    async def run(self, key: bytes | None, value: bytes | None, partition: int) -> None:
+    async def run(self, key: bytes | None, value: bytes | None, partition: int,
+                  headers: Sequence[tuple[str, bytes]] = (), published_at: float = 0.0) -> None:
         """One request from the model-requests topic; a model result goes back to the same partition number of the
-        results topic, the home of the record that asked."""
+        results topic, the home of the record that asked. ``headers``: the request's trace (``cycle_traces``);
+        ``published_at``: its Kafka timestamp (seconds), where the wait of a blocking observation starts."""
+        try:
+            await self._run(key, value, partition, headers, published_at)
+        finally:
+            self.slots.release()
+
+    async def _run(self, key: bytes | None, value: bytes | None, partition: int,
+                   headers: Sequence[tuple[str, bytes]], published_at: float) -> None:
         kafka = self.deps.settings.kafka
         try:
             request = decode_internal(value or b"")
@@ -93,14 +106,15 @@ class ModelRequests:
                 return
             if not isinstance(request, RequestObservation | RequestReflection):
                 raise WireDecodeError("invalid_fields", f"{type(request).__name__} is not a model request")
-            result = await self.calls.answer(request)
-            if result is None:
-                return  # its record was erased: nothing is published (``model_calls``)
-            await self.publisher.send(Publication(kafka.topic_model_results, key or request.record_key.encode(),
-                                                  encode_internal(result), partition=partition))
+            with self.traces.cycle(request, headers, published_at) as cycle:
+                result = await self.calls.answer(request)
+                if result is None:
+                    return  # its record was erased: nothing is published (``model_calls``)
+                cycle.ended(result)
+                await self.publisher.send(Publication(kafka.topic_model_results, key or request.record_key.encode(),
+                                                      encode_internal(result), cycle.headers(),
+                                                      partition=partition))
         except WireDecodeError as exc:
             log.error("unreadable model request dropped: %s", exc)
         except Exception:
             log.exception("model call failed unexpectedly; its deadline timer will ask again")
-        finally:
-            self.slots.release()

@@ -12,8 +12,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+
+from opentelemetry.trace import SpanKind
 
 from om_stream.core.commands import (
     EmitEvent,
@@ -27,12 +29,16 @@ from om_stream.core.commands import (
 from om_stream.core.events import ErasedEvent, OMEvent
 from om_stream.observability.lifecycle_metrics import count_event
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.tracing import Tracing, exemplar
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, StoreRetry
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
+from om_stream.runtime.spans import traced
+from om_stream.runtime.worker.ingest_traces import MessageSpans, request_headers
 from om_stream.runtime.worker.kafka_records import Publication, Publisher, SourceRecord, dead_letter, event_headers
 from om_stream.settings import KafkaSettings
+from om_stream.trace_headers import inject
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.dlq import DLQ_REASONS
@@ -56,6 +62,8 @@ class OutletParts:
     index_for_recall: bool  # publish the recall index's work (a search index is configured)
     on_context: Callable[[ContextRecord], None] | None = None  # a context sent (the HTTP API's latest)
     on_forget: Callable[[str], None] | None = None  # an erased thread: what the worker keeps of its context goes too
+    tracing: Tracing = field(default_factory=Tracing.off)
+    message_spans: MessageSpans = field(default_factory=MessageSpans)  # the ingest spans a cycle links to
 
 
 class KafkaOutlet:
@@ -82,17 +90,37 @@ class KafkaOutlet:
             event_type, event_id, subject, parts.source, parts.clock.now_ms()))
 
     async def context(self, command: PublishContext, arrival: Arrival[SourceRecord]) -> None:
+        if arrival.trace is None:
+            await self._context(command, arrival, [])
+            return
+        # the agent's consumer continues the trace from this span (the context record's trace headers)
+        tracing = self.parts.tracing
+        with traced(tracing.tracer, "om.context publish", context=arrival.trace, kind=SpanKind.PRODUCER,
+                    attributes={"messaging.system": "kafka", "messaging.operation.type": "send",
+                                "messaging.destination.name": self.parts.kafka.topic_context,
+                                **tracing.subject_attributes(thread_id=command.spec.thread_id)}) as span:
+            version = await self._context(command, arrival, inject())
+            span.set_attribute("om.context.version", version)
+
+    async def _context(self, command: PublishContext, arrival: Arrival[SourceRecord],
+                       trace: list[tuple[str, bytes]]) -> int:
         parts = self.parts
         context = await parts.store_retry("read", partial(parts.effects.context, command.spec,
                                                           now_ms=parts.clock.now_ms()))
-        self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at))
+        self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at,
+                                     exemplar(arrival.trace) if trace else None))
         self._queued.append(Publication(parts.kafka.topic_context, context.thread_id.encode(), encode(context),
                                         [("om_version", str(context.version).encode()),
-                                         ("om_through_message_id", (context.through_message_id or "").encode())]))
+                                         ("om_through_message_id", (context.through_message_id or "").encode()),
+                                         *trace]))
+        return context.version
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[SourceRecord]) -> None:
+        covered = command.message_ids if isinstance(command, RequestObservation) else ()
+        trace = request_headers(self.parts.message_spans, arrival, command.record_key, covered)
         self._queued.append(Publication(self.parts.kafka.topic_model_requests, command.record_key.encode(),
-                                        encode_internal(command), [("om_request_id", command.request_id.encode())],
+                                        encode_internal(command),
+                                        [("om_request_id", command.request_id.encode()), *trace],
                                         partition=arrival.source.partition))
 
     async def index(self, command: IndexForRecall, arrival: Arrival[SourceRecord]) -> None:
@@ -144,11 +172,11 @@ class KafkaOutlet:
         """Work for the model workers, on the record's home partition (so its results come back there)."""
         self.internal(self.parts.kafka.topic_model_requests, key, work, arrival.source.partition)
 
-    def _context_sent(self, context: ContextRecord, received_at: float) -> None:
+    def _context_sent(self, context: ContextRecord, received_at: float, trace: dict[str, str] | None) -> None:
         metrics = self.parts.metrics
         metrics.contexts_published.inc()
-        if received_at:
-            metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at))
+        if received_at:  # the exemplar: the trace of the input that produced this context, when it was sampled
+            metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at), exemplar=trace)
         if self.parts.on_context is not None:
             self.parts.on_context(context)
 

@@ -20,7 +20,7 @@ import logging
 from typing import Any, Protocol
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from om_stream.observability.metrics import Metrics
 from om_stream.runtime.worker.faust_internals import recovery_completed
@@ -114,5 +114,8 @@ class ProbeServer:
         return self._dead()
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        # the exposition content type carries parameters, which aiohttp accepts only as a plain header
-        return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        # OpenMetrics to a scraper that asks for it (Prometheus does): only it carries the histograms' exemplars (the
+        # traces behind latencies); the classic text format otherwise. The exposition content type carries
+        # parameters, which aiohttp accepts only as a plain header
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encode(self.metrics.registry), headers={"Content-Type": content_type})

@@ -24,11 +24,13 @@ from om_stream.core.views import near_block_after
 from om_stream.errors import WireDecodeError
 from om_stream.observability.lifecycle_metrics import activation_waits
 from om_stream.observability.metrics import Metrics
+from om_stream.observability.tracing import Tracing
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Decided, Erasures, Host, StateTable, StoreRetry
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.decoding import InputDecoder
+from om_stream.runtime.worker.ingest_traces import IngestSpans, MessageSpans
 from om_stream.runtime.worker.kafka_records import Publisher, SourceRecord
 from om_stream.runtime.worker.outlet import KafkaOutlet, OutletParts
 from om_stream.settings import KafkaSettings
@@ -50,8 +52,10 @@ class MemoryProcessor:
                  generation: Callable[[], int] | None = None,
                  confirm: Callable[[int], Awaitable[bool]] | None = None,
                  on_forget: Callable[[str], None] | None = None,
-                 erasures: ErasuresFactory | None = None) -> None:
+                 erasures: ErasuresFactory | None = None, tracing: Tracing | None = None) -> None:
         self.kafka = kafka
+        self.tracing = tracing or Tracing.off()
+        self.message_spans = MessageSpans()
         self.config = config
         self.metrics = metrics
         self.near_limit: set[str] = set()
@@ -62,12 +66,13 @@ class MemoryProcessor:
         self.store_retry = store_retry
         self.outlet_parts = OutletParts(
             kafka=kafka, effects=effects, publisher=publisher, clock=clock, metrics=metrics, store_retry=store_retry,
-            source=source, index_for_recall=index_for_recall, on_context=on_context, on_forget=on_forget)
+            source=source, index_for_recall=index_for_recall, on_context=on_context, on_forget=on_forget,
+            tracing=self.tracing, message_spans=self.message_spans)
         self.host: Host[SourceRecord] = Host(
             config=config, accountant=accountant, effects=effects, table=_Metered(table, self),
             outlets=self.new_outlet, timers=timers, clock=clock, limits=limits, store_retry=store_retry,
             on_decided=self._decided, on_publish_error=metrics.processing_errors.inc,
-            erasures=erasures(self) if erasures is not None else None)
+            erasures=erasures(self) if erasures is not None else None, tracing=self.tracing)
 
     def new_outlet(self) -> KafkaOutlet:
         """An outlet for one batch (of the host's, or of the dead letters of a batch's decoding)."""
@@ -88,14 +93,28 @@ class MemoryProcessor:
         generation = self.generation()
         if any(record.generation != generation for record in records):
             return self._fenced(records, "read before the last rebalance")
+        spans = IngestSpans(self.tracing, self.message_spans, records) if self.tracing.enabled else None
+        try:
+            return await self._process(records, generation, spans)
+        finally:
+            if spans is not None:
+                spans.end()
+
+    async def _process(self, records: Sequence[SourceRecord], generation: int, spans: IngestSpans | None) -> bool:
         letters = self.new_outlet()  # the records that are no input: dead letters, sent once the batch commits
         arrivals = []
-        for record in records:
+        for index, record in enumerate(records):
             self.metrics.messages_in.labels(record.topic).inc()
             try:
-                arrivals.append(self.decoder.decode(record))
+                if spans is None:
+                    arrivals.append(self.decoder.decode(record))
+                else:
+                    with spans.decode(index):
+                        arrivals.append(spans.decoded(index, self.decoder.decode(record)))
             except WireDecodeError as exc:
                 letters.dead_letter(record, exc.reason, exc.detail)
+                if spans is not None:
+                    spans.refused(index, exc.reason)
 
         async def may_commit() -> bool:
             if self.generation() != generation:
@@ -108,6 +127,8 @@ class MemoryProcessor:
         committed = await self.host.apply(arrivals, may_commit=may_commit) if arrivals else await may_commit()
         if not committed:
             letters.discard()
+            if spans is not None:
+                spans.fenced()
             return self._fenced(records, "straddled a rebalance")
         await letters.commit()  # before the caller commits these offsets
         return True

@@ -21,6 +21,7 @@ from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.drain import InFlight
 from om_stream.runtime.worker.kafka_records import Publisher, SourceRecord, dead_letter
 from om_stream.runtime.worker.records import source_record
+from om_stream.trace_headers import extract
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.recall import RecallFailure, RecallResponse
 
@@ -69,7 +70,8 @@ class RecallRequests:
                     self.deps.metrics.recall_requests.labels("kafka", "unknown", "invalid_request").inc()
                     await responses_topic.send(key=source.key, value=encode(refusal))
                 return
-            response = await self.recall.answer(request, "kafka")
+            response = await self.recall.answer(request, "kafka",
+                                                trace=extract(source.headers) if self.recall.tracing.enabled else None)
             await responses_topic.send(key=request.resource_id.encode(), value=encode(response))
         except Exception:
             log.exception("recall request at %s[%d]@%d was not answered", source.topic, source.partition,

@@ -59,6 +59,7 @@ from om_stream.runtime.worker.export_view import export_response
 from om_stream.runtime.worker.faust_internals import aiohttp_application, aiohttp_request
 from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.runtime.worker.state_table import RecordTable
+from om_stream.trace_headers import extract
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
@@ -261,7 +262,10 @@ def register_views(worker: Served) -> None:
             except WireDecodeError as exc:
                 worker.deps.metrics.recall_requests.labels("http", "unknown", "invalid_request").inc()
                 return self.json({"error": exc.reason, "detail": exc.detail}, status=400)
-            response = await worker.recall.answer(call, "http")
+            # an agent's HTTP call may carry its trace (W3C traceparent/tracestate headers): its span continues it
+            trace = (extract([(name.lower(), value.encode()) for name, value in request.headers.items()])
+                     if worker.recall.tracing.enabled else None)
+            response = await worker.recall.answer(call, "http", trace=trace)
             status = 200 if response.error is None else 400 if response.error.code == "invalid_request" else 503
             return self.bytes(encode(response), content_type="application/json", status=status)
 

@@ -1,0 +1,123 @@
+"""The memory agent's spans: one ``om.ingest`` span per input record, continuing the trace its headers carry.
+
+A record's ``traceparent``/``tracestate`` headers (``om_stream.trace_headers``: the agent's span, or for a model
+result the cycle's) make its ingest span a child of that span; a record without them starts a trace of its own,
+sampled as the worker's sampler says. The ingest span covers the record's whole handling in its batch: decode
+(``om.decode``), decide (``om.decide``), the store writes (``om.store write``) and the publications it caused
+(``om.context publish``; the model requests carry its context on). Those children are opened by the host and the
+outlet from the context the record's ``Arrival`` carries (``Arrival.trace``). The span ends when the batch has
+committed, or was fenced off (``om.fenced``: a rebalance took it; its records are read again elsewhere).
+
+A cycle outlives the messages it covers: the Observer's request names them by id, and the cycle's span links to
+their ingest spans. So the worker remembers the span of each message it took in (``MessageSpans``: the newest
+``MESSAGE_SPANS_KEPT``, in memory: after a restart a cycle links to what this process saw), and the outlet hands a
+request the links of the messages it covers (the ``om_trace_links`` header).
+
+No span carries content unless ``OM_TRACING_CONTENT`` says so, and ids only as ``OM_TRACING_IDS`` says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanContext, SpanKind, set_span_in_context
+from opentelemetry.util.types import AttributeValue
+
+from om_stream.core.inputs import MessageAppended, ModelResultArrived
+from om_stream.observability.tracing import Tracing
+from om_stream.runtime.host import Arrival
+from om_stream.runtime.spans import failed, traced
+from om_stream.runtime.worker.kafka_records import SourceRecord
+from om_stream.runtime.worker.trace_links import link_header
+from om_stream.trace_headers import extract, inject
+
+__all__ = ["MESSAGE_SPANS_KEPT", "IngestSpans", "MessageSpans", "request_headers"]
+
+MESSAGE_SPANS_KEPT = 65_536  # ~100 bytes each: the messages a cycle of this process may still link to
+LINKS_PER_REQUEST = 64  # a cycle over more messages links to the newest of them (a span's links are bounded too)
+
+
+class MessageSpans:
+    """The ingest span of each message taken in lately, by record and message id."""
+
+    def __init__(self, kept: int = MESSAGE_SPANS_KEPT) -> None:
+        self.kept = kept
+        self._spans: OrderedDict[tuple[str, str], SpanContext] = OrderedDict()
+
+    def remember(self, key: str, message_id: str, span: SpanContext) -> None:
+        self._spans[(key, message_id)] = span
+        self._spans.move_to_end((key, message_id))
+        while len(self._spans) > self.kept:
+            self._spans.popitem(last=False)
+
+    def covering(self, key: str, message_ids: Sequence[str]) -> list[SpanContext]:
+        found = [self._spans.get((key, m)) for m in message_ids[-LINKS_PER_REQUEST:]]
+        return [span for span in found if span is not None]
+
+
+class IngestSpans:
+    """The ingest spans of one batch, in the order of its records."""
+
+    def __init__(self, tracing: Tracing, messages: MessageSpans, records: Sequence[SourceRecord]) -> None:
+        self.tracing = tracing
+        self.messages = messages
+        self.spans: list[Span] = []
+        for record in records:
+            parent = extract(record.headers)
+            received_ns = time.time_ns() - int(max(0.0, time.monotonic() - record.received_at) * 1e9) \
+                if record.received_at else None
+            self.spans.append(tracing.tracer.start_span(
+                "om.ingest", context=parent, kind=SpanKind.CONSUMER, start_time=received_ns,
+                attributes={"messaging.system": "kafka", "messaging.operation.type": "process",
+                            "messaging.destination.name": record.topic,
+                            "messaging.destination.partition.id": str(record.partition),
+                            "messaging.kafka.offset": record.offset}))
+
+    def context(self, index: int) -> Context:
+        return set_span_in_context(self.spans[index])
+
+    def decode(self, index: int) -> AbstractContextManager[Span]:
+        return traced(self.tracing.tracer, "om.decode", context=self.context(index))
+
+    def decoded(self, index: int, arrival: Arrival[SourceRecord]) -> Arrival[SourceRecord]:
+        """``arrival`` in its ingest span's trace, the span told what came in."""
+        span, tracing = self.spans[index], self.tracing
+        event = arrival.input
+        attributes: dict[str, AttributeValue] = {"om.input": type(event).__name__}
+        if isinstance(event, MessageAppended):
+            message = event.message
+            attributes.update(tracing.subject_attributes(thread_id=message.thread_id,
+                                                         resource_id=message.resource_id))
+            attributes.update(tracing.content_attributes("om.message.text", message.text))
+            attributes["om.message.role"] = message.role
+            self.messages.remember(arrival.key, message.message_id, span.get_span_context())
+        elif isinstance(event, ModelResultArrived):
+            attributes.update({"om.cycle.operation": event.operation, "om.cycle.ok": event.ok})
+        if arrival.resource_id:
+            attributes.update(tracing.subject_attributes(resource_id=arrival.resource_id))
+        span.set_attributes(attributes)
+        return Arrival(arrival.key, arrival.resource_id, arrival.input, arrival.source, self.context(index))
+
+    def refused(self, index: int, reason: str) -> None:
+        failed(self.spans[index], reason)
+
+    def fenced(self) -> None:
+        """The batch straddled a rebalance: nothing of it was committed here, its records are read again."""
+        for span in self.spans:
+            span.set_attribute("om.fenced", True)
+
+    def end(self) -> None:
+        for span in self.spans:
+            span.end()
+
+
+def request_headers(messages: MessageSpans, arrival: Arrival[SourceRecord],
+                    key: str, message_ids: Sequence[str]) -> list[tuple[str, bytes]]:
+    """A model request's trace headers: its asker's ingest span as parent, and links to the messages it covers."""
+    if arrival.trace is None:
+        return []
+    return [*inject(arrival.trace), *link_header(messages.covering(key, message_ids))]
