@@ -59,9 +59,11 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
     ids = [m.id for m in raw]
     tokens = sum(m.tokens for m in raw)
     pinned = None if thread.turn_answered else thread.turn_message
+    pinned_id = None
     if pinned is not None and pinned.id not in ids and (before is None or pinned.created_at >= before):
         ids.insert(0, pinned.id)
         tokens += pinned.tokens
+        pinned_id = pinned.id
     others: tuple[tuple[str, tuple[str, ...]], ...] = ()
     if state.scope == "resource":
         grouped: dict[str, list[str]] = {}
@@ -82,7 +84,7 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
         thread_title=None if expired else thread.title, other_threads=others,
         obscure_thread_ids=config.obscure_thread_ids, observation_limit=config.observation_limit,
         expire_before=before, segment_dated_from=tuple(s.dated_from for s in log) if before is not None else (),
-        metadata_expired=expired)
+        metadata_expired=expired, pinned_message_id=pinned_id)
 
 
 def narrowed(spec: ContextSpec, before: int) -> ContextSpec:
