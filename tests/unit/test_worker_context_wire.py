@@ -117,3 +117,26 @@ def test_a_discarded_batch_leaves_what_readers_hold_and_an_erase_tombstones_both
     assert set(held.index.blocks) <= set(known)
     assert published.sent("t1") is None
     assert block_digest("<observations>") in known
+
+
+def test_a_context_after_an_erase_in_the_same_batch_sends_every_block_again() -> None:
+    """The erase's tombstones go out first: a context of the thread's fresh conversation in that batch must not
+    count on a block the erase has just removed."""
+    sim = _conversation()
+    spec = sim.contexts[-1].spec
+    publisher, published = Recorded(), PublishedContexts()
+    first = _outlet(sim, publisher, published)
+    sim._loop.run_until_complete(first.context(PublishContext(spec), _arrival(sim)))
+    sim._loop.run_until_complete(first.commit())
+    batch = _outlet(sim, publisher, published)
+    before = len(publisher.sent)
+    sim._loop.run_until_complete(batch.forget_context("t1", _arrival(sim)))
+    sim._loop.run_until_complete(batch.context(PublishContext(spec), _arrival(sim)))
+    sim._loop.run_until_complete(batch.commit())
+    sent = publisher.sent[before:]
+    erased = [p for p in sent if p.value is None and p.topic == KAFKA.topic_context_blocks]
+    again = [p for p in sent if p.value is not None and p.topic == KAFKA.topic_context_blocks]
+    assert erased and {p.key for p in erased} <= {p.key for p in again}
+    assert max(sent.index(p) for p in erased) < min(sent.index(p) for p in again)
+    assert any(p.topic == KAFKA.topic_context_index and p.value is not None for p in sent)
+    assert published.sent("t1") is not None

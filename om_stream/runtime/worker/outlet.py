@@ -71,7 +71,8 @@ class KafkaOutlet:
         self.parts = parts
         self._queued: list[Publication] = []
         self._on_sent: list[Callable[[], None]] = []  # what the queued publications count, once they go
-        self._sent: dict[str, Sent] = {}  # v2: what this batch's contexts leave readers holding, once it commits
+        # v2: what this batch leaves each thread's readers holding once it commits (None: erased in this batch)
+        self._sent: dict[str, Sent | None] = {}
 
     def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         parts = self.parts
@@ -108,7 +109,7 @@ class KafkaOutlet:
         records, sent = by_reference(
             context, pinned_message_id=spec.pinned_message_id, expire_before=spec.expire_before,
             run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id],
-            previous=self._sent.get(thread_id) or published.sent(thread_id))
+            previous=self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id))
         self._sent[thread_id] = sent
         self._on_sent.append(partial(published.advance, thread_id, sent))
         return publications(self.parts.kafka, records, headers)
@@ -139,9 +140,10 @@ class KafkaOutlet:
         self._queued.append(Publication(parts.kafka.topic_context, thread_id.encode(), None, [("om_erased", b"1")]))
         if parts.by_reference is not None:  # v2: the index and the blocks of the thread's last two indexes too
             digests = parts.by_reference.digests(thread_id)
-            pending = self._sent.pop(thread_id, None)
+            pending = self._sent.get(thread_id)
             if pending is not None:
                 digests = list(dict.fromkeys((*pending.index.blocks, *digests)))
+            self._sent[thread_id] = None  # a context after the erase in this batch starts from nothing
             self._queued.extend(erase_publications(parts.kafka, thread_id, digests))
             self._on_sent.append(partial(parts.by_reference.forget, thread_id))
 
