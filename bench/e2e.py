@@ -12,6 +12,10 @@ excluded. ``--workers`` and ``--split`` run several memory workers in one group,
 change measured against its parent in the same trials). Each trial prints what a pipeline wrote per message.
 Latency (for each one-worker deployment): messages published at a steady rate (default 200/s), each timed from its
 send to the first context that includes it.
+``--wire v1,v2`` measures each deployment with whole contexts (``om.context/v1``) and by reference (``v2``); a v2
+run's bytes count its cursors and, once the run is over, everything on the index and blocks topics. The last lines,
+one per deployment, are stable: ``store=... workers=... wire=... msgs_per_s=... faust_ratio=... p99_ms=...
+bytes_per_msg=...`` (bytes: output value bytes per input message, median).
 Every figure is the median of several trials, run round-robin. Targets (runtime issue): om-stream ≥ 0.6× the
 bare Faust passthrough and ≥ 1,500 msgs/s; p99 ≤ 100 ms at 200 msgs/s.
 """
@@ -35,12 +39,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from om_stream.client.tail import topic_partitions  # noqa: E402
 from om_stream.devservices import start_services  # noqa: E402
 from om_stream.devservices.jvm import free_port  # noqa: E402
 from om_stream.retention import topic_policies  # noqa: E402
@@ -72,9 +77,38 @@ async def create_topics(bootstrap: str, names: list[str], partitions: int,
 def om_topic_configs(env: dict[str, str]) -> dict[str, dict[str, str]]:
     """The configuration om-stream's workers create (and check) their topics with: a worker refuses a topic that
     keeps data longer than its lifecycle settings promise."""
-    kafka = KafkaSettings(**{f"topic_{n}": env[f"OM_KAFKA_TOPIC_{n.upper()}"] for n in ("messages", "context")})
+    kafka = KafkaSettings(**{f"topic_{n}": env[f"OM_KAFKA_TOPIC_{n.upper()}"] for n in CONTEXT_TOPICS})
     return {policy.topic: policy.config()
             for policy in topic_policies(kafka, LifecycleSettings(), resource_scope=False)}
+
+
+CONTEXT_TOPICS = ("messages", "context", "context_index", "context_blocks")
+
+
+async def topic_bytes(bootstrap: str, topics: list[str]) -> tuple[int, int]:
+    """(records, value bytes) of everything ``topics`` hold now (read from their beginning to their end): what
+    om.context/v2 writes beside its cursors (the block index and the blocks), counted once the run is over."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    records = size = 0
+    try:
+        partitions = [TopicPartition(t, p) for t in topics for p in await topic_partitions(consumer, t, 30)]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        await consumer.seek_to_beginning(*partitions)
+        left = {tp for tp in partitions if ends[tp] > 0}
+        while left:
+            batch = await consumer.getmany(*left, timeout_ms=500)
+            for tp, found in batch.items():
+                for record in found:
+                    records += 1
+                    size += len(record.value or b"")
+                if await consumer.position(tp) >= ends[tp]:
+                    left.discard(tp)
+    finally:
+        await consumer.stop()
+    return records, size
 
 
 async def preload(bootstrap: str, topic: str, threads: int, per_thread: int) -> dict[str, str]:
@@ -104,7 +138,7 @@ class Outputs:
     first: float = float("inf")
     done: float = 0.0
     records: int = 0
-    value_bytes: int = 0
+    value_bytes: int = 0  # every value written on the output topics (om.context/v2: with the index and the blocks)
 
 
 async def wait_outputs(bootstrap: str, topic: str, last: dict[str, str], timeout: float,
@@ -166,8 +200,8 @@ def worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder:
 
 
 def _worker_env(bootstrap: str, prefix: str, partitions: int, store: str, folder: Path) -> dict[str, str]:
-    names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context", "dlq",
-             "recall_requests", "recall_responses")
+    names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context",
+             "context_index", "context_blocks", "dlq", "recall_requests", "recall_responses")
     return {"OM_KAFKA_BOOTSTRAP": bootstrap, "OM_KAFKA_PARTITIONS": str(partitions), "OM_KAFKA_REPLICATION": "1",
             "OM_KAFKA_SESSION_TIMEOUT_S": "6", "OM_WORKER_APP_ID": prefix, "OM_WORKER_WEB_PORT": str(free_port()),
             "OM_MEMORY_STORE": store, "OM_MEMORY_SQLITE_PATH": str(folder / f"{prefix}.db"),
@@ -186,10 +220,12 @@ class Deployment:
     workers: int = 1
     split: bool = False
     code: Path = ROOT
+    wire: str = "v1"  # OM_CONTEXT_WIRE
 
     @property
     def label(self) -> str:
-        label = f"{self.workers} worker{'s' if self.workers > 1 else ''}{' + models' if self.split else ''}"
+        label = (f"{self.workers} worker{'s' if self.workers > 1 else ''}{' + models' if self.split else ''}"
+                 f", {self.wire}")
         return label if self.code == ROOT else f"{label} [{checkout_name(self.code)}]"
 
     def processes(self, env: dict[str, str], folder: Path, prefix: str) -> list[tuple[str, dict[str, str]]]:
@@ -197,7 +233,8 @@ class Deployment:
         roles = [("memory" if self.split else "all", f"w{n}") for n in range(self.workers)]
         if self.split:
             roles.append(("models", "models"))
-        return [(name, {**env, "OM_WORKER_ROLE": role, "OM_WORKER_WEB_PORT": str(free_port()),
+        return [(name, {**env, "OM_WORKER_ROLE": role, "OM_CONTEXT_WIRE": self.wire,
+                        "OM_WORKER_WEB_PORT": str(free_port()),
                         "OM_WORKER_METRICS_PORT": str(free_port()),
                         "OM_WORKER_DATA_DIR": str(folder / f"{prefix}-{name}")}) for role, name in roles]
 
@@ -253,7 +290,8 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
         if kind == "om-stream":
             env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
             source, sink, through = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"], True
-            await create_topics(bootstrap, [source, sink], partitions, om_topic_configs(env))
+            await create_topics(bootstrap, [env[f"OM_KAFKA_TOPIC_{n.upper()}"] for n in CONTEXT_TOPICS], partitions,
+                                om_topic_configs(env))
             processes, ports = start_workers(deployment, env, folder, prefix)
             await wait_ready(processes, ports)
             last = await preload(bootstrap, source, threads, per_thread)
@@ -267,6 +305,11 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
             processes.append(spawn([sys.executable, str(ROOT / "bench" / "pipelines.py"), kind], env,
                                    folder / f"{prefix}-{kind}.log"))
         outputs = await wait_outputs(bootstrap, sink, last, timeout=600, through=through)
+        if kind == "om-stream" and deployment.wire == "v2":
+            records, size = await topic_bytes(bootstrap, [env["OM_KAFKA_TOPIC_CONTEXT_INDEX"],
+                                                          env["OM_KAFKA_TOPIC_CONTEXT_BLOCKS"]])
+            outputs.records += records
+            outputs.value_bytes += size
     finally:
         for process in processes:
             stop(process)
@@ -278,7 +321,8 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     prefix = f"l{uuid.uuid4().hex[:8]}"
     env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
-    await create_topics(bootstrap, [source, sink], partitions, om_topic_configs(env))
+    await create_topics(bootstrap, [env[f"OM_KAFKA_TOPIC_{n.upper()}"] for n in CONTEXT_TOPICS], partitions,
+                        om_topic_configs(env))
     processes, ports = start_workers(deployment, env, folder, prefix)
     consumer = AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, auto_offset_reset="latest",
                                 group_id=f"lat-{prefix}", metadata_max_age_ms=1000)
@@ -340,9 +384,10 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
 
 
-def deployments(workers: str, split: bool, compare: Path | None) -> list[Deployment]:
+def deployments(workers: str, split: bool, compare: Path | None, wires: str = "v1") -> list[Deployment]:
     counts = [int(n) for n in workers.split(",") if n.strip()]
     ours = [Deployment(n) for n in counts] + ([Deployment(n, split=True) for n in counts] if split else [])
+    ours = [replace(d, wire=wire.strip()) for wire in wires.split(",") if wire.strip() for d in ours]
     return ours + ([replace(d, code=compare) for d in ours] if compare else [])
 
 
@@ -366,6 +411,7 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--no-latency", action="store_true", help="throughput only")
+    parser.add_argument("--wire", default="v1,v2", help="OM_CONTEXT_WIRE values to measure, e.g. v1,v2")
     parser.add_argument("--compare", type=Path, help="another checkout of om-stream (e.g. a worktree of the parent "
                                                      "commit): its workers are measured too, in the same trials")
     args = parser.parse_args()
@@ -382,11 +428,12 @@ def main() -> None:
         bootstrap = bootstrap or (services.kafka.bootstrap if services.kafka else None)
         cassandra = cassandra or (services.cassandra.contact_point if services.cassandra else None)
     assert bootstrap is not None
-    ours = deployments(args.workers, args.split, args.compare)
+    ours = deployments(args.workers, args.split, args.compare, args.wire)
     pipelines: list[tuple[str, str, Deployment]] = [("aiokafka", "aiokafka", Deployment()),
                                                     ("faust", "faust", Deployment())]
     pipelines += [("om-stream", f"om-stream, {d.label}", d) for d in ours]
     results: dict[str, list[float]] = {name: [] for _, name, _ in pipelines}
+    written: dict[str, list[float]] = {name: [] for _, name, _ in pipelines}  # value bytes per input message
     total = args.threads * args.per_thread
     timed = [d for d in ours if d.workers == 1]
     p50s: dict[str, list[float]] = {d.label: [] for d in timed}
@@ -401,6 +448,7 @@ def main() -> None:
                         partitions=args.partitions, store=args.store, deployment=deployment,
                         cassandra=cassandra if args.store == "cassandra" else None))
                     results[name].append(rate)
+                    written[name].append(outputs.value_bytes / total)
                     print(f"trial {trial + 1}: {name:28s} {rate:8.0f} msgs/s  ({outputs.records / total:.2f} "
                           f"outputs per message, {outputs.value_bytes / max(1, outputs.records) / 1000:.1f} KB "
                           f"each, {outputs.value_bytes / total / 1000:.1f} KB written per message)", flush=True)
@@ -430,6 +478,13 @@ def main() -> None:
         if values:
             print(f"  publish->context at {args.rate} msgs/s ({label}): p50 {statistics.median(values):.1f} ms, "
                   f"p99 {statistics.median(p99s[label]):.1f} ms (target p99 <= 100 ms)")
+    # one stable line per deployment (docs/benchmarks.md reads them): p99_ms is "-" without a latency run
+    for _, name, deployment in pipelines[2:]:
+        p99 = p99s.get(deployment.label) or []
+        print(f"store={args.store} workers={deployment.workers}{'+models' if deployment.split else ''} "
+              f"wire={deployment.wire} msgs_per_s={median[name]:.0f} faust_ratio={median[name] / median['faust']:.2f} "
+              f"p99_ms={f'{statistics.median(p99):.1f}' if p99 else '-'} "
+              f"bytes_per_msg={statistics.median(written[name]):.0f}")
 
 
 if __name__ == "__main__":

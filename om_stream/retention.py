@@ -180,6 +180,11 @@ def topic_policies(kafka: KafkaSettings, lifecycle: LifecycleSettings, *, resour
         for topic, name, retention_s, holds in logs]
     policies.append(_compacted(kafka.topic_context, "the latest context of each thread: its observations and "
                                                     "recent messages (text)", lifecycle))
+    policies.append(_compacted(kafka.topic_context_index, "each thread's system blocks by digest "
+                                                          "(OM_CONTEXT_WIRE=v2)", lifecycle))
+    policies.append(_compacted(kafka.topic_context_blocks, "each system block of a thread's context: its "
+                                                           "observations and hints (text; OM_CONTEXT_WIRE=v2)",
+                               lifecycle))
     policies.extend(_compacted(name, "each record's control state (ids, token counts, thread titles, current-task "
                                      "hints)", lifecycle) for name in changelogs)
     return policies

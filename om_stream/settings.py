@@ -47,6 +47,11 @@ class KafkaSettings(_Group):
     topic_records: str = Field("om.records", description="Internal (resource scope): inputs re-keyed by resource")
     topic_events: str = Field("om.events", description="Output: data-om-* lifecycle events")
     topic_context: str = Field("om.context", description="Output (compacted): the latest context per thread")
+    topic_context_index: str = Field("om.context.index", description="Output (compacted; OM_CONTEXT_WIRE=v2): each "
+                                                                     "thread's system blocks by digest")
+    topic_context_blocks: str = Field("om.context.blocks", description="Output (compacted; OM_CONTEXT_WIRE=v2): "
+                                                                       "each system block once, keyed "
+                                                                       "<thread id>/<digest>")
     topic_dlq: str = Field("om.dlq", description="Output: records that could not be processed, with the reason")
     topic_recall_requests: str = Field("om.recall.requests", description="Input: recall tool requests")
     topic_recall_responses: str = Field("om.recall.responses", description="Output: recall tool responses")
@@ -355,6 +360,11 @@ class Settings(BaseSettings):
     lifecycle: LifecycleSettings = LifecycleSettings()
     tracing: TracingSettings = TracingSettings()
     log_level: str = Field("info", description="Log level of the om-stream process")
+    context_wire: Literal["v1", "v2"] = Field("v1", description="What the context topic carries: v1, each context "
+                                                               "whole (om.context/v1); v2, contexts by reference "
+                                                               "(om.context/v2 cursors, with the block index and "
+                                                               "the blocks on their own topics). Upgrade the "
+                                                               "clients before switching to v2")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

@@ -19,6 +19,11 @@ const (
 	DeadLetterSchema     = "om.dlq/v1"
 	RecallRequestSchema  = "om.recall.request/v1"
 	RecallResponseSchema = "om.recall.response/v1"
+	// om.context/v2 (contexts by reference, OM_CONTEXT_WIRE=v2): types only in this release, this client
+	// does not assemble them yet
+	ContextCursorSchema = "om.context/v2"
+	ContextIndexSchema  = "om.context-index/v1"
+	ContextBlockSchema  = "om.context-block/v1"
 )
 
 // Part is one part of a message; Type says which fields apply (text, image, file, tool-call, tool-result,
@@ -127,6 +132,57 @@ type ContextRecord struct {
 
 	// the trace context of the record it was read from (never on the wire): SpanContext, TraceContext
 	spanContext trace.SpanContext
+}
+
+// MessageRun names a v2 context's raw messages: the pinned message, then the thread's messages first..through
+// (Count of them, less those created before ExpireBefore and the Excluded ids).
+type MessageRun struct {
+	FirstMessageID   *string  `json:"first_message_id,omitempty"`
+	ThroughMessageID *string  `json:"through_message_id,omitempty"`
+	Count            *int64   `json:"count,omitempty"`
+	PinnedMessageID  *string  `json:"pinned_message_id,omitempty"`
+	ExpireBefore     *int64   `json:"expire_before,omitempty"`
+	Excluded         []string `json:"excluded,omitempty"`
+}
+
+// ContextCursor is om.context/v2: a context by reference (compacted topic om.context, key = thread id).
+type ContextCursor struct {
+	Schema           string        `json:"schema"`
+	ThreadID         string        `json:"thread_id"`
+	ResourceID       string        `json:"resource_id"`
+	Version          int64         `json:"version"`
+	Generation       int64         `json:"generation"`
+	ThreadTitle      *string       `json:"thread_title,omitempty"`
+	ThroughMessageID *string       `json:"through_message_id"` // required; null before the first message
+	IndexVersion     int64         `json:"index_version"`
+	Raw              MessageRun    `json:"raw"`
+	NewMessages      []Message     `json:"new_messages,omitempty"`
+	Hints            ContextHints  `json:"hints"`
+	Tokens           ContextTokens `json:"tokens"`
+	Continuation     *string       `json:"continuation,omitempty"`
+}
+
+// ContextIndex is om.context-index/v1: a thread's system blocks by digest (compacted topic om.context.index).
+type ContextIndex struct {
+	Schema   string   `json:"schema"`
+	ThreadID string   `json:"thread_id"`
+	Version  int64    `json:"version"`
+	Blocks   []string `json:"blocks"`
+}
+
+// ContextBlock is om.context-block/v1: one system block (compacted topic om.context.blocks, key =
+// <thread id>/<digest>).
+type ContextBlock struct {
+	Schema   string `json:"schema"`
+	ThreadID string `json:"thread_id"`
+	Digest   string `json:"digest"`
+	Text     string `json:"text"`
+}
+
+// ThreadMessages is the answer of GET /v1/threads/{id}/messages?from=&through=.
+type ThreadMessages struct {
+	ThreadID string    `json:"thread_id"`
+	Messages []Message `json:"messages"`
 }
 
 // DeadLetterRecord is om.dlq/v1.
@@ -525,6 +581,10 @@ var PayloadTypes = map[string]func() any{
 	MessageSchema:                   func() any { return new(MessageRecord) },
 	CommandSchema:                   func() any { return new(CommandRecord) },
 	ContextSchema:                   func() any { return new(ContextRecord) },
+	ContextCursorSchema:             func() any { return new(ContextCursor) },
+	ContextIndexSchema:              func() any { return new(ContextIndex) },
+	ContextBlockSchema:              func() any { return new(ContextBlock) },
+	"om.http.thread-messages/v1":    func() any { return new(ThreadMessages) },
 	DeadLetterSchema:                func() any { return new(DeadLetterRecord) },
 	RecallRequestSchema:             func() any { return new(RecallRequest) },
 	RecallResponseSchema:            func() any { return new(RecallResponse) },

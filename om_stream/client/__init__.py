@@ -16,6 +16,7 @@ are the client's own arguments. ``tests/unit/test_public_api.py`` pins ``__all__
 
 from om_stream.client.client import ClientTopics, OMClient, Published
 from om_stream.client.events import EventEnvelope, EventStream
+from om_stream.client.messages_api import MessagesApi
 from om_stream.client.partitioning import partition_for
 from om_stream.core.messages import Author
 from om_stream.wire.context import ContextRecord
@@ -29,6 +30,7 @@ __all__ = [
     "EventEnvelope",
     "EventStream",
     "MessageRecord",
+    "MessagesApi",
     "OMClient",
     "Published",
     "RecallRequest",

@@ -16,6 +16,13 @@
   record, for the agent's consumer span (``tracer.start_as_current_span("...", context=om.context_trace(t))``).
   The client needs only the OpenTelemetry API: the agent's own SDK (or none) decides what is recorded.
 
+Contexts come whole (``om.context/v1``) or by reference (``om.context/v2``: a cursor on the context topic, its
+system blocks on ``om.context.index`` and ``om.context.blocks``, which the client reads from their beginning); either
+way ``await_context`` and ``latest_context`` return the same ``ContextRecord`` (``client/assembly.py``); the two
+topics are read from the first v2 context on. A v2
+context whose raw messages the client does not hold (it started after they were published) is completed through
+the worker's HTTP API when ``messages_api`` is given (``client/messages_api.py``), else it waits for the next one.
+
 The context and recall-response topics are followed from the moment the client starts (or its first recall), so
 nothing the worker publishes in answer to this client is missed. Timeouts raise the built-in ``TimeoutError``.
 
@@ -34,13 +41,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Annotated, Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRecord
 from opentelemetry.context import Context
-from pydantic import ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
+from om_stream.client.assembly import ContextAssembly, RunWanted
 from om_stream.client.events import EventStream
+from om_stream.client.messages_api import MessagesApi
 from om_stream.client.security import start_checked
 from om_stream.client.settled import settle
 from om_stream.client.tail import TopicTail
@@ -52,6 +61,7 @@ from om_stream.trace_headers import extract, inject
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
+from om_stream.wire.context_v2 import BlockRecord, ContextCursor, ContextIndex, split_block_key
 from om_stream.wire.messages import MessageRecord
 from om_stream.wire.recall import RecallRequest, RecallResponse
 
@@ -66,6 +76,11 @@ CONTEXTS_KEPT = 2048  # threads whose latest context is kept (the ones whose con
 def _headers() -> list[tuple[str, bytes]]:
     """Every record's headers: its content type, and the caller's current span (W3C trace context) if any."""
     return [("content-type", b"application/json"), *inject()]
+
+
+# a record of the context topic: a whole context (v1) or a cursor (v2), told apart by its schema tag
+_CONTEXTS: TypeAdapter[ContextRecord | ContextCursor] = TypeAdapter(
+    Annotated[ContextRecord | ContextCursor, Field(discriminator="schema_")])
 
 
 def _keep_recent(remembered: dict[str, Any], limit: int) -> None:
@@ -83,6 +98,8 @@ class ClientTopics:
     commands: str = "om.commands"
     events: str = "om.events"
     context: str = "om.context"
+    context_index: str = "om.context.index"  # om.context/v2's topics, read once a v2 context comes
+    context_blocks: str = "om.context.blocks"
     recall_requests: str = "om.recall.requests"
     recall_responses: str = "om.recall.responses"
 
@@ -100,7 +117,8 @@ class OMClient:
     (``security_protocol``, ``sasl_*``, ``ssl_context``, ...)."""
 
     def __init__(self, bootstrap: str, *, topics: ClientTopics | None = None,
-                 kafka_options: Mapping[str, Any] | None = None, topic_timeout: float = 30.0) -> None:
+                 kafka_options: Mapping[str, Any] | None = None, topic_timeout: float = 30.0,
+                 messages_api: MessagesApi | None = None) -> None:
         self.bootstrap = bootstrap
         self.topics = topics or ClientTopics()
         self._options = dict(kafka_options or {})
@@ -108,10 +126,18 @@ class OMClient:
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=2, **self._options)
         self._contexts = TopicTail(bootstrap, self.topics.context, self._on_context, kafka_options=self._options,
                                    topic_timeout=topic_timeout)
+        # om.context/v2: the index and the blocks are compacted topics, followed from their beginning (so that a
+        # cursor can name blocks published before the client started) once the first cursor comes
+        self._assembly = ContextAssembly()
+        self._messages_api = messages_api
+        self._references: list[TopicTail] = []
+        self._references_ready = asyncio.Lock()
         self._responses: TopicTail | None = None
         self._responses_ready = asyncio.Lock()
         self._latest: dict[str, ContextRecord] = {}
         self._traces: dict[str, Context] = {}  # the trace context of each kept latest context (its record's headers)
+        # a v2 cursor's trace context (its record's headers), until the context it names is assembled
+        self._cursor_traces: dict[str, tuple[int, Context]] = {}
         self._erasing: list[set[str]] = []  # erases in flight: the threads whose tombstone each has seen
         self._awaiting_tombstone: set[str] = set()  # erased threads whose tombstone is still to be read
         self._context_changed = asyncio.Condition()
@@ -141,6 +167,8 @@ class OMClient:
         if self._responses is not None:
             await self._responses.stop()
         await self._contexts.stop()
+        for tail in self._references:
+            await tail.stop()
         await self._producer.stop()
 
     async def __aenter__(self) -> OMClient:
@@ -251,17 +279,81 @@ class OMClient:
                     seen.add(thread)
             return
         try:
-            context = ContextRecord.model_validate_json(record.value)
+            read = _CONTEXTS.validate_json(record.value)
         except ValidationError as exc:
-            log.warning("context at %s[%d]@%d does not match om.context/v1: %s", record.topic, record.partition,
-                        record.offset, exc.errors()[:3])
+            log.warning("context at %s[%d]@%d matches neither om.context/v1 nor om.context/v2: %s", record.topic,
+                        record.partition, record.offset, exc.errors()[:3])
             return
-        if context.thread_id in self._awaiting_tombstone:
+        if read.thread_id in self._awaiting_tombstone:
             return  # published before the erase whose tombstone is still to come on this topic
+        trace = extract(record.headers)
+        if isinstance(read, ContextCursor):
+            self._cursor_traces.pop(read.thread_id, None)
+            self._cursor_traces[read.thread_id] = (read.version, trace)
+            _keep_recent(self._cursor_traces, CONTEXTS_KEPT)
+            await self._follow_references()
+            await self._assembled(self._assembly.on_cursor(read))
+            return
+        await self._deliver(read, trace)
+
+    async def _follow_references(self) -> None:
+        """Start reading the index and blocks topics (once: at the first v2 cursor)."""
+        async with self._references_ready:
+            if self._references:
+                return
+            for topic, on_record in ((self.topics.context_index, self._on_index),
+                                     (self.topics.context_blocks, self._on_block)):
+                tail = TopicTail(self.bootstrap, topic, on_record, from_beginning=True, kafka_options=self._options,
+                                 topic_timeout=self._topic_timeout)
+                await tail.start()
+                self._references.append(tail)
+
+    async def _on_index(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        if record.key is None or record.key.startswith(b"\xff"):
+            return  # a segment roll's tombstone (a key no thread can have: not UTF-8)
+        thread_id = record.key.decode("utf-8", "replace")
+        index = None
+        if record.value is not None:
+            try:
+                index = ContextIndex.model_validate_json(record.value)
+            except ValidationError as exc:
+                log.warning("index at %s[%d]@%d does not match om.context-index/v1: %s", record.topic,
+                            record.partition, record.offset, exc.errors()[:3])
+                return
+        await self._assembled(self._assembly.on_index(thread_id, index))
+
+    async def _on_block(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        if record.key is None or record.key.startswith(b"\xff") or len(record.key) < 24:
+            return  # a segment roll's tombstone, or not a block key
+        thread_id, digest = split_block_key(record.key.decode("utf-8", "replace"))
+        text = None
+        if record.value is not None:
+            try:
+                text = BlockRecord.model_validate_json(record.value).text
+            except ValidationError as exc:
+                log.warning("block at %s[%d]@%d does not match om.context-block/v1: %s", record.topic,
+                            record.partition, record.offset, exc.errors()[:3])
+                return
+        await self._assembled(self._assembly.on_block(thread_id, digest, text))
+
+    async def _assembled(self, outcome: ContextRecord | RunWanted | None) -> None:
+        """A context assembled is delivered; a run that does not check out is fetched, when the client can."""
+        if isinstance(outcome, RunWanted):
+            if self._messages_api is None:
+                log.warning("the context of thread %r names messages this client does not hold, and it has no "
+                            "messages_api to fetch them: it waits for a context it can assemble",
+                            outcome.cursor.thread_id)
+                return
+            outcome = self._assembly.with_run(outcome.cursor, await self._messages_api.run(outcome.cursor))
+        if isinstance(outcome, ContextRecord) and outcome.thread_id not in self._awaiting_tombstone:
+            version, trace = self._cursor_traces.get(outcome.thread_id, (None, Context()))
+            await self._deliver(outcome, trace if version == outcome.version else Context())
+
+    async def _deliver(self, context: ContextRecord, trace: Context) -> None:
+        """``context`` becomes the thread's latest, with the trace context its record (or cursor) carried."""
         current = self._latest.get(context.thread_id)
         if current is not None and current.version > context.version:
             return  # an older context replayed (at-least-once)
-        trace = extract(record.headers)
         async with self._context_changed:
             self._latest.pop(context.thread_id, None)
             self._latest[context.thread_id] = context  # to the end: the threads heard from last are kept
@@ -275,7 +367,9 @@ class OMClient:
     def _forget(self, thread_id: str) -> None:
         self._latest.pop(thread_id, None)
         self._traces.pop(thread_id, None)
+        self._cursor_traces.pop(thread_id, None)
         self._sent.pop(thread_id, None)
+        self._assembly.forget(thread_id)
 
     # -- erasure ----------------------------------------------------------------------------------------------------
 

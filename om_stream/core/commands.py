@@ -207,6 +207,9 @@ class ContextSpec:
     expire_before: int | None = None
     segment_dated_from: tuple[int, ...] = ()
     metadata_expired: bool = False
+    # the open turn's message when it is pinned before the run of unobserved messages although observed (None: it
+    # is not pinned, or it is in the run); ``om.context/v2`` names the raw messages as that pin and that run
+    pinned_message_id: str | None = None
 
 
 @dataclass(frozen=True)

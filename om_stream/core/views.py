@@ -15,7 +15,8 @@ from om_stream.core.retention import cutoff, segment_expired
 from om_stream.core.state import RecordState, ThreadState
 from om_stream.core.thresholds import select_chunks
 
-__all__ = ["context_spec", "metadata_expired", "narrowed", "near_block_after", "pending_tokens", "status_event"]
+__all__ = ["context_spec", "message_run", "metadata_expired", "narrowed", "near_block_after", "pending_tokens",
+           "status_event"]
 
 NEAR_BLOCK_AFTER = 0.9  # share of the blocking limit from which a record counts as about to block its agent
 
@@ -59,9 +60,11 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
     ids = [m.id for m in raw]
     tokens = sum(m.tokens for m in raw)
     pinned = None if thread.turn_answered else thread.turn_message
+    pinned_id = None
     if pinned is not None and pinned.id not in ids and (before is None or pinned.created_at >= before):
         ids.insert(0, pinned.id)
         tokens += pinned.tokens
+        pinned_id = pinned.id
     others: tuple[tuple[str, tuple[str, ...]], ...] = ()
     if state.scope == "resource":
         grouped: dict[str, list[str]] = {}
@@ -82,7 +85,21 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
         thread_title=None if expired else thread.title, other_threads=others,
         obscure_thread_ids=config.obscure_thread_ids, observation_limit=config.observation_limit,
         expire_before=before, segment_dated_from=tuple(s.dated_from for s in log) if before is not None else (),
-        metadata_expired=expired)
+        metadata_expired=expired, pinned_message_id=pinned_id)
+
+
+def message_run(state: RecordState, thread_id: str, first: str, through: str) -> tuple[str, ...] | None:
+    """The ids of the thread's messages ``first`` through ``through`` in position order, when the record still
+    holds them: a context's run (its unobserved messages) or its pin (the open turn's message); None when it does
+    not (observed since: the content store has them)."""
+    thread = state.threads.get(thread_id)
+    if thread is not None and thread.turn_message is not None and first == through == thread.turn_message.id:
+        return (first,)
+    own = [m.id for m in state.unobserved if m.thread_id == thread_id]
+    if first not in own or through not in own:
+        return None
+    start, end = own.index(first), own.index(through)
+    return tuple(own[start:end + 1])
 
 
 def narrowed(spec: ContextSpec, before: int) -> ContextSpec:

@@ -41,6 +41,15 @@ from om_stream.errors import WireDecodeError
 from om_stream.wire.codec import decode_json
 from om_stream.wire.commands import COMMAND_SCHEMA, CommandRecord
 from om_stream.wire.context import CONTEXT_SCHEMA, ContextRecord
+from om_stream.wire.context_v2 import (
+    BLOCK_SCHEMA,
+    CURSOR_SCHEMA,
+    INDEX_SCHEMA,
+    BlockRecord,
+    ContextCursor,
+    ContextIndex,
+    ThreadMessages,
+)
 from om_stream.wire.dlq import DLQ_SCHEMA, DeadLetterRecord
 from om_stream.wire.export import EXPORT_SCHEMA, ExportLine
 from om_stream.wire.messages import MESSAGE_SCHEMA, MessageRecord
@@ -163,6 +172,12 @@ def _catalogue() -> tuple[Payload, ...]:
                                                "erase of a whole resource)", COMMAND_SCHEMA),
         Payload(CONTEXT_SCHEMA, ContextRecord, "topic om.context (output, compacted; key = thread id); "
                                                "GET /v1/threads/{id}/context", CONTEXT_SCHEMA),
+        Payload(CURSOR_SCHEMA, ContextCursor, "topic om.context (output, compacted; key = thread id) with "
+                                              "OM_CONTEXT_WIRE=v2: a context by reference", CURSOR_SCHEMA),
+        Payload(INDEX_SCHEMA, ContextIndex, "topic om.context.index (output, compacted; key = thread id) with "
+                                            "OM_CONTEXT_WIRE=v2: the thread's system blocks by digest", INDEX_SCHEMA),
+        Payload(BLOCK_SCHEMA, BlockRecord, "topic om.context.blocks (output, compacted; key = <thread id>/<digest>) "
+                                           "with OM_CONTEXT_WIRE=v2: one system block", BLOCK_SCHEMA),
         Payload(DLQ_SCHEMA, DeadLetterRecord, "topic om.dlq (output; key = the original key)", DLQ_SCHEMA),
         Payload(RECALL_REQUEST_SCHEMA, RecallRequest, "topic om.recall.requests (input; key = resource id)",
                 RECALL_REQUEST_SCHEMA),
@@ -186,6 +201,8 @@ def _catalogue() -> tuple[Payload, ...]:
         Payload("om.http.erasure-status/v1", ErasureStatus,
                 "GET /v1/erasures/{id}; DELETE /v1/threads/{id} or /v1/resources/{id} with wait_s, once done"),
         Payload("om.http.error/v1", HttpError, "4xx answers of the HTTP API"),
+        Payload("om.http.thread-messages/v1", ThreadMessages,
+                "GET /v1/threads/{id}/messages?from=<message id>&through=<message id>"),
         Payload(EXPORT_SCHEMA, ExportLine, "each line of an export (JSON Lines): om-stream export, "
                                            "GET /v1/resources/{id}/export; read by om-stream import"),
     ]

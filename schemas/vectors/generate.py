@@ -167,6 +167,25 @@ VALID: list[dict[str, Any]] = [
         "schema": "om.context/v1", "thread_id": "thread-2", "resource_id": "user-1", "version": 0,
         "through_message_id": None, "observations": "", "hints": {}, "messages": [], "system_blocks": [],
         "tokens": {"messages": 0, "observations": 0}, "generation": 0, "continuation": None}),
+    vector("context-v2-cursor", "om.context/v2", {
+        "schema": "om.context/v2", "thread_id": "thread-1", "resource_id": "user-1", "version": 8, "generation": 1,
+        "thread_title": "Trip to Zürich", "through_message_id": "m-10", "index_version": 7,
+        "raw": {"first_message_id": "m-7", "through_message_id": "m-10", "count": 3, "pinned_message_id": "m-5",
+                "expire_before": 1772355600000, "excluded": ["m-8"]},
+        "new_messages": [without(message(message_id="m-10", parts=EVERY_PART[:2]), "schema")],
+        "hints": {"current_task": "Plan the trip"}, "tokens": {"messages": 812, "observations": 4096},
+        "continuation": "Continue the conversation."}),
+    vector("context-v2-cursor-nothing-raw", "om.context/v2", {
+        "schema": "om.context/v2", "thread_id": "thread-2", "resource_id": "user-1", "version": 3, "generation": 0,
+        "through_message_id": None, "index_version": 3, "raw": {}, "hints": {},
+        "tokens": {"messages": 0, "observations": 120}}, style="shuffled"),
+    vector("context-index", "om.context-index/v1", {
+        "schema": "om.context-index/v1", "thread_id": "thread-1", "version": 7,
+        "blocks": ["47DEQpj8HBSa-_TImW-5JA", "LXEWQrcmsEQBYnyp-6wy9Q"]}),
+    vector("context-block", "om.context-block/v1", {
+        "schema": "om.context-block/v1", "thread_id": "thread-1", "digest": "47DEQpj8HBSa-_TImW-5JA", "text": ""}),
+    vector("http-thread-messages", "om.http.thread-messages/v1", {
+        "thread_id": "thread-1", "messages": [without(message(message_id="m-7"), "schema")]}),
     vector("dlq-record", "om.dlq/v1", {
         "schema": "om.dlq/v1", "reason": "invalid_fields", "detail": "parts.0.type: unknown tag 'audio'",
         "source_topic": "om.messages", "source_partition": 3, "source_offset": 9007199254740991,
@@ -390,6 +409,15 @@ INVALID: list[dict[str, Any]] = [
         "removed": {"messages": -1, "observations": 0, "rewritten": 0, "entries": 0, "threads": 0,
                     "cycleResults": 0}}, "a count is never negative"),
     invalid("context-missing-tokens", "om.context/v1", without(CTX, "tokens"), "tokens is required"),
+    invalid("context-v2-negative-count", "om.context/v2", {
+        "schema": "om.context/v2", "thread_id": "t", "resource_id": "r", "version": 1, "generation": 0,
+        "through_message_id": None, "index_version": 1, "raw": {"count": -1}, "hints": {},
+        "tokens": {"messages": 0, "observations": 0}}, "raw.count must be >= 0"),
+    invalid("context-index-digest-not-base64url", "om.context-index/v1", {
+        "schema": "om.context-index/v1", "thread_id": "t", "version": 1, "blocks": ["47DEQpj8HBSa+/TImW+5JA"]},
+        "a digest is 22 base64url characters"),
+    invalid("context-block-without-text", "om.context-block/v1", {
+        "schema": "om.context-block/v1", "thread_id": "t", "digest": "47DEQpj8HBSa-_TImW-5JA"}, "text is required"),
     invalid("context-negative-version", "om.context/v1", {**CTX, "version": -1}, "version must be >= 0"),
     invalid("context-missing-through-message-id", "om.context/v1", without(CTX, "through_message_id"),
             "through_message_id is required (null before the first message)"),

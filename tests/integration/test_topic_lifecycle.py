@@ -19,7 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from om_stream.retention import DAY_MS, topic_policies
-from om_stream.runtime.worker.main import EXIT_LIFECYCLE
+from om_stream.runtime.worker.main import EXIT_LIFECYCLE, EXIT_REFUSED
 from om_stream.runtime.worker.segment_roll import ROLL_KEY
 from om_stream.settings import KafkaSettings, LifecycleSettings
 from tests.support.worker import WorkerProcess, agent_for, message_record, running_worker, worker_process
@@ -69,13 +69,34 @@ async def test_a_worker_creates_every_topic_with_the_promised_configuration(kafk
     async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS) as worker:
         policies = _policies(worker, LifecycleSettings())
         configs = await _configs(kafka_bootstrap, [policy.topic for policy in policies])
-    assert len(policies) == 10  # eight logs (no records topic in thread scope), the context topic, the changelog
+    # eight logs (no records topic in thread scope), the context topic and om.context/v2's two, the changelog
+    assert len(policies) == 12
     for policy in policies:
         assert policy.config().items() <= configs[policy.topic].items(), policy.topic
     assert configs[worker.topics["dlq"]]["retention.ms"] == str(14 * DAY_MS)
     assert configs[_changelog(worker)]["max.compaction.lag.ms"] == str(DAY_MS)
     assert "every topic keeps the lifecycle promise" in worker.tail(200_000)
     assert "gone within 15 d 1 h 6 min" in worker.tail(200_000)  # the DLQ's window, the longest
+
+
+async def test_contexts_by_reference_refuse_a_context_topic_not_partitioned_like_the_messages(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    """OM_CONTEXT_WIRE=v2 publishes a thread's blocks to the partition number of its messages: a blocks topic with
+    another partition count stops the worker before it starts (exit status 3), naming both counts."""
+    worker = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=PARTITIONS,
+                            extra={"OM_CONTEXT_WIRE": "v2"})
+    blocks = worker.topics["context_blocks"]
+    async with _admin(kafka_bootstrap) as admin:
+        await admin.create_topics([NewTopic(blocks, num_partitions=PARTITIONS + 1, replication_factor=1,
+                                            topic_configs=_policy_config(worker, blocks))])
+    worker.start()
+    assert worker.wait_exit(120) == EXIT_REFUSED
+    log = worker.tail(100_000)
+    assert f"topic {blocks} has {PARTITIONS + 1} partitions and {worker.topics['messages']} has {PARTITIONS}" in log
+
+
+def _policy_config(worker: WorkerProcess, topic: str) -> dict[str, str]:
+    return next(p for p in _policies(worker, LifecycleSettings()) if p.topic == topic).config()
 
 
 # the old defaults (a deployment upgraded to this version), and a changelog made by hand

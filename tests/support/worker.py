@@ -115,8 +115,8 @@ def listener_ports() -> tuple[int, int]:
 def worker_process(bootstrap: str, tmp: Path, *, options: dict[str, Any], store: str = "memory",
                    partitions: int = 2, extra: dict[str, str] | None = None) -> WorkerProcess:
     suffix = uuid.uuid4().hex[:8]
-    names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context", "dlq",
-             "recall_requests", "recall_responses")
+    names = ("messages", "commands", "model_requests", "model_results", "records", "events", "context",
+             "context_index", "context_blocks", "dlq", "recall_requests", "recall_responses")
     topics = {name: f"t{suffix}.{name}" for name in names}
     port, metrics_port = listener_ports()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OM_KAFKA_BOOTSTRAP": bootstrap,

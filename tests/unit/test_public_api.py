@@ -50,6 +50,7 @@ CLIENT = [
     "EventEnvelope",
     "EventStream",
     "MessageRecord",
+    "MessagesApi",
     "OMClient",
     "Published",
     "RecallRequest",
@@ -126,4 +127,5 @@ def test_the_clients_topic_names_default_to_the_workers() -> None:
     worker = {name: field.default for name, field in KafkaSettings.model_fields.items()}
     assert om_stream.client.ClientTopics() == om_stream.client.ClientTopics(
         messages=worker["topic_messages"], events=worker["topic_events"], context=worker["topic_context"],
+        context_index=worker["topic_context_index"], context_blocks=worker["topic_context_blocks"],
         recall_requests=worker["topic_recall_requests"], recall_responses=worker["topic_recall_responses"])

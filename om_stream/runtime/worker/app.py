@@ -48,6 +48,7 @@ from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
 from om_stream.runtime.worker.erasure import ErasureTable, WorkerErasures
@@ -97,6 +98,8 @@ class Worker:
         self.clock = SystemClock()
         self.timers = TimerWheel()
         self.contexts = RecentContexts()  # the latest of the threads published or read last (bounded)
+        # OM_CONTEXT_WIRE=v2: what each thread's readers hold, so a context sends only what changed (bounded)
+        self.published_contexts = PublishedContexts() if deps.settings.context_wire == "v2" else None
         self.started_at = time.monotonic()
         self.app = new_app(settings, self.plan)
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
@@ -157,7 +160,8 @@ class Worker:
         self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions,
                                           changelog_config=changelog_config(lifecycle))
         # erased records must leave the compacted topics and the local copies of the table (see the modules)
-        self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, *self.changelogs()),
+        self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, kafka.topic_context_index,
+                                                                   kafka.topic_context_blocks, *self.changelogs()),
                                         self.active_partitions)
         self.local_state = (LocalTableState(Path(self.app.conf.tabledir), TABLE_NAME,
                                             tombstone_retention_s=lifecycle.tombstone_retention_s)
@@ -171,12 +175,14 @@ class Worker:
             timers=self.timers, source=f"om-stream/{worker.app_id}", on_context=self.contexts.remember,
             index_for_recall=self.recall.indexing, generation=self.handover.generation, confirm=self.membership.confirm,
             limits=engine_limits(self.deps.settings),
-            on_forget=self.contexts.forget, erasures=self._erasures, tracing=deps.tracing)
+            on_forget=self.contexts.forget, erasures=self._erasures, by_reference=self.published_contexts,
+            tracing=deps.tracing)
         inventory, cache = self.inventory, self.effects.cache
         inventory.table(self.table.local_records)
         inventory.cache(lambda: cache.size_bytes)
         for name, size in (("decoded_states", lambda: self.table.decoded_size), ("recent_contexts",
-                           lambda: len(self.contexts)), ("content_cache", lambda: len(cache)),
+                           lambda: len(self.contexts)), ("published_contexts",
+                           lambda: len(self.published_contexts or ())), ("content_cache", lambda: len(cache)),
                            ("timers", lambda: len(self.timers)), ("timer_heap", lambda: self.timers.heap_size),
                            ("settled_waiters", lambda: self.watch.waiters),
                            ("near_block_after", lambda: len(self.processor.near_limit))):
@@ -184,7 +190,8 @@ class Worker:
         self.timer_inputs = TimerInputs(self.publisher, kafka.topic_model_results, table=self.table,
                                         timers=self.timers, clock=self.clock)
         self.take_over = TakeOver(self.app, recovered=lambda: self.recovered, table=self.table,
-                                  processor=self.processor, contexts=self.contexts, timers=self.timers,
+                                  processor=self.processor, contexts=self.contexts,
+                                  published=self.published_contexts, timers=self.timers,
                                   watch=self.watch, config=deps.config, send_timer=self.timer_inputs.send,
                                   local_state=self.local_state, changelogs=self.changelogs(),
                                   active_partitions=self.active_partitions)

@@ -38,6 +38,7 @@ from om_stream.observability.tracing import Tracing
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.spans import traced
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.faust_internals import connect
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.local_state import LocalTableState
@@ -128,7 +129,8 @@ class TakeOver:
     """The records this worker holds after a rebalance, taken over once the table has recovered."""
 
     def __init__(self, app: faust.App, *, recovered: Callable[[], bool], table: RecordTable,
-                 processor: MemoryProcessor, contexts: RecentContexts, timers: TimerWheel, watch: StateWatch,
+                 processor: MemoryProcessor, contexts: RecentContexts, published: PublishedContexts | None,
+                 timers: TimerWheel, watch: StateWatch,
                  config: ResolvedConfig, send_timer: SendTimer, local_state: LocalTableState | None,
                  changelogs: Iterable[str], active_partitions: Callable[[], set[int]]) -> None:
         self.app = app
@@ -136,6 +138,7 @@ class TakeOver:
         self.table = table
         self.processor = processor
         self.contexts = contexts
+        self.published = published
         self.timers = timers
         self.watch = watch
         self.config = config
@@ -182,6 +185,8 @@ class TakeOver:
         threads = {thread for record in held for thread in record.state.threads}
         for thread in [t for t in self.contexts if t not in threads]:
             del self.contexts[thread]
+        if self.published is not None:  # a thread held now may have been published elsewhere meanwhile
+            self.published.forget_all()
         self.timers.rebuild((record.key, record.state.timers) for record in held)
         self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
         # a model call in flight when its record changed hands may be lost with the previous owner; asked

@@ -62,7 +62,9 @@ async def _prepare(worker: Worker) -> None:
     settings = worker.deps.settings
     await ensure_topics(settings.kafka, settings.lifecycle, kafka_client_options(settings.kafka),
                         resource_scope=worker.deps.config.scope == "resource", internal=worker.internal_topics(),
-                        changelogs=worker.changelogs())
+                        changelogs=worker.changelogs(),
+                        copartitioned=(settings.kafka.topic_context, settings.kafka.topic_context_index,
+                                       settings.kafka.topic_context_blocks) if settings.context_wire == "v2" else ())
     if worker.plan.holds_table and worker.local_state is not None:
         worker.local_state.wipe_stale()  # before Faust opens any copy: see local_state.py
 
@@ -167,6 +169,9 @@ def run_worker(settings: Settings, worker: Worker | None = None) -> int:
         log.critical("the worker refuses to start: erased data would outlive what the OM_LIFECYCLE_* settings "
                      "promise (exit status %d; docs/lifecycle.md)", EXIT_LIFECYCLE)
         return EXIT_LIFECYCLE
+    except ConfigError as exc:  # topics that cannot carry the settings' contract (partition counts)
+        log.critical("the worker refuses to start: %s", exc)
+        return EXIT_REFUSED
     log.info("om-stream worker %s: HTTP API on %s:%d (%s)", settings.worker.app_id, settings.worker.web_host,
              settings.worker.web_port, "bearer token required" if settings.worker.api_token else "no token")
     # logs to stderr (line-buffered even when redirected), not stdout: a container must see them as they happen

@@ -1,8 +1,9 @@
 """The memory agent's outlet: what the host publishes for one batch, as Kafka records held until the batch commits.
 
-Events go out with CloudEvents headers, contexts rendered here (reading the content store), model requests and the
-recall index's work to the record's home partition (so that their results come back there), refusals and failures
-as dead letters, an erase's internal steps to the partitions they name. The memory agent makes one outlet per batch
+Events go out with CloudEvents headers, contexts rendered here (reading the content store; whole, or by reference
+with ``OM_CONTEXT_WIRE=v2``: ``context_wire``), model requests and the recall index's work to the record's home
+partition (so that their results come back there), refusals and failures as dead letters, an erase's internal steps
+to the partitions they name. The memory agent makes one outlet per batch
 (``MemoryProcessor``); what the outlets share (the producer, the store, the metrics) is handed to each.
 """
 
@@ -18,6 +19,7 @@ from functools import partial
 from opentelemetry.trace import SpanKind
 
 from om_stream.core.commands import (
+    ContextSpec,
     EmitEvent,
     ExpireIndex,
     IndexForRecall,
@@ -35,12 +37,14 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, StoreRetry
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
 from om_stream.runtime.spans import traced
+from om_stream.runtime.worker.context_wire import PublishedContexts, erase_publications, publications
 from om_stream.runtime.worker.ingest_traces import MessageSpans, request_headers
 from om_stream.runtime.worker.kafka_records import Publication, Publisher, SourceRecord, dead_letter, event_headers
 from om_stream.settings import KafkaSettings
 from om_stream.trace_headers import inject
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
+from om_stream.wire.context_refs import Sent, by_reference
 from om_stream.wire.dlq import DLQ_REASONS
 
 __all__ = ["KafkaOutlet", "OutletParts"]
@@ -64,6 +68,7 @@ class OutletParts:
     on_forget: Callable[[str], None] | None = None  # an erased thread: what the worker keeps of its context goes too
     tracing: Tracing = field(default_factory=Tracing.off)
     message_spans: MessageSpans = field(default_factory=MessageSpans)  # the ingest spans a cycle links to
+    by_reference: PublishedContexts | None = None  # OM_CONTEXT_WIRE=v2: contexts by reference (``context_wire``)
 
 
 class KafkaOutlet:
@@ -74,6 +79,8 @@ class KafkaOutlet:
         self.parts = parts
         self._queued: list[Publication] = []
         self._on_sent: list[Callable[[], None]] = []  # what the queued publications count, once they go
+        # v2: what this batch leaves each thread's readers holding once it commits (None: erased in this batch)
+        self._sent: dict[str, Sent | None] = {}
 
     def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         parts = self.parts
@@ -109,11 +116,27 @@ class KafkaOutlet:
                                                           now_ms=parts.clock.now_ms()))
         self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at,
                                      exemplar(arrival.trace) if trace else None))
-        self._queued.append(Publication(parts.kafka.topic_context, context.thread_id.encode(), encode(context),
-                                        [("om_version", str(context.version).encode()),
-                                         ("om_through_message_id", (context.through_message_id or "").encode()),
-                                         *trace]))
+        headers = [("om_version", str(context.version).encode()),
+                   ("om_through_message_id", (context.through_message_id or "").encode()), *trace]
+        if parts.by_reference is None:
+            self._queued.append(Publication(parts.kafka.topic_context, context.thread_id.encode(), encode(context),
+                                            headers))
+        else:
+            self._queued.extend(self._by_reference(parts.by_reference, command.spec, context, headers))
         return context.version
+
+    def _by_reference(self, published: PublishedContexts, spec: ContextSpec, context: ContextRecord,
+                      headers: list[tuple[str, bytes]]) -> list[Publication]:
+        """The v2 records of ``context``, against what its thread's last publication (this batch's, else the
+        last one sent) left readers holding; that advances once the batch commits."""
+        thread_id = context.thread_id
+        records, sent = by_reference(
+            context, pinned_message_id=spec.pinned_message_id, expire_before=spec.expire_before,
+            run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id],
+            previous=self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id))
+        self._sent[thread_id] = sent
+        self._on_sent.append(partial(published.advance, thread_id, sent))
+        return publications(self.parts.kafka, records, headers)
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[SourceRecord]) -> None:
         covered = command.message_ids if isinstance(command, RequestObservation) else ()
@@ -138,10 +161,18 @@ class KafkaOutlet:
     async def forget_context(self, thread_id: str, arrival: Arrival[SourceRecord]) -> None:
         """A tombstone on the compacted context topic: the thread's last context goes at the next cleaning
         (``max.compaction.lag.ms`` bounds when), and every consumer that reads it forgets the thread's context."""
-        if self.parts.on_forget is not None:
-            self._on_sent.append(partial(self.parts.on_forget, thread_id))
-        self._queued.append(Publication(self.parts.kafka.topic_context, thread_id.encode(), None,
-                                        [("om_erased", b"1")]))
+        parts = self.parts
+        if parts.on_forget is not None:
+            self._on_sent.append(partial(parts.on_forget, thread_id))
+        self._queued.append(Publication(parts.kafka.topic_context, thread_id.encode(), None, [("om_erased", b"1")]))
+        if parts.by_reference is not None:  # v2: the index and the blocks of the thread's last two indexes too
+            digests = parts.by_reference.digests(thread_id)
+            pending = self._sent.get(thread_id)
+            if pending is not None:
+                digests = list(dict.fromkeys((*pending.index.blocks, *digests)))
+            self._sent[thread_id] = None  # a context after the erase in this batch starts from nothing
+            self._queued.extend(erase_publications(parts.kafka, thread_id, digests))
+            self._on_sent.append(partial(parts.by_reference.forget, thread_id))
 
     async def erased(self, event: ErasedEvent, arrival: Arrival[SourceRecord]) -> None:
         """The receipt, keyed by the erased subject (its thread, or its resource)."""
@@ -195,6 +226,7 @@ class KafkaOutlet:
     def discard(self) -> None:
         self._queued.clear()
         self._on_sent.clear()
+        self._sent.clear()
 
     def _check_sent(self, future: asyncio.Future[object]) -> None:
         if not future.cancelled() and future.exception() is not None:

@@ -29,6 +29,7 @@ from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Decided, Erasures, Host, StateTable, StoreRetry
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.decoding import InputDecoder
 from om_stream.runtime.worker.ingest_traces import IngestSpans, MessageSpans
 from om_stream.runtime.worker.kafka_records import Publisher, SourceRecord
@@ -52,6 +53,7 @@ class MemoryProcessor:
                  generation: Callable[[], int] | None = None,
                  confirm: Callable[[int], Awaitable[bool]] | None = None,
                  on_forget: Callable[[str], None] | None = None,
+                 by_reference: PublishedContexts | None = None,
                  erasures: ErasuresFactory | None = None, tracing: Tracing | None = None) -> None:
         self.kafka = kafka
         self.tracing = tracing or Tracing.off()
@@ -67,7 +69,7 @@ class MemoryProcessor:
         self.outlet_parts = OutletParts(
             kafka=kafka, effects=effects, publisher=publisher, clock=clock, metrics=metrics, store_retry=store_retry,
             source=source, index_for_recall=index_for_recall, on_context=on_context, on_forget=on_forget,
-            tracing=self.tracing, message_spans=self.message_spans)
+            tracing=self.tracing, message_spans=self.message_spans, by_reference=by_reference)
         self.host: Host[SourceRecord] = Host(
             config=config, accountant=accountant, effects=effects, table=_Metered(table, self),
             outlets=self.new_outlet, timers=timers, clock=clock, limits=limits, store_retry=store_retry,

@@ -23,7 +23,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from om_stream.client.security import start_checked
-from om_stream.errors import LifecycleBreach
+from om_stream.errors import ConfigError, LifecycleBreach
 from om_stream.retention import longest_window, topic_policies, windows_beyond_promise
 from om_stream.runtime.worker.topic_check import Breach, check_topics
 from om_stream.settings import KafkaSettings, LifecycleSettings
@@ -35,11 +35,14 @@ log = logging.getLogger(__name__)
 
 async def ensure_topics(kafka: KafkaSettings, lifecycle: LifecycleSettings, client_options: dict[str, object], *,
                         resource_scope: bool, internal: Mapping[str, tuple[int, dict[str, str]]] | None = None,
-                        changelogs: Iterable[str] = (), visible_within_s: float = 30.0) -> list[str]:
+                        changelogs: Iterable[str] = (), visible_within_s: float = 30.0,
+                        copartitioned: Iterable[str] = ()) -> list[str]:
     """Create the missing topics, om-stream's and the app's ``internal`` ones (name -> partitions, configuration),
     wait until the metadata shows every partition of those created, then check every topic that can hold a
     thread's data (``changelogs`` among the internal ones) against the lifecycle settings; returns the names
-    created. Raises :class:`LifecycleBreach` when the settings or a topic break the promise."""
+    created. Raises :class:`LifecycleBreach` when the settings or a topic break the promise, and
+    :class:`ConfigError` when a topic of ``copartitioned`` has another partition count than the messages topic
+    (contexts by reference publish a thread's records to the partition number of its messages)."""
     policies = topic_policies(kafka, lifecycle, resource_scope=resource_scope, changelogs=changelogs)
     beyond = windows_beyond_promise(policies, lifecycle)
     if beyond:
@@ -68,8 +71,15 @@ async def ensure_topics(kafka: KafkaSettings, lifecycle: LifecycleSettings, clie
             log.info("created topics %s (replication %d)", created, kafka.replication)
             await _until_visible(admin, {name: specs[name][0] for name in created}, visible_within_s)
         left = await check_topics(admin, policies, repair=lifecycle.repair_topics)
+        counts = await _partition_counts(admin, [kafka.topic_messages, *copartitioned])
     finally:
         await admin.close()
+    expected = counts.get(kafka.topic_messages)
+    others = {name: count for name, count in counts.items() if name != kafka.topic_messages and count != expected}
+    if others:
+        raise ConfigError("kafka.partitions", "a thread's contexts go to the partition number of its messages, but "
+                          + ", ".join(f"topic {name} has {count} partitions" for name, count in sorted(others.items()))
+                          + f" and {kafka.topic_messages} has {expected}: recreate them with {expected}")
     if left:
         raise LifecycleBreach([str(breach) for breach in left] + _fixes(left, kafka.bootstrap))
     log.info("every topic keeps the lifecycle promise: what they hold about an erased thread is gone within %s",
@@ -89,6 +99,16 @@ def _fixes(left: list[Breach], bootstrap: str) -> list[str]:
         fixes.append("or let the worker alter them at start: OM_LIFECYCLE_REPAIR_TOPICS=true; or change the "
                      "OM_LIFECYCLE_* settings named above (docs/lifecycle.md)")
     return fixes
+
+
+async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    """Each topic's number of partitions, as the brokers' metadata shows it."""
+    counts: dict[str, int] = {}
+    for topic in await admin.describe_topics(list(dict.fromkeys(topics))):
+        name = topic.get("topic", topic.get("name"))
+        if topic.get("error_code", 0) == 0 and name is not None:
+            counts[name] = len(topic.get("partitions", ()))
+    return counts
 
 
 async def _until_visible(admin: AIOKafkaAdminClient, partitions: Mapping[str, int], within_s: float) -> None:

@@ -7,6 +7,10 @@ does not start on a non-loopback ``web_host`` without a token (see ``auth.exposu
 the probes are on the other listener (``probes``), without auth.
 
 GET  /v1/threads/{id}/context   the latest context of a thread owned by this worker
+GET  /v1/threads/{id}/messages?from=<message id>&through=<message id>
+                                the thread's messages from one through the other, in position order
+                                (om.http.thread-messages/v1): the run of an om.context/v2 cursor, for a reader
+                                that does not hold it; 404 when not held here, or no such run
 GET  /v1/threads/{id}/status    its ``data-om-status`` payload, with its ``data-om-progress`` as ``progress``
 GET  /v1/threads/{id}/settled?through=<message id>&timeout_s=<seconds>
                                 wait (at most ``timeout_s``, default 30, at most 300) until memory has settled
@@ -45,9 +49,10 @@ from faust import web
 from pydantic import ValidationError
 
 from om_stream.core.engine import record_config, record_key
+from om_stream.core.messages import Message
 from om_stream.core.progress import place, progress_event
 from om_stream.core.state import RecordState
-from om_stream.core.views import context_spec, status_event
+from om_stream.core.views import context_spec, message_run, status_event
 from om_stream.errors import WireDecodeError
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
@@ -63,6 +68,7 @@ from om_stream.trace_headers import extract
 from om_stream.wire.codec import decode_json, encode
 from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
+from om_stream.wire.context_v2 import ThreadMessages
 from om_stream.wire.schemas import EraseAccepted, ErasureStatus
 
 __all__ = ["Served", "api_guard", "register_views"]
@@ -136,6 +142,22 @@ def api_guard(token: BearerToken) -> Any:
     return guard
 
 
+async def thread_messages(effects: Effects, state: RecordState, thread_id: str, first: str,
+                          through: str) -> list[Message] | None:
+    """The thread's messages ``first`` through ``through`` in position order (``/messages``): from the record's
+    state when it still holds them (a context's run or pin), else from the content store's conversation of the
+    record; None when either id is not a message of the thread, or ``through`` comes before ``first``."""
+    ids = message_run(state, thread_id, first, through)
+    if ids is not None:
+        return await effects.messages(ids, state.resource_id)
+    stored = [m.message for m in await effects.conversation(state) if m.message.thread_id == thread_id]
+    positions = {m.message_id: i for i, m in enumerate(stored)}
+    start, end = positions.get(first), positions.get(through)
+    if start is None or end is None or end < start:
+        return None
+    return stored[start:end + 1]
+
+
 def register_views(worker: Served) -> None:
     app = worker.app
     config = worker.deps.config
@@ -164,6 +186,24 @@ def register_views(worker: Served) -> None:
                 context = await worker.effects.context(spec, now_ms=now)
                 worker.contexts[thread_id] = context
             return self.bytes(encode(context), content_type="application/json")
+
+    @app.page("/v1/threads/{thread_id}/messages")
+    class MessagesView(web.View):
+        async def get(self, request: web.Request, thread_id: str) -> web.Response:
+            first, through = request.query.get("from", ""), request.query.get("through", "")
+            problems = [{"loc": [name], "msg": "a message id, 1 to 256 characters"}
+                        for name, value in (("from", first), ("through", through)) if not 0 < len(value) <= 256]
+            if problems:
+                return self.json({"error": "invalid_fields", "detail": problems}, status=400)
+            state = worker.state(record_key(config.scope, thread_id, request.query.get("resource_id", thread_id)))
+            if state is None or thread_id not in state.threads:
+                return not_owned(self, thread_id)
+            found = await thread_messages(worker.effects, state, thread_id, first, through)
+            if found is None:
+                return self.json({"error": "not_found", "detail": "the thread holds no such run of messages"},
+                                 status=404)
+            return self.bytes(encode(ThreadMessages(thread_id=thread_id, messages=found)),
+                              content_type="application/json")
 
     @app.page("/v1/threads/{thread_id}/status")
     class StatusView(web.View):

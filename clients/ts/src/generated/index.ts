@@ -6,6 +6,12 @@ import type { CommandRecord } from "./om.command.v1.js";
 export type { CommandRecord };
 import type { ContextRecord } from "./om.context.v1.js";
 export type { ContextRecord };
+import type { ContextCursor } from "./om.context.v2.js";
+export type { ContextCursor };
+import type { ContextIndex } from "./om.context-index.v1.js";
+export type { ContextIndex };
+import type { BlockRecord } from "./om.context-block.v1.js";
+export type { BlockRecord };
 import type { DeadLetterRecord } from "./om.dlq.v1.js";
 export type { DeadLetterRecord };
 import type { RecallRequest } from "./om.recall.request.v1.js";
@@ -50,6 +56,8 @@ import type { ErasureStatus } from "./om.http.erasure-status.v1.js";
 export type { ErasureStatus };
 import type { HttpError } from "./om.http.error.v1.js";
 export type { HttpError };
+import type { ThreadMessages } from "./om.http.thread-messages.v1.js";
+export type { ThreadMessages };
 import type { ExportLine } from "./om.export.v1.js";
 export type { ExportLine };
 
@@ -58,6 +66,9 @@ export interface Payloads {
   "om.message/v1": MessageRecord;
   "om.command/v1": CommandRecord;
   "om.context/v1": ContextRecord;
+  "om.context/v2": ContextCursor;
+  "om.context-index/v1": ContextIndex;
+  "om.context-block/v1": BlockRecord;
   "om.dlq/v1": DeadLetterRecord;
   "om.recall.request/v1": RecallRequest;
   "om.recall.response/v1": RecallResponse;
@@ -80,6 +91,7 @@ export interface Payloads {
   "om.http.erase-accepted/v1": EraseAccepted;
   "om.http.erasure-status/v1": ErasureStatus;
   "om.http.error/v1": HttpError;
+  "om.http.thread-messages/v1": ThreadMessages;
   "om.export/v1": ExportLine;
 }
 

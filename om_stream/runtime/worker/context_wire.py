@@ -1,0 +1,105 @@
+"""Contexts by reference on the worker's side (``OM_CONTEXT_WIRE=v2``): what each thread's last publication left
+its readers holding, and the Kafka records of one context in the order they go out.
+
+``PublishedContexts`` remembers, per thread, the index and the raw message ids of the last cursor sent, and the
+index before that one (an erase tombstones the blocks of both). It is this process's memory only: after a restart
+or a rebalance (``forget_all`` at every take-over) a thread's first context sends its whole index, every block and
+every raw message again, which is always correct. What that costs is stated in docs/context-wire-v2.md: the blocks
+the unknown previous index dropped are not tombstoned. Bounded like the recent contexts: a thread left out is
+only a memory miss.
+
+``publications`` gives the records of one context: the new blocks, the index if it changed, the cursor, then the
+tombstones of the blocks no longer listed, each on the partition of the thread's messages (``partition_for``),
+so that a thread's records of the three topics share one partition number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from om_stream.client.partitioning import partition_for
+from om_stream.runtime.worker.kafka_records import Publication
+from om_stream.settings import KafkaSettings
+from om_stream.wire.codec import encode
+from om_stream.wire.context_refs import ByReference, Sent
+from om_stream.wire.context_v2 import block_key
+
+__all__ = ["THREADS_KEPT", "PublishedContexts", "Remembered", "erase_publications", "publications"]
+
+THREADS_KEPT = 16_384  # a few hundred bytes each: digests and raw message ids
+
+
+@dataclass(frozen=True)
+class Remembered:
+    sent: Sent
+    earlier: tuple[str, ...] = ()  # the digests of the index before ``sent.index``
+
+
+class PublishedContexts(dict[str, Remembered]):
+    """thread id -> what its readers hold, the least recently published first out past ``limit``."""
+
+    def __init__(self, limit: int = THREADS_KEPT) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def sent(self, thread_id: str) -> Sent | None:
+        found = self.get(thread_id)
+        return found.sent if found is not None else None
+
+    def advance(self, thread_id: str, sent: Sent) -> None:
+        """``sent`` is out: it becomes the thread's last publication."""
+        found = self.pop(thread_id, None)
+        if found is None:
+            earlier: tuple[str, ...] = ()
+        elif found.sent.index == sent.index:
+            earlier = found.earlier
+        else:
+            earlier = tuple(found.sent.index.blocks)
+        self[thread_id] = Remembered(sent, earlier)
+        while len(self) > self.limit:
+            del self[next(iter(self))]
+
+    def digests(self, thread_id: str) -> list[str]:
+        """The blocks of the thread's last two indexes (what an erase tombstones)."""
+        found = self.get(thread_id)
+        if found is None:
+            return []
+        return list(dict.fromkeys((*found.sent.index.blocks, *found.earlier)))
+
+    def forget(self, thread_id: str) -> None:
+        self.pop(thread_id, None)
+
+    def forget_all(self) -> None:
+        """The threads may have changed hands: another worker may have published since."""
+        self.clear()
+
+
+def _partition(kafka: KafkaSettings, thread_id: str) -> int:
+    return partition_for(thread_id, kafka.partitions)
+
+
+def publications(kafka: KafkaSettings, published: ByReference,
+                 headers: list[tuple[str, bytes]]) -> list[Publication]:
+    """The records of one context in publication order; ``headers`` go with the cursor (as with a v1 context)."""
+    cursor = published.cursor
+    thread_id = cursor.thread_id
+    partition = _partition(kafka, thread_id)
+    out = [Publication(kafka.topic_context_blocks, block_key(thread_id, block.digest).encode(), encode(block),
+                       partition=partition) for block in published.blocks]
+    if published.index is not None:
+        out.append(Publication(kafka.topic_context_index, thread_id.encode(), encode(published.index),
+                               [("om_version", str(published.index.version).encode())], partition=partition))
+    out.append(Publication(kafka.topic_context, thread_id.encode(), encode(cursor), headers, partition=partition))
+    out.extend(Publication(kafka.topic_context_blocks, block_key(thread_id, digest).encode(), None,
+                           partition=partition) for digest in published.dropped)
+    return out
+
+
+def erase_publications(kafka: KafkaSettings, thread_id: str, digests: list[str]) -> list[Publication]:
+    """An erased thread's tombstones beside its context's: its index, and the blocks of its last two indexes."""
+    partition = _partition(kafka, thread_id)
+    out = [Publication(kafka.topic_context_index, thread_id.encode(), None, [("om_erased", b"1")],
+                       partition=partition)]
+    out.extend(Publication(kafka.topic_context_blocks, block_key(thread_id, digest).encode(), None,
+                           [("om_erased", b"1")], partition=partition) for digest in digests)
+    return out
