@@ -63,6 +63,9 @@ bench-chaos: ## join/leave/SIGKILL rounds across 3 workers (lost, duplicated, re
 bench-faults: ## 300 turns through litellm to a local server failing 30% of calls: no message lost, context bounded
 	$(PY) bench/fault_run.py
 
+bench-tracing: ## one worker with tracing off, at 10 % and at 100 % sampling into a real Jaeger, in the same trials: throughput and p99 publish->context (medians of 3)
+	$(PY) bench/e2e.py --trials 3 --workers 1 --wire v1 --traced 0.1,1
+
 bench-engine: ## engine overhead and drift, model tokens, Reflector calls and the largest observation log, on the 2000-turn reference conversation and six conversation shapes (offline model)
 	$(PY) bench/engine.py --runs 5
 

@@ -221,19 +221,31 @@ class Deployment:
     split: bool = False
     code: Path = ROOT
     wire: str = "v1"  # OM_CONTEXT_WIRE
+    # traced: the share of traces sampled (OTEL_TRACES_SAMPLER_ARG), exported over OTLP to ``otlp``; None: tracing off
+    traced: float | None = None
+    otlp: str = ""
 
     @property
     def label(self) -> str:
         label = (f"{self.workers} worker{'s' if self.workers > 1 else ''}{' + models' if self.split else ''}"
                  f", {self.wire}")
+        if self.traced is not None:
+            label += f", traced {self.traced:.0%}"
         return label if self.code == ROOT else f"{label} [{checkout_name(self.code)}]"
+
+    def tracing_env(self) -> dict[str, str]:
+        """The standard OpenTelemetry variables of a traced deployment (none: tracing stays off)."""
+        if self.traced is None:
+            return {}
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                "OTEL_TRACES_SAMPLER_ARG": str(self.traced), "OTEL_SERVICE_NAME": "om-stream-bench"}
 
     def processes(self, env: dict[str, str], folder: Path, prefix: str) -> list[tuple[str, dict[str, str]]]:
         """(name, environment) of every process to start."""
         roles = [("memory" if self.split else "all", f"w{n}") for n in range(self.workers)]
         if self.split:
             roles.append(("models", "models"))
-        return [(name, {**env, "OM_WORKER_ROLE": role, "OM_CONTEXT_WIRE": self.wire,
+        return [(name, {**env, **self.tracing_env(), "OM_WORKER_ROLE": role, "OM_CONTEXT_WIRE": self.wire,
                         "OM_WORKER_WEB_PORT": str(free_port()),
                         "OM_WORKER_METRICS_PORT": str(free_port()),
                         "OM_WORKER_DATA_DIR": str(folder / f"{prefix}-{name}")}) for role, name in roles]
@@ -384,10 +396,12 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     return latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
 
 
-def deployments(workers: str, split: bool, compare: Path | None, wires: str = "v1") -> list[Deployment]:
+def deployments(workers: str, split: bool, compare: Path | None, wires: str = "v1", traced: str = "",
+                otlp: str = "") -> list[Deployment]:
     counts = [int(n) for n in workers.split(",") if n.strip()]
     ours = [Deployment(n) for n in counts] + ([Deployment(n, split=True) for n in counts] if split else [])
     ours = [replace(d, wire=wire.strip()) for wire in wires.split(",") if wire.strip() for d in ours]
+    ours += [Deployment(1, traced=float(ratio), otlp=otlp) for ratio in traced.split(",") if ratio.strip()]
     return ours + ([replace(d, code=compare) for d in ours] if compare else [])
 
 
@@ -414,21 +428,29 @@ def main() -> None:
     parser.add_argument("--wire", default="v1,v2", help="OM_CONTEXT_WIRE values to measure, e.g. v1,v2")
     parser.add_argument("--compare", type=Path, help="another checkout of om-stream (e.g. a worktree of the parent "
                                                      "commit): its workers are measured too, in the same trials")
+    parser.add_argument("--traced", default="", help="also one worker with tracing on at these sampling ratios, "
+                                                     "e.g. 0.1,1 (spans exported over OTLP to --otlp)")
+    parser.add_argument("--otlp", default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+                        help="the OTLP/HTTP endpoint of the traced deployments (a Jaeger of devservices' is "
+                             "started when none is given)")
     args = parser.parse_args()
     services = None
     bootstrap = os.environ.get("OM_KAFKA_BOOTSTRAP")
     cassandra = os.environ.get("OM_CASSANDRA_HOSTS")
     wanted: tuple[str, ...] = () if bootstrap else ("kafka",)
+    if args.traced and not args.otlp:
+        wanted = (*wanted, "jaeger")
     if args.store == "cassandra" and not cassandra:
         wanted = (*wanted, "cassandra")
-    if not bootstrap or (args.store == "cassandra" and not cassandra):
+    if wanted:
         services = start_services(wanted)
         if services.errors:
             raise SystemExit(f"services did not start: {services.errors}")
         bootstrap = bootstrap or (services.kafka.bootstrap if services.kafka else None)
         cassandra = cassandra or (services.cassandra.contact_point if services.cassandra else None)
+        args.otlp = args.otlp or (services.jaeger.otlp_endpoint if services.jaeger else "")
     assert bootstrap is not None
-    ours = deployments(args.workers, args.split, args.compare, args.wire)
+    ours = deployments(args.workers, args.split, args.compare, args.wire, args.traced, args.otlp)
     pipelines: list[tuple[str, str, Deployment]] = [("aiokafka", "aiokafka", Deployment()),
                                                     ("faust", "faust", Deployment())]
     pipelines += [("om-stream", f"om-stream, {d.label}", d) for d in ours]
@@ -480,10 +502,11 @@ def main() -> None:
                   f"p99 {statistics.median(p99s[label]):.1f} ms (target p99 <= 100 ms)")
     # one stable line per deployment (docs/benchmarks.md reads them): p99_ms is "-" without a latency run
     for _, name, deployment in pipelines[2:]:
-        p99 = p99s.get(deployment.label) or []
+        p99_runs = p99s.get(deployment.label) or []
         print(f"store={args.store} workers={deployment.workers}{'+models' if deployment.split else ''} "
-              f"wire={deployment.wire} msgs_per_s={median[name]:.0f} faust_ratio={median[name] / median['faust']:.2f} "
-              f"p99_ms={f'{statistics.median(p99):.1f}' if p99 else '-'} "
+              f"wire={deployment.wire} traced={'-' if deployment.traced is None else deployment.traced} "
+              f"msgs_per_s={median[name]:.0f} faust_ratio={median[name] / median['faust']:.2f} "
+              f"p99_ms={f'{statistics.median(p99_runs):.1f}' if p99_runs else '-'} "
               f"bytes_per_msg={statistics.median(written[name]):.0f}")
 
 
