@@ -24,9 +24,10 @@ from om_stream.core.messages import Message
 from om_stream.core.state import RecordState
 from om_stream.replay.shapes import SHAPES, generate
 from om_stream.wire.context import ContextRecord
+from om_stream.wire.context_refs import ByReference, Sent, by_reference
 from tests.support.sim import Outcome, Sim
 
-__all__ = ["Replayed", "Variation", "replayed_contexts", "variation"]
+__all__ = ["Replayed", "Variation", "first_thread_by_reference", "replayed_contexts", "variation"]
 
 
 @dataclass(frozen=True)
@@ -155,3 +156,19 @@ def replayed_contexts(v: Variation) -> Iterator[Replayed]:
         found.clear()
     sim.settle()
     yield from found
+
+
+def first_thread_by_reference(seed: int) -> list[tuple[ByReference, ContextRecord]]:
+    """The v2 records the worker would publish for each context of the first thread of ``variation(seed)``, in
+    order, each beside the v1 record it stands for."""
+    out: list[tuple[ByReference, ContextRecord]] = []
+    sent: Sent | None = None
+    contexts = list(replayed_contexts(variation(seed)))
+    for seen in contexts:
+        if seen.spec.thread_id != contexts[0].spec.thread_id:
+            continue
+        published, sent = by_reference(seen.record, pinned_message_id=seen.spec.pinned_message_id,
+                                       run_ids=seen.spec.message_ids, expire_before=seen.spec.expire_before,
+                                       previous=sent)
+        out.append((published, seen.record))
+    return out

@@ -7,22 +7,12 @@ from __future__ import annotations
 from om_stream.client.assembly import ContextAssembly, RunWanted
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
-from om_stream.wire.context_refs import ByReference, Sent, by_reference
-from tests.support.replayed_contexts import replayed_contexts, variation
+from om_stream.wire.context_refs import ByReference
+from tests.support.replayed_contexts import first_thread_by_reference
 
 
 def _published() -> list[tuple[ByReference, ContextRecord]]:
-    out: list[tuple[ByReference, ContextRecord]] = []
-    sent: Sent | None = None
-    contexts = list(replayed_contexts(variation(5)))
-    for seen in contexts:
-        if seen.spec.thread_id != contexts[0].spec.thread_id:
-            continue
-        published, sent = by_reference(seen.record, pinned_message_id=seen.spec.pinned_message_id,
-                                       run_ids=seen.spec.message_ids, expire_before=seen.spec.expire_before,
-                                       previous=sent)
-        out.append((published, seen.record))
-    return out
+    return first_thread_by_reference(5)
 
 
 def _blocks(assembly: ContextAssembly, published: ByReference) -> object:

@@ -34,7 +34,7 @@ from om_stream.wire.context_v2 import (
     split_block_key,
 )
 from om_stream.wire.schemas import decode_payload
-from tests.support.replayed_contexts import replayed_contexts, variation
+from tests.support.replayed_contexts import first_thread_by_reference, replayed_contexts, variation
 
 
 class Reader:
@@ -95,16 +95,7 @@ def test_the_v2_records_rebuild_every_v1_context_byte_for_byte(seed: int) -> Non
 def test_a_reader_that_missed_a_cursor_finds_the_run_incomplete() -> None:
     """The count protects a reader that did not see every cursor (it started late, or compaction removed one): its
     run does not check out, so it fetches the run instead of sending a wrong context."""
-    records: list[tuple[ByReference, ContextRecord]] = []
-    sent: Sent | None = None
-    contexts = list(replayed_contexts(variation(3)))
-    for seen in contexts:
-        if seen.spec.thread_id != contexts[0].spec.thread_id:
-            continue
-        published, sent = by_reference(seen.record, pinned_message_id=seen.spec.pinned_message_id,
-                                       run_ids=seen.spec.message_ids, expire_before=seen.spec.expire_before,
-                                       previous=sent)
-        records.append((published, seen.record))
+    records = first_thread_by_reference(3)
     checked = 0
     for (_, before), (skipped, _), (later, record) in zip(records, records[1:], records[2:], strict=False):
         resent = {m.message_id for m in later.cursor.new_messages}
