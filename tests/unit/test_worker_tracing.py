@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import SpanContext
 from pydantic import SecretStr
 
@@ -220,3 +221,19 @@ async def test_untraced_workers_publish_no_trace_headers() -> None:
     await worker.say("t1", 0, [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")])
     (context,) = worker.producer.to(KAFKA.topic_context)
     assert span_context_of(context.headers) is None
+
+
+async def test_a_sampled_out_message_is_remembered_by_nothing_and_its_context_says_sampled_out(
+        exporter: InMemorySpanExporter) -> None:
+    """At a sampling ratio, most records are sampled out: no span of theirs reaches the backend, so no cycle may
+    link to them, and their context carries the not-sampled flag on so that the agent's consumer follows suit."""
+    provider = TracerProvider(sampler=ALWAYS_OFF)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(tracer=provider.get_tracer("om_stream"), enabled=True,
+                      provider=provider).with_rules(TracingSettings())
+    worker = Worker({"observation": {"messageTokens": 10_000}}, tracing)
+    await worker.say("t1", 0, [])
+    assert exporter.get_finished_spans() == ()
+    assert worker.processor.message_spans.covering("t1", ["t1-m0"]) == []
+    published = carried(worker.producer.to(KAFKA.topic_context)[-1].headers)
+    assert published.is_valid and not published.trace_flags.sampled

@@ -86,6 +86,10 @@ class IngestSpans:
     def decoded(self, index: int, arrival: Arrival[SourceRecord]) -> Arrival[SourceRecord]:
         """``arrival`` in its ingest span's trace, the span told what came in."""
         span, tracing = self.spans[index], self.tracing
+        if not span.is_recording():
+            # sampled out: nothing to tell it, and no cycle should link to a trace the backend never gets; its
+            # context still travels on, so that what follows is sampled out too
+            return Arrival(arrival.key, arrival.resource_id, arrival.input, arrival.source, self.context(index))
         event = arrival.input
         attributes: dict[str, AttributeValue] = {"om.input": type(event).__name__}
         if isinstance(event, MessageAppended):
