@@ -405,6 +405,12 @@ def deployments(workers: str, split: bool, compare: Path | None, wires: str = "v
     return ours + ([replace(d, code=compare) for d in ours] if compare else [])
 
 
+def rotated(items: list[Any], turn: int) -> list[Any]:
+    """``items`` starting ``turn`` places later, wrapping around."""
+    shift = turn % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
 @functools.cache
 def checkout_name(code: Path) -> str:
     """A checkout's short commit (its folder's name if it is not a git checkout)."""
@@ -464,7 +470,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             for trial in range(args.trials):
-                for kind, name, deployment in pipelines:
+                # each trial starts one pipeline later: a place in the order (a broker holding more topics late in
+                # a trial, a warmer machine early) is then no pipeline's alone
+                for kind, name, deployment in rotated(pipelines, trial):
                     rate, outputs = asyncio.run(throughput(
                         kind, bootstrap, folder, threads=args.threads, per_thread=args.per_thread,
                         partitions=args.partitions, store=args.store, deployment=deployment,
@@ -475,7 +483,7 @@ def main() -> None:
                           f"outputs per message, {outputs.value_bytes / max(1, outputs.records) / 1000:.1f} KB "
                           f"each, {outputs.value_bytes / total / 1000:.1f} KB written per message)", flush=True)
             for trial in range(0 if args.no_latency else args.trials):
-                for deployment in timed:
+                for deployment in rotated(timed, trial):
                     p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
                                                    threads=args.threads, partitions=args.partitions,
                                                    store=args.store, deployment=deployment,
