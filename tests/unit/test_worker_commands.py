@@ -15,49 +15,22 @@ from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import RequestObservation
 from om_stream.core.config import OMConfig
 from om_stream.core.inputs import ModelResultArrived
-from om_stream.core.state import RecordState
 from om_stream.core.tokens import TokenAccountant
 from om_stream.observability.metrics import Metrics
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.kafka_records import Publication, SourceRecord
+from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.settings import KafkaSettings
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord
 from om_stream.wire.messages import MessageRecord
+from tests.support.processor_doubles import Producer, Table, words
 
 KAFKA = KafkaSettings()
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 WORDS = "the staging cluster needs a new partition plan before the launch on friday"
-
-
-def words(text: str) -> int:
-    return len(text.split())
-
-
-class Table:
-    def __init__(self) -> None:
-        self.states: dict[str, RecordState] = {}
-
-    def get(self, arrival: Arrival) -> RecordState | None:
-        return self.states.get(arrival.key)
-
-    def set(self, arrival: Arrival, state: RecordState) -> None:
-        self.states[arrival.key] = state
-
-
-class Producer:
-    def __init__(self) -> None:
-        self.sent: list[Publication] = []
-
-    async def send(self, publication: Publication) -> None:
-        self.sent.append(publication)
-
-    def to(self, topic: str) -> list[Publication]:
-        return [p for p in self.sent if p.topic == topic]
 
 
 class Worker:
