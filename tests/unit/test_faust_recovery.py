@@ -14,7 +14,7 @@ from faust.types import TP
 from hypothesis import given
 from hypothesis import strategies as st
 
-from om_stream.runtime.worker.faust_internals import Tables, seek_targets
+from om_stream.runtime.worker.faust_internals import Tables, recovery_remaining, seek_targets
 
 
 class SeekingConsumer:
@@ -77,3 +77,16 @@ def test_seek_targets_keep_every_readable_offset_and_start_the_others(recorded: 
     for tp, target in targets.items():
         offset = offsets.get(tp)
         assert target == (offset if offset is not None and offset >= 0 else 0)
+
+
+def test_recovery_remaining_is_what_the_active_partitions_still_have_to_read() -> None:
+    """The liveness watch reads the recovery's remainder through ``recovery_remaining``: the records between each
+    active changelog partition's offset and its highwater."""
+    app = faust.App("recovery-remaining", broker="kafka://127.0.0.1:9", store="memory://", TableManager=Tables)
+    recovery = recovery_of(app)
+    assert recovery_remaining(app) == 0, "no recovery under way"
+    recovery.active_highwaters.update({READ: 50, NOTHING_READ: 11})
+    recovery.active_offsets.update({READ: 41, NOTHING_READ: -1})
+    assert recovery_remaining(app) == 9 + 12
+    recovery.active_offsets[READ] = 50
+    assert recovery_remaining(app) == 12

@@ -137,7 +137,7 @@ def _stalled(live: Liveness, now: list[float], seconds: int) -> None:
     """Partition 0 holds records and does not move for ``seconds`` (one check a second)."""
     for _ in range(seconds):
         now[0] += 1
-        live.check_progress([("om.messages", 0, 7, 40)], ready=True)
+        live.check_progress([("om.messages", 0, 7, 40)])
 
 
 def test_a_stall_while_the_store_is_down_stays_live_within_the_budget_and_fails_past_it(
@@ -157,7 +157,7 @@ def test_a_stall_while_the_store_is_down_stays_live_within_the_budget_and_fails_
     assert live.reasons()[0] == ("content store cassandra unavailable for 61s, past worker.store_outage_budget_s "
                                  f"(60s): {QUORUM_LOST}")
     assert [m for m in _errors(caplog) if "past worker.store_outage_budget_s" in m], "said once, at ERROR"
-    live.check_progress([("om.messages", 0, 3, 44)], ready=True)  # the store came back: the partition moved
+    live.check_progress([("om.messages", 0, 3, 44)])  # the store came back: the partition moved
     assert live.live and live.waiting() == [] and metrics.registry.get_sample_value("om_worker_live") == 1
 
 
@@ -177,6 +177,6 @@ def test_a_store_outage_with_nothing_stalled_leaves_the_worker_live_past_the_bud
     live = Liveness(metrics, stall_timeout_s=10, outages=watch, outage_budget_s=60, clock=lambda: now[0])
     for _ in range(120):
         watch.failing("cassandra", QUORUM_LOST)
-        live.check_progress([("om.messages", 0, 0, 40)], ready=True)
+        live.check_progress([("om.messages", 0, 0, 40)])
         now[0] += 1
     assert live.live and live.waiting() == []

@@ -34,18 +34,18 @@ def _value(metrics: Metrics, name: str, **labels: str) -> float | None:
 def test_a_partition_with_lag_that_does_not_move_fails_liveness_until_it_moves() -> None:
     metrics, now = Metrics.create(), [0.0]
     live = Liveness(metrics, stall_timeout_s=30, clock=lambda: now[0])
-    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)], ready=True)
+    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)])
     now[0] = 29
-    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)], ready=True)
+    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)])
     assert live.live
     now[0] = 31
-    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)], ready=True)
+    live.check_progress([("om.messages", 0, 5, 100), ("om.messages", 1, 0, 7)])
     assert not live.live and "om.messages[0]: 5 records waiting" in live.reasons()[0]
     assert _value(metrics, "om_worker_live") == 0 and _value(metrics, "om_partition_stalls_total") == 1
     now[0] = 40
-    live.check_progress([("om.messages", 0, 5, 100)], ready=True)
+    live.check_progress([("om.messages", 0, 5, 100)])
     assert _value(metrics, "om_partition_stalls_total") == 1, "a stall is counted once"
-    live.check_progress([("om.messages", 0, 2, 103)], ready=True)  # it moved
+    live.check_progress([("om.messages", 0, 2, 103)])  # it moved
     assert live.live and _value(metrics, "om_worker_live") == 1
 
 
@@ -54,12 +54,46 @@ def test_no_lag_is_never_a_stall_and_a_rebalance_starts_the_measure_again() -> N
     live = Liveness(Metrics.create(), stall_timeout_s=10, clock=lambda: now[0])
     for t in range(0, 100, 5):
         now[0] = t
-        live.check_progress([("om.messages", 0, 0, 50)], ready=True)
+        live.check_progress([("om.messages", 0, 0, 50)])
     assert live.live
-    live.check_progress([("om.messages", 0, 3, 50)], ready=True)
+    live.check_progress([("om.messages", 0, 3, 50)])
     now[0] = 200
-    live.check_progress([], ready=False)  # rebalancing
-    live.check_progress([("om.messages", 0, 3, 50)], ready=True)
+    live.recovering(0)  # rebalancing: the table recovers (nothing to read)
+    live.check_progress([("om.messages", 0, 3, 50)])
+    assert live.live
+
+
+def test_a_table_recovery_that_reads_nothing_fails_liveness_and_one_that_reads_does_not() -> None:
+    """The hang of docs/ci.md (2026-12-05): a recovery waiting for changelog events that never come served nothing
+    for minutes and no watch said so, since a recovering worker is not judged by its partitions."""
+    metrics, now = Metrics.create(), [0.0]
+    live = Liveness(metrics, stall_timeout_s=30, clock=lambda: now[0])
+    for t, remaining in ((0, 900), (20, 600), (40, 300), (60, 299), (85, 299)):  # slow, but it reads
+        now[0] = t
+        live.recovering(remaining)
+    assert live.live
+    now[0] = 91
+    live.recovering(299)  # 31 s without a record read
+    assert not live.live and live.reasons() == ["table recovery: 299 changelog records still to read and none read "
+                                                "for 31s"]
+    assert _value(metrics, "om_worker_live") == 0 and _value(metrics, "om_partition_stalls_total") == 1
+    now[0] = 120
+    live.recovering(299)
+    assert _value(metrics, "om_partition_stalls_total") == 1, "a stall is counted once"
+    live.recovering(250)  # it reads again
+    assert live.live
+    now[0] = 500
+    live.recovering(250)
+    live.check_progress([("om.messages", 0, 0, 50)])  # recovered: the partitions are judged again, not the recovery
+    assert live.live and live.reasons() == []
+
+
+def test_a_recovery_with_nothing_left_to_read_is_never_stalled() -> None:
+    now = [0.0]
+    live = Liveness(Metrics.create(), stall_timeout_s=10, clock=lambda: now[0])
+    for t in range(0, 100, 5):
+        now[0] = t
+        live.recovering(0)
     assert live.live
 
 
@@ -72,7 +106,7 @@ def test_an_agent_crash_is_fatal_and_calls_every_fatal_callback() -> None:
     live.agent_crashed("memory", error)
     assert seen == [error] and not live.live and "agent memory crashed" in live.reasons()[0]
     assert _value(metrics, "om_agent_crashes_total", agent="memory") == 1
-    live.check_progress([], ready=False)
+    live.recovering(0)
     assert not live.live, "a crash stays fatal"
 
 

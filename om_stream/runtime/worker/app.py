@@ -62,7 +62,12 @@ from om_stream.runtime.worker.faust_app import (
     internal_topics,
     new_app,
 )
-from om_stream.runtime.worker.faust_internals import commit_offsets, recovery_completed, sought_offset
+from om_stream.runtime.worker.faust_internals import (
+    commit_offsets,
+    recovery_completed,
+    recovery_remaining,
+    sought_offset,
+)
 from om_stream.runtime.worker.group_lag import GroupLagProbe
 from om_stream.runtime.worker.handover import Handover, TakeOver
 from om_stream.runtime.worker.ingest import Ingest
@@ -142,7 +147,8 @@ class Worker:
         self.watches = Watches(self.app, deps.metrics, liveness=self.liveness, recovered=lambda: self.recovered,
                                group_lag=group_lag, in_flight=self.in_flight, inventory=self.inventory,
                                started_at=self.started_at,
-                               stranded=self._rescue_stranded if self.plan.holds_table else None)
+                               stranded=self._rescue_stranded if self.plan.holds_table else None,
+                               recovery_remaining=functools.partial(recovery_remaining, self.app))
         self.watches.define()
         deps.metrics.worker_role.labels(self.plan.role).set(1)
         if self.plan.holds_table:

@@ -63,7 +63,8 @@ from faust.worker import Worker as FaustWorker
 
 __all__ = ["FAUST_CHECKED", "SignalledWorker", "Tables", "aiohttp_application", "aiohttp_request", "commit_offsets",
            "connect", "fetch_flags", "group_coordinator", "heartbeat_now", "in_event", "noack_batches",
-           "observe_heartbeats", "recovery_completed", "rocksdb_databases", "seek_targets", "sought_offset"]
+           "observe_heartbeats", "recovery_completed", "recovery_remaining", "rocksdb_databases", "seek_targets",
+           "sought_offset"]
 
 FAUST_CHECKED = "faust-streaming 0.15.3, mode-streaming 0.7.1, aiokafka 0.14.0"
 
@@ -148,6 +149,12 @@ class SignalledWorker(FaustWorker):
 def recovery_completed(app: faust.App) -> bool:
     """The state table's recovery has completed once (Faust never clears this; no table: the consumer joined)."""
     return cast(TableManager, app.tables).recovery.completed.is_set()
+
+
+def recovery_remaining(app: faust.App) -> int:
+    """How many changelog records the table's recovery still has to read for its active partitions (0 once it has
+    read them, or when no recovery is under way)."""
+    return cast(TableManager, app.tables).recovery.active_remaining_total()
 
 
 def noack_batches(stream: faust.StreamT[bytes], max_: int, within_s: float) -> AsyncIterator[Sequence[EventT[bytes]]]:

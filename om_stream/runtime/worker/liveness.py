@@ -8,6 +8,11 @@ partition fails ``/livez`` (the chart's liveness probe) for as long as it stays 
 again. A partition's lag comes from the worker's consumer or, for one it never fetched or never committed since it
 was assigned, from the brokers' view of the group (``group_lag``), so a handler stuck on its first record counts.
 
+A table recovery (after the start or a rebalance) that reads nothing while changelog records remain is stalled the
+same way (``recovering``): the worker serves none of its threads until its table has recovered, and nothing else
+would say so, since a worker in recovery is not judged by its partitions' progress. Faust logs the partitions that
+send no events; the worker fails ``/livez`` and counts a stall, so that a fresh process recovers instead.
+
 A stall while the content store is down (``StoreOutageWatch``: its operations fail and are retried) is the store's,
 not the worker's: a new process would wait for the same store, after a rebalance and a table recovery, and every
 worker of the deployment stalls at once, so restarting them all only adds load when the store comes back. Such a
@@ -26,9 +31,10 @@ from collections.abc import Callable, Iterable
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.store_outages import Outage, StoreOutageWatch
 
-__all__ = ["Liveness"]
+__all__ = ["RECOVERY", "Liveness"]
 
 log = logging.getLogger(__name__)
+RECOVERY = ("<table recovery>", -1)  # the recovery's entry among the stalled partitions
 
 
 class Liveness:
@@ -44,6 +50,7 @@ class Liveness:
         self.crashed: str | None = None
         self.stalled: dict[tuple[str, int], str] = {}
         self._progress: dict[tuple[str, int], tuple[int, float]] = {}  # partition -> (committed offset, since)
+        self._recovery: tuple[int, float] | None = None  # (changelog records still to read, since)
         self._fatal: list[Callable[[BaseException], None]] = []
         self._over_budget: str | None = None  # the outage past its budget, once logged
         metrics.worker_live.set(1)
@@ -91,15 +98,12 @@ class Liveness:
         for callback in self._fatal:
             callback(exc)
 
-    def check_progress(self, partitions: Iterable[tuple[str, int, int, int]], *, ready: bool) -> None:
-        """``(topic, partition, lag, committed offset)`` of the partitions assigned now. A rebalance (not ready)
-        starts every measure again."""
+    def check_progress(self, partitions: Iterable[tuple[str, int, int, int]]) -> None:
+        """``(topic, partition, lag, committed offset)`` of the partitions assigned now, the table recovered (a
+        recovery, :meth:`recovering`, starts every measure again)."""
         now = self.clock()
-        if not ready:
-            self._progress.clear()
-            self.stalled.clear()
-            self._publish()
-            return
+        self._recovery = None
+        self.stalled.pop(RECOVERY, None)
         seen = set()
         for topic, partition, lag, committed in partitions:
             tp = (topic, partition)
@@ -119,6 +123,25 @@ class Liveness:
         for tp in set(self._progress) - seen:
             del self._progress[tp]
             self.stalled.pop(tp, None)
+        self._publish()
+
+    def recovering(self, remaining: int) -> None:
+        """The table is recovering, with ``remaining`` changelog records still to read: the partitions' measures
+        start again (as at a rebalance), and a recovery whose remainder has not moved for ``stall_timeout_s`` while
+        records remain is stalled."""
+        now = self.clock()
+        self._progress.clear()
+        last = self._recovery
+        if remaining <= 0 or last is None or last[0] != remaining:
+            self._recovery = (remaining, now)
+            self.stalled.clear()
+        else:
+            waited = now - last[1]
+            if waited >= self.stall_timeout_s and RECOVERY not in self.stalled:
+                self.stalled = {RECOVERY: f"table recovery: {remaining} changelog records still to read and none read "
+                                          f"for {waited:.0f}s"}
+                self.metrics.partition_stalls.inc()
+                self._log_stall(self.stalled[RECOVERY])
         self._publish()
 
     def _log_stall(self, stall: str) -> None:

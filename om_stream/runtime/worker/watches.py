@@ -35,12 +35,14 @@ Lag = tuple[str, int, int, int]  # (topic, partition, lag, committed offset)
 class Watches:
     def __init__(self, app: faust.App, metrics: Metrics, *, liveness: Liveness, recovered: Callable[[], bool],
                  group_lag: GroupLagProbe, in_flight: InFlight, inventory: Inventory, started_at: float,
-                 stranded: Callable[[], Awaitable[None]] | None = None) -> None:
+                 stranded: Callable[[], Awaitable[None]] | None = None,
+                 recovery_remaining: Callable[[], int] = lambda: 0) -> None:
         # stranded: the hand-over's rescue of partitions whose last records Faust dropped (roles with a table)
         self.app = app
         self.metrics = metrics
         self.liveness = liveness
         self.recovered = recovered
+        self.recovery_remaining = recovery_remaining  # changelog records the table's recovery still has to read
         self.group_lag = group_lag
         self.in_flight = in_flight
         self.inventory = inventory
@@ -66,11 +68,11 @@ class Watches:
         recovered = self.recovered()
         self._recovery.tick(recovered)
         if not recovered:
-            self.liveness.check_progress((), ready=False)
+            self.liveness.recovering(self.recovery_remaining())
             return
         lags = self.lags()
         self._lag.update(lags)
-        self.liveness.check_progress(lags + self.unseen_lags(lags), ready=True)
+        self.liveness.check_progress(lags + self.unseen_lags(lags))
         if self.stranded is not None:
             await self.stranded()
 
