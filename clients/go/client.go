@@ -201,11 +201,11 @@ func (c *Client) onContext(record *kgo.Record) error {
 		if err := Decode(ContextCursorSchema, record.Value, &cursor); err != nil {
 			return err
 		}
-		if err := c.followReferences(); err != nil {
-			return err
-		}
+		// the cursor is kept even when the two topics cannot be read yet (the next cursor tries again): its
+		// new_messages are part of the run the client holds
+		followed := c.followReferences()
 		c.fetchRun(c.view.cursor(&cursor, SpanContextFromHeaders(record.Headers)))
-		return nil
+		return followed
 	}
 	context, err := DecodeContextRecord(record.Value, record.Headers)
 	if err != nil {

@@ -307,7 +307,13 @@ export class OMClient {
     const spanContext = spanContextFromHeaders(message.headers ?? {});
     if ((value as { schema?: unknown } | null)?.schema === "om.context/v2") {
       const cursor = validate("om.context/v2", value);
-      await this.followReferences();
+      try {
+        await this.followReferences();
+      } catch (error) {
+        // the cursor is kept all the same (its new_messages are part of the run); the next cursor tries again
+        console.warn(`om-stream: cannot read ${this.topics.contextIndex} and ${this.topics.contextBlocks} yet: ` +
+          String(error));
+      }
       await this.fetchRun(this.view.cursor(cursor, spanContext));
       return;
     }
