@@ -9,13 +9,16 @@
 // Every payload is validated against the published JSON Schemas (embedded) and written in its RFC 8785 normal
 // form. Every record a Client publishes carries the trace context of the ctx it was given (W3C traceparent and
 // tracestate headers), and every context it reads keeps the worker's (ContextRecord.SpanContext, .TraceContext):
-// see tracing.go.
+// see tracing.go. Contexts come whole (om.context/v1) or by reference (om.context/v2, OM_CONTEXT_WIRE=v2: a cursor
+// on the context topic, the system blocks on om.context.index and om.context.blocks, read from their beginning once
+// the first cursor comes); either way AwaitContext and LatestContext return the same ContextRecord (assembly.go).
 package omstream
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,14 +28,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Topics are the om-stream topic names (the worker's OM_KAFKA_TOPIC_* settings).
+// Topics are the om-stream topic names (the worker's OM_KAFKA_TOPIC_* settings). ContextIndex and ContextBlocks
+// are om.context/v2's, read once a v2 context comes.
 type Topics struct {
-	Messages, Commands, Events, Context, RecallRequests, RecallResponses string
+	Messages, Commands, Events, Context, ContextIndex, ContextBlocks, RecallRequests, RecallResponses string
 }
 
 // DefaultTopics are the worker's default topic names.
 func DefaultTopics() Topics {
 	return Topics{Messages: "om.messages", Commands: "om.commands", Events: "om.events", Context: "om.context",
+		ContextIndex: "om.context.index", ContextBlocks: "om.context.blocks",
 		RecallRequests: "om.recall.requests", RecallResponses: "om.recall.responses"}
 }
 
@@ -42,6 +47,9 @@ type Config struct {
 	Topics       Topics
 	Opts         []kgo.Opt
 	TopicTimeout time.Duration // how long to wait for the worker to create a topic (default 30 s)
+	// MessagesAPI completes an om.context/v2 context whose raw messages the Client does not hold (it started after
+	// they were published) through the worker's HTTP API; nil: such a context waits for one it can assemble.
+	MessagesAPI *MessagesAPI
 }
 
 // Published is where a message landed.
@@ -60,6 +68,14 @@ type Client struct {
 	contexts *tail
 	view     *contextView
 
+	// om.context/v2: the index and blocks tails (started at the first cursor), and the Client's lifetime, which
+	// bounds the runs it fetches
+	referencesMu sync.Mutex
+	references   []*tail
+	closed       bool
+	life         context.Context
+	end          context.CancelFunc
+
 	mu            sync.Mutex // guards pending
 	responsesOnce sync.Once
 	responses     *tail
@@ -76,7 +92,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}{
 		{&cfg.Topics.Messages, defaults.Messages}, {&cfg.Topics.Commands, defaults.Commands},
 		{&cfg.Topics.Events, defaults.Events},
-		{&cfg.Topics.Context, defaults.Context}, {&cfg.Topics.RecallRequests, defaults.RecallRequests},
+		{&cfg.Topics.Context, defaults.Context}, {&cfg.Topics.ContextIndex, defaults.ContextIndex},
+		{&cfg.Topics.ContextBlocks, defaults.ContextBlocks}, {&cfg.Topics.RecallRequests, defaults.RecallRequests},
 		{&cfg.Topics.RecallResponses, defaults.RecallResponses},
 	} {
 		if *pair.field == "" {
@@ -99,8 +116,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, producer: producer, view: newContextView(), pending: map[string]chan *RecallResponse{}}
+	c.life, c.end = context.WithCancel(context.Background())
 	c.contexts, err = startTail(ctx, cfg, cfg.Topics.Context, false, nil, c.onContext)
 	if err != nil {
+		c.end()
 		producer.Close()
 		return nil, err
 	}
@@ -109,7 +128,14 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 
 // Close stops every consumer and the producer.
 func (c *Client) Close() {
+	c.end() // a run being fetched is given up
 	c.contexts.close()
+	c.referencesMu.Lock()
+	c.closed = true
+	for _, t := range c.references {
+		t.close()
+	}
+	c.referencesMu.Unlock()
 	if c.responses != nil {
 		c.responses.close()
 	}
@@ -167,12 +193,103 @@ func (c *Client) onContext(record *kgo.Record) error {
 		c.view.tombstone(string(record.Key))
 		return nil
 	}
+	var tag struct {
+		Schema string `json:"schema"`
+	}
+	if err := json.Unmarshal(record.Value, &tag); err == nil && tag.Schema == ContextCursorSchema {
+		var cursor ContextCursor
+		if err := Decode(ContextCursorSchema, record.Value, &cursor); err != nil {
+			return err
+		}
+		// the cursor is kept even when the two topics cannot be read yet (the next cursor tries again): its
+		// new_messages are part of the run the client holds
+		followed := c.followReferences()
+		c.fetchRun(c.view.cursor(&cursor, SpanContextFromHeaders(record.Headers)))
+		return followed
+	}
 	context, err := DecodeContextRecord(record.Value, record.Headers)
 	if err != nil {
 		return err
 	}
 	c.view.received(context)
 	return nil
+}
+
+// followReferences starts reading the index and blocks topics from their beginning (once: at the first v2 cursor;
+// a cursor can name blocks published before the Client started).
+func (c *Client) followReferences() error {
+	c.referencesMu.Lock()
+	defer c.referencesMu.Unlock()
+	if c.references != nil || c.closed {
+		return nil
+	}
+	var started []*tail
+	for _, follow := range []struct {
+		topic  string
+		handle func(*kgo.Record) error
+	}{{c.cfg.Topics.ContextIndex, c.onIndex}, {c.cfg.Topics.ContextBlocks, c.onBlock}} {
+		t, err := startTail(c.life, c.cfg, follow.topic, true, nil, follow.handle)
+		if err != nil {
+			for _, s := range started {
+				s.close()
+			}
+			return err // the next cursor tries again
+		}
+		started = append(started, t)
+	}
+	c.references = started
+	return nil
+}
+
+func (c *Client) onIndex(record *kgo.Record) error {
+	if len(record.Key) == 0 || record.Key[0] == 0xff {
+		return nil // a segment roll's tombstone (a key no thread can have: not UTF-8)
+	}
+	var index *ContextIndex
+	if record.Value != nil {
+		index = new(ContextIndex)
+		if err := Decode(ContextIndexSchema, record.Value, index); err != nil {
+			return err
+		}
+	}
+	c.fetchRun(c.view.index(string(record.Key), index))
+	return nil
+}
+
+func (c *Client) onBlock(record *kgo.Record) error {
+	if len(record.Key) < 24 || record.Key[0] == 0xff {
+		return nil // a segment roll's tombstone, or not a block key
+	}
+	key := string(record.Key) // <thread id>/<digest>: the digest has a fixed length (22)
+	threadID, digest := key[:len(key)-23], key[len(key)-22:]
+	var text *string
+	if record.Value != nil {
+		var block ContextBlock
+		if err := Decode(ContextBlockSchema, record.Value, &block); err != nil {
+			return err
+		}
+		text = &block.Text
+	}
+	c.fetchRun(c.view.block(threadID, digest, text))
+	return nil
+}
+
+// fetchRun completes a cursor whose raw messages the Client does not hold, when it can.
+func (c *Client) fetchRun(cursor *ContextCursor) {
+	if cursor == nil {
+		return
+	}
+	if c.cfg.MessagesAPI == nil {
+		fmt.Printf("omstream: the context of thread %s names messages this client does not hold, and it has no "+
+			"MessagesAPI to fetch them: it waits for a context it can assemble\n", cursor.ThreadID)
+		return
+	}
+	messages, err := c.cfg.MessagesAPI.Run(c.life, cursor)
+	if err != nil {
+		fmt.Printf("omstream: the messages API could not give a run of thread %s: %v\n", cursor.ThreadID, err)
+		return
+	}
+	c.view.fetched(cursor, messages)
 }
 
 // -- events --------------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // contextView is what a Client knows of its threads' contexts: the latest context read from the compacted
@@ -14,6 +16,10 @@ import (
 // erases, before the erase's receipt. The context topic and the events topic are read on their own, so the receipt
 // may come first. Until a thread's tombstone is read, a context of it read from the topic was published before the
 // erase: it is dropped. After the tombstone every context is a fresh conversation's (the topic's order per key).
+//
+// om.context/v2: the cursors, indexes and blocks read go through the view's assembly (assembly.go); a context
+// assembled is received like an om.context/v1 record, with the trace context of its cursor's record. An erase
+// forgets what the assembly holds of the thread too.
 type contextView struct {
 	mu                sync.Mutex
 	latest            map[string]*ContextRecord
@@ -23,6 +29,7 @@ type contextView struct {
 	sequence          uint64
 	erasing           map[*erasureWatch]struct{}
 	awaitingTombstone map[string]struct{}
+	assembly          *contextAssembly
 }
 
 // erasureWatch is one erase in flight, from before its command is sent until its receipt is applied: the threads
@@ -34,7 +41,8 @@ type erasureWatch struct {
 func newContextView() *contextView {
 	return &contextView{latest: map[string]*ContextRecord{}, changed: make(chan struct{}),
 		sent: map[string]map[string]uint64{}, order: map[string][]string{},
-		erasing: map[*erasureWatch]struct{}{}, awaitingTombstone: map[string]struct{}{}}
+		erasing: map[*erasureWatch]struct{}{}, awaitingTombstone: map[string]struct{}{},
+		assembly: newContextAssembly(threadsHeld)}
 }
 
 // published notes that this client published messageID to threadID (after everything it published before).
@@ -120,6 +128,49 @@ func (v *contextView) await(ctx context.Context, threadID string, ready func(*Co
 func (v *contextView) received(context *ContextRecord) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.receivedLocked(context)
+}
+
+// cursor takes an om.context/v2 cursor read from the context topic (span: its record's trace context); it returns
+// the cursor when its run must be fetched (fetched), else nil.
+func (v *contextView) cursor(cursor *ContextCursor, span trace.SpanContext) *ContextCursor {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, erased := v.awaitingTombstone[cursor.ThreadID]; erased {
+		return nil // published before the erase that removed it
+	}
+	return v.deliver(v.assembly.onCursor(cursor, span))
+}
+
+// index takes a record of the index topic (nil: a tombstone); it returns a cursor whose run must be fetched.
+func (v *contextView) index(threadID string, index *ContextIndex) *ContextCursor {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.deliver(v.assembly.onIndex(threadID, index))
+}
+
+// block takes a record of the blocks topic (text nil: a tombstone); it returns a cursor whose run must be fetched.
+func (v *contextView) block(threadID, digest string, text *string) *ContextCursor {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.deliver(v.assembly.onBlock(threadID, digest, text))
+}
+
+// fetched takes the run fetched for a cursor that cursor, index or block handed back.
+func (v *contextView) fetched(cursor *ContextCursor, messages []Message) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.deliver(v.assembly.withRun(cursor, messages), nil)
+}
+
+func (v *contextView) deliver(context *ContextRecord, wanted *ContextCursor) *ContextCursor {
+	if context != nil {
+		v.receivedLocked(context)
+	}
+	return wanted
+}
+
+func (v *contextView) receivedLocked(context *ContextRecord) {
 	if _, erased := v.awaitingTombstone[context.ThreadID]; erased {
 		return // published before the erase that removed it
 	}
@@ -189,4 +240,5 @@ func (v *contextView) forget(threadID string) {
 	delete(v.latest, threadID)
 	delete(v.sent, threadID)
 	delete(v.order, threadID)
+	v.assembly.forget(threadID)
 }

@@ -30,17 +30,24 @@ const words = "we agreed to move the launch to friday because the staging cluste
 
 func e2eClient(ctx context.Context, t *testing.T) *Client {
 	t.Helper()
-	client, err := New(ctx, Config{
-		Brokers: strings.Split(env(t, "OM_KAFKA_BOOTSTRAP"), ","),
-		Topics: Topics{Messages: env(t, "OM_KAFKA_TOPIC_MESSAGES"), Commands: env(t, "OM_KAFKA_TOPIC_COMMANDS"),
-			Events: env(t, "OM_KAFKA_TOPIC_EVENTS"), Context: env(t, "OM_KAFKA_TOPIC_CONTEXT"),
-			RecallRequests:  env(t, "OM_KAFKA_TOPIC_RECALL_REQUESTS"),
-			RecallResponses: env(t, "OM_KAFKA_TOPIC_RECALL_RESPONSES")},
-	})
+	client, err := New(ctx, e2eConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// e2eConfig is the Config of the worker the suite runs against (its topic names).
+func e2eConfig(t *testing.T) Config {
+	t.Helper()
+	return Config{
+		Brokers: strings.Split(env(t, "OM_KAFKA_BOOTSTRAP"), ","),
+		Topics: Topics{Messages: env(t, "OM_KAFKA_TOPIC_MESSAGES"), Commands: env(t, "OM_KAFKA_TOPIC_COMMANDS"),
+			Events: env(t, "OM_KAFKA_TOPIC_EVENTS"), Context: env(t, "OM_KAFKA_TOPIC_CONTEXT"),
+			ContextIndex: env(t, "OM_KAFKA_TOPIC_CONTEXT_INDEX"), ContextBlocks: env(t, "OM_KAFKA_TOPIC_CONTEXT_BLOCKS"),
+			RecallRequests:  env(t, "OM_KAFKA_TOPIC_RECALL_REQUESTS"),
+			RecallResponses: env(t, "OM_KAFKA_TOPIC_RECALL_RESPONSES")},
+	}
 }
 
 func randomSuffix() string {

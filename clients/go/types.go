@@ -19,8 +19,8 @@ const (
 	DeadLetterSchema     = "om.dlq/v1"
 	RecallRequestSchema  = "om.recall.request/v1"
 	RecallResponseSchema = "om.recall.response/v1"
-	// om.context/v2 (contexts by reference, OM_CONTEXT_WIRE=v2): types only in this release, this client
-	// does not assemble them yet
+	// om.context/v2 (contexts by reference, OM_CONTEXT_WIRE=v2): a Client assembles them into a ContextRecord
+	// (assembly.go)
 	ContextCursorSchema = "om.context/v2"
 	ContextIndexSchema  = "om.context-index/v1"
 	ContextBlockSchema  = "om.context-block/v1"

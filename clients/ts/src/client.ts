@@ -13,9 +13,17 @@
  *
  * Every record it publishes carries the caller's trace context (`traceparent`, `tracestate` headers), and every
  * context it reads keeps the worker's (`spanContextOf`, `traceContextOf`): see `tracing.ts`.
+ *
+ * Contexts come whole (`om.context/v1`) or by reference (`om.context/v2`, `OM_CONTEXT_WIRE=v2`: a cursor on the
+ * context topic, the system blocks on `om.context.index` and `om.context.blocks`, read from their beginning once
+ * the first cursor comes); either way `awaitContext` and `latestContext` return the same `ContextRecord`
+ * (`assembly.ts`). A v2 context whose raw messages the client does not hold (it started after they were published)
+ * is completed through the worker's HTTP API when `messagesApi` is given (`messages-api.ts`), else it waits for one
+ * it can assemble.
  */
 import { randomUUID } from "node:crypto";
 import { Kafka, logLevel, Partitioners, type KafkaConfig, type KafkaMessage, type Producer } from "kafkajs";
+import { splitBlockKey } from "./assembly.js";
 import { ContextView } from "./contexts.js";
 import { ContractError, decode, encodeCanonical, normalize, validate } from "./contract.js";
 import { commandKey, eraseCommand, type EraseSubject } from "./erase.js";
@@ -23,13 +31,15 @@ import type { ErasedEvent } from "./generated/data-om-erased.v1.js";
 import type { ProgressEvent } from "./generated/data-om-progress.v1.js";
 import type { Payloads } from "./generated/index.js";
 import type { ContextRecord } from "./generated/om.context.v1.js";
+import type { ContextCursor } from "./generated/om.context.v2.js";
 import type { MessageRecord } from "./generated/om.message.v1.js";
 import type { RecallRequest } from "./generated/om.recall.request.v1.js";
 import type { RecallResponse } from "./generated/om.recall.response.v1.js";
+import type { MessagesApi } from "./messages-api.js";
 import { partitionFor } from "./partition.js";
 import { progressCommand, Settling } from "./settled.js";
 import { TopicTail } from "./tail.js";
-import { decodeContextRecord, recordHeaders } from "./tracing.js";
+import { keepSpanContext, recordHeaders, spanContextFromHeaders } from "./tracing.js";
 import { withTimeout } from "./wait.js";
 
 export interface Topics {
@@ -37,12 +47,16 @@ export interface Topics {
   commands: string;
   events: string;
   context: string;
+  /** `om.context/v2`'s topics, read once a v2 context comes. */
+  contextIndex: string;
+  contextBlocks: string;
   recallRequests: string;
   recallResponses: string;
 }
 
 export const DEFAULT_TOPICS: Topics = {
   messages: "om.messages", commands: "om.commands", events: "om.events", context: "om.context",
+  contextIndex: "om.context.index", contextBlocks: "om.context.blocks",
   recallRequests: "om.recall.requests", recallResponses: "om.recall.responses",
 };
 
@@ -53,6 +67,11 @@ export interface ClientOptions {
   /** Anything else kafkajs takes (ssl, sasl, logLevel, retry, ...). */
   kafka?: Partial<KafkaConfig>;
   topicTimeoutMs?: number;
+  /**
+   * The worker's HTTP API, to complete an `om.context/v2` context whose raw messages the client does not hold;
+   * without it such a context waits for one the client can assemble.
+   */
+  messagesApi?: MessagesApi;
 }
 
 export interface Published { messageId: string; partition: number; offset: string }
@@ -148,6 +167,7 @@ export class OMClient {
   private readonly producer: Producer;
   private readonly contexts: TopicTail;
   private responses: Promise<TopicTail> | undefined;
+  private references: Promise<TopicTail[]> | undefined; // om.context/v2's index and blocks, from the first cursor
   private readonly view = new ContextView();
   private readonly pending = new Map<string, (response: RecallResponse) => void>();
 
@@ -167,7 +187,9 @@ export class OMClient {
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.contexts.stop(), this.responses?.then((tail) => tail.stop()), this.producer.disconnect()]);
+    await Promise.all([this.contexts.stop(), this.responses?.then((tail) => tail.stop()),
+      this.references?.then((tails) => Promise.all(tails.map((tail) => tail.stop())), () => undefined),
+      this.producer.disconnect()]);
   }
 
   // -- messages and read-your-writes -------------------------------------------------------------------------------
@@ -276,7 +298,81 @@ export class OMClient {
       if (message.key !== null) this.view.tombstone(message.key.toString());
       return;
     }
-    this.view.received(decodeContextRecord(message.value, message.headers));
+    let value: unknown;
+    try {
+      value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(message.value));
+    } catch (error) {
+      throw new ContractError("invalid_json", [String(error)]);
+    }
+    const spanContext = spanContextFromHeaders(message.headers ?? {});
+    if ((value as { schema?: unknown } | null)?.schema === "om.context/v2") {
+      const cursor = validate("om.context/v2", value);
+      try {
+        await this.followReferences();
+      } catch (error) {
+        // the cursor is kept all the same (its new_messages are part of the run); the next cursor tries again
+        console.warn(`om-stream: cannot read ${this.topics.contextIndex} and ${this.topics.contextBlocks} yet: ` +
+          String(error));
+      }
+      await this.fetchRun(this.view.cursor(cursor, spanContext));
+      return;
+    }
+    this.view.received(keepSpanContext(validate("om.context/v1", value), spanContext));
+  }
+
+  /**
+   * Start reading the index and blocks topics from their beginning (once: at the first v2 cursor; a cursor can name
+   * blocks published before the client started).
+   */
+  private async followReferences(): Promise<void> {
+    this.references ??= (async () => {
+      const tails = [
+        new TopicTail(this.kafka, this.topics.contextIndex, (m) => this.onIndex(m),
+          { fromBeginning: true, topicTimeoutMs: this.options.topicTimeoutMs }),
+        new TopicTail(this.kafka, this.topics.contextBlocks, (m) => this.onBlock(m),
+          { fromBeginning: true, topicTimeoutMs: this.options.topicTimeoutMs }),
+      ];
+      try {
+        for (const tail of tails) await tail.start();
+      } catch (error) {
+        await Promise.all(tails.map((tail) => tail.stop()));
+        this.references = undefined; // the next cursor tries again
+        throw error;
+      }
+      return tails;
+    })();
+    await this.references;
+  }
+
+  private async onIndex(message: KafkaMessage): Promise<void> {
+    if (message.key === null || message.key[0] === 0xff) return; // a segment roll's tombstone (not UTF-8)
+    const index = message.value === null ? undefined : decode("om.context-index/v1", message.value);
+    await this.fetchRun(this.view.index(message.key.toString("utf8"), index));
+  }
+
+  private async onBlock(message: KafkaMessage): Promise<void> {
+    if (message.key === null || message.key[0] === 0xff || message.key.length < 24) return; // not a block key
+    const [threadId, digest] = splitBlockKey(message.key.toString("utf8"));
+    const text = message.value === null ? undefined : decode("om.context-block/v1", message.value).text;
+    await this.fetchRun(this.view.block(threadId, digest, text));
+  }
+
+  /** Complete a cursor whose raw messages the client does not hold, when it can. */
+  private async fetchRun(cursor: ContextCursor | undefined): Promise<void> {
+    if (cursor === undefined) return;
+    if (this.options.messagesApi === undefined) {
+      console.warn(`om-stream: the context of thread ${cursor.thread_id} names messages this client does not hold, ` +
+        "and it has no messagesApi to fetch them: it waits for a context it can assemble");
+      return;
+    }
+    let messages;
+    try {
+      messages = await this.options.messagesApi.run(cursor);
+    } catch (error) {
+      console.warn(`om-stream: the messages API could not give a run of thread ${cursor.thread_id}: ${String(error)}`);
+      return;
+    }
+    this.view.fetched(cursor, messages);
   }
 
   // -- erasure -----------------------------------------------------------------------------------------------------

@@ -7,10 +7,19 @@
  * erases, before the erase's receipt. The context topic and the events topic are read on their own, so the receipt
  * may come first. Until a thread's tombstone is read, a context of it read from the topic was published before the
  * erase: it is dropped. After the tombstone every context is a fresh conversation's (the topic's order per key).
+ *
+ * `om.context/v2`: the cursors, indexes and blocks read go through the view's assembly (`assembly.ts`); a context
+ * assembled is received like an `om.context/v1` record, with the trace context of its cursor's record. An erase
+ * forgets what the assembly holds of the thread too.
  */
+import type { SpanContext } from "@opentelemetry/api";
+import { ContextAssembly, type Assembled, type ThreadMessage } from "./assembly.js";
 import type { EraseSubject } from "./erase.js";
 import type { ErasedEvent } from "./generated/data-om-erased.v1.js";
+import type { ContextIndex } from "./generated/om.context-index.v1.js";
 import type { ContextRecord } from "./generated/om.context.v1.js";
+import type { ContextCursor } from "./generated/om.context.v2.js";
+import { keepSpanContext } from "./tracing.js";
 import { withTimeout } from "./wait.js";
 
 const REMEMBERED_PER_THREAD = 4096;
@@ -28,6 +37,7 @@ export class ContextView {
   private sequence = 0;
   private readonly erasing = new Set<ErasureWatch>();
   private readonly awaitingTombstone = new Set<string>();
+  private readonly assembly = new ContextAssembly();
 
   /** This client published `messageId` to `threadId` (after everything it published before). */
   published(threadId: string, messageId: string): void {
@@ -89,6 +99,37 @@ export class ContextView {
     for (const check of [...this.waiters]) check();
   }
 
+  /**
+   * An `om.context/v2` cursor read from the context topic (`spanContext`: its record's); resolves to the cursor when
+   * its run must be fetched (`fetched`).
+   */
+  cursor(cursor: ContextCursor, spanContext: SpanContext | undefined): ContextCursor | undefined {
+    if (this.awaitingTombstone.has(cursor.thread_id)) return undefined; // published before the erase
+    return this.deliver(this.assembly.onCursor(cursor, spanContext));
+  }
+
+  /** A record of the index topic (undefined: a tombstone); the cursor whose run must be fetched, if any. */
+  index(threadId: string, index: ContextIndex | undefined): ContextCursor | undefined {
+    return this.deliver(this.assembly.onIndex(threadId, index));
+  }
+
+  /** A record of the blocks topic (undefined: a tombstone); the cursor whose run must be fetched, if any. */
+  block(threadId: string, digest: string, text: string | undefined): ContextCursor | undefined {
+    return this.deliver(this.assembly.onBlock(threadId, digest, text));
+  }
+
+  /** The run fetched for a cursor that `cursor`, `index` or `block` handed back. */
+  fetched(cursor: ContextCursor, messages: readonly ThreadMessage[]): void {
+    this.deliver(this.assembly.withRun(cursor, messages));
+  }
+
+  private deliver(outcome: Assembled): ContextCursor | undefined {
+    if (outcome === undefined) return undefined;
+    if ("fetch" in outcome) return outcome.fetch;
+    this.received(keepSpanContext(outcome.context, outcome.spanContext));
+    return undefined;
+  }
+
   /** A tombstone read from the topic: the thread was erased, its context is gone. */
   tombstone(threadId: string): void {
     this.forget(threadId);
@@ -127,5 +168,6 @@ export class ContextView {
   private forget(threadId: string): void {
     this.latest.delete(threadId);
     this.sent.delete(threadId);
+    this.assembly.forget(threadId);
   }
 }

@@ -1,5 +1,8 @@
 export { OMClient, EventStream, DEFAULT_TOPICS } from "./client.js";
+export { ContextAssembly, observationsOf, splitBlockKey } from "./assembly.js";
 export { commandKey, eraseCommand } from "./erase.js";
+export { MessagesApi } from "./messages-api.js";
+export type { MessagesApiOptions } from "./messages-api.js";
 export { progressCommand } from "./settled.js";
 export type { EraseSubject } from "./erase.js";
 export type { ClientOptions, EventEnvelope, EventType, MessageInput, Published, RecallArguments, Topics } from "./client.js";

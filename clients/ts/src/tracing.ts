@@ -157,6 +157,12 @@ export function decodeContextRecord(value: Uint8Array | string, headers: RecordH
   return record;
 }
 
+/** Keep `spanContext` with a context assembled from an `om.context/v2` cursor (the trace of the cursor's record). */
+export function keepSpanContext(record: ContextRecord, spanContext: SpanContext | undefined): ContextRecord {
+  if (spanContext !== undefined) traces.set(record, spanContext);
+  return record;
+}
+
 /**
  * The span context a context record was published under (the worker's span that handled the message), remote; or
  * undefined when its record carried none (tracing off in the worker) or it was not read by this package.
