@@ -17,7 +17,7 @@ import faust
 from faust.types import EventT
 from mode.utils.times import want_seconds
 
-from om_stream.runtime.worker.faust_internals import Tables, noack_batches
+from om_stream.runtime.worker.faust_internals import Tables, noack_batches, use_returning_consumer
 from om_stream.runtime.worker.kafka_records import Publication
 from om_stream.runtime.worker.kafka_security import broker_credentials
 from om_stream.runtime.worker.liveness import Liveness
@@ -35,7 +35,7 @@ RAW: dict[str, Any] = {"key_type": bytes, "value_type": bytes, "key_serializer":
 def new_app(settings: Settings, plan: RolePlan) -> faust.App:
     """The Faust app of a worker of ``plan``'s role, in its consumer group (``roles``)."""
     kafka, worker = settings.kafka, settings.worker
-    return faust.App(
+    app = faust.App(
         plan.group_id,
         broker=[f"kafka://{host}" for host in kafka.bootstrap.split(",")],
         broker_credentials=broker_credentials(kafka),
@@ -61,6 +61,8 @@ def new_app(settings: Settings, plan: RolePlan) -> faust.App:
         value_serializer="raw",
         TableManager=Tables,  # Faust's, minus a crash when a rebalance lands during a recovery (faust_internals)
     )
+    use_returning_consumer(app)  # Faust's, minus the records a fetch drained while the flow stopped (faust_internals)
+    return app
 
 
 class FaustPublisher:

@@ -33,6 +33,16 @@ Private members, and why each is needed:
   rebalancing"). The override seeks such a partition to its changelog's start, as Faust does for -1 ("nothing read
   yet"); reading a compacted changelog from its start is always correct, and the restarted recovery reads the
   partition's real start anyway (:func:`seek_targets`).
+* ``Consumer._wait_next_records``, ``Consumer._thread``, ``Consumer._read_offset`` and the consumer thread's
+  ``call_thread`` and ``_ensure_consumer`` (:class:`ReturningConsumer`, the transport's consumer from
+  :func:`use_returning_consumer`): Faust's fetch loop waits up to a second for records, and a rebalance that stops
+  the flow does not end that wait. When the wait ends with records while the flow is stopped, Faust drops them and
+  seeks back only the partitions that have a committed offset above 0. The client has already moved its position
+  past them, so every other partition lost them for good. A changelog partition never has a committed offset: when
+  the table's recovery sought one and the late fetch drained it before the recovery resumed the flow, the recovery
+  waited forever for records already taken (the fresh-clone CI hang of 2026-12-05; ``test_recovery_late_fetch.py``
+  forces it). The override puts such records back: it seeks each partition to its first record drained, and hands
+  Faust nothing, as Faust would have dropped them.
 * ``mode.Worker._schedule_shutdown`` (:class:`SignalledWorker`): the one place SIGINT and SIGTERM pass before the stop
   begins; the worker arms its stop deadline there.
 
@@ -56,6 +66,7 @@ from faust.stores import rocksdb as faust_rocksdb
 from faust.streams import Stream, _current_event
 from faust.tables.manager import TableManager
 from faust.tables.recovery import Recovery
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, ConsumerT, EventT
 from faust.web import Request as FaustRequest
 from faust.web.drivers.aiohttp import Web as AiohttpWeb
@@ -64,7 +75,7 @@ from faust.worker import Worker as FaustWorker
 __all__ = ["FAUST_CHECKED", "SignalledWorker", "Tables", "aiohttp_application", "aiohttp_request", "commit_offsets",
            "connect", "fetch_flags", "group_coordinator", "heartbeat_now", "in_event", "noack_batches",
            "observe_heartbeats", "recovery_completed", "recovery_remaining", "rocksdb_databases", "seek_targets",
-           "sought_offset"]
+           "sought_offset", "use_returning_consumer"]
 
 FAUST_CHECKED = "faust-streaming 0.15.3, mode-streaming 0.7.1, aiokafka 0.14.0"
 
@@ -192,6 +203,42 @@ def seek_targets(partitions: Set[TP], offsets: Mapping[TP, int | None]) -> dict[
 class _Recovery(Recovery):
     async def _seek_offsets(self, consumer: Any, tps: Set[TP], offsets: Any, title: str) -> None:
         await consumer.seek_wait(seek_targets(tps, offsets))
+
+
+def first_offsets(records: Mapping[TP, Sequence[Any]]) -> dict[TP, int]:
+    """The offset of each partition's first record in a batch the fetcher drained."""
+    return {tp: int(batch[0].offset) for tp, batch in records.items() if batch}
+
+
+class ReturningConsumer(faust_aiokafka.Consumer):
+    """Faust's aiokafka consumer, except that records fetched while the flow is stopped go back to the client
+    instead of being dropped (the module's docstring says why)."""
+
+    async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, list[Any]] | None, set[TP] | None]:
+        records, active = await super()._wait_next_records(timeout)
+        if not records or self.flow_active:
+            return records, active
+        offsets = first_offsets(records)
+        await cast(Any, self)._thread.call_thread(_seek_assigned, cast(Any, self)._thread, offsets)
+        read_offset = cast(Any, self)._read_offset
+        for tp, offset in offsets.items():  # the drop filter must not pass over them once they come again
+            read_offset[tp] = offset if offset else None
+        return {}, active
+
+
+async def _seek_assigned(thread: Any, offsets: Mapping[TP, int]) -> None:
+    """On the consumer thread: seek each partition still assigned (one revoked meanwhile needs nothing: its next
+    owner starts from the group's offsets)."""
+    consumer = thread._ensure_consumer()
+    assigned = consumer.assignment()
+    for tp, offset in offsets.items():
+        if tp in assigned:
+            consumer.seek(tp, offset)
+
+
+def use_returning_consumer(app: faust.App) -> None:
+    """The app's transport builds :class:`ReturningConsumer` (call before the worker starts the app)."""
+    cast(Any, app.transport).Consumer = ReturningConsumer
 
 
 class Tables(TableManager):
