@@ -48,6 +48,7 @@ from om_stream.runtime.erasure import Sweeper
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.context_sweep import ContextSweep, PartitionReader
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
@@ -105,6 +106,9 @@ class Worker:
         self.contexts = RecentContexts()  # the latest of the threads published or read last (bounded)
         # OM_CONTEXT_WIRE=v2: what each thread's readers hold, so a context sends only what changed (bounded)
         self.published_contexts = PublishedContexts() if deps.settings.context_wire == "v2" else None
+        # v2: an erase reads its threads' partitions of om.context.blocks (context_sweep.py)
+        self.context_reader = (PartitionReader(kafka.bootstrap, client_options=kafka_client_options(kafka))
+                               if self.published_contexts is not None else None)
         self.started_at = time.monotonic()
         self.app = new_app(settings, self.plan)
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
@@ -214,7 +218,12 @@ class Worker:
             store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
             end_offsets=self.partition_log.end_offsets, clock=self.clock,
             metrics=deps.metrics, store_retry=processor.store_retry, fence_ttl_s=fence_s,
-            indexing=self.recall.indexing, decide_clear=processor.clear_now)
+            indexing=self.recall.indexing, decide_clear=processor.clear_now,
+            context_sweep=ContextSweep(deps.settings.kafka, self.publisher, self._flush_producer, self.context_reader)
+            if self.context_reader is not None else None)
+
+    async def _flush_producer(self) -> None:
+        await self.app.producer.flush()
 
     @property
     def recovered(self) -> bool:
@@ -261,6 +270,8 @@ class Worker:
         await self.app.producer.flush()  # the results of the calls that finished
         await self.watches.group_lag.close()
         await self.partition_log.close()
+        if self.context_reader is not None:
+            await self.context_reader.close()
         return drained
 
     async def _commit_offsets(self, offsets: Mapping[TP, int]) -> bool:
