@@ -30,17 +30,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from om_stream.client.partitioning import partition_for
+from om_stream.core.erasure import record_digest
+from om_stream.observability.metrics import Metrics
+from om_stream.ports import ContentStore
+from om_stream.runtime.host import StoreRetry
 from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.settings import KafkaSettings
 from om_stream.wire.context_v2 import DIGEST_PATTERN
 
-__all__ = ["ContextSweep", "HeldBlocks", "PartitionReader", "block_thread", "erased_tombstones"]
+__all__ = ["ContextSweep", "HeldBlocks", "LatePublications", "PartitionReader", "Published", "block_thread",
+           "erased_tombstones"]
 
 log = logging.getLogger(__name__)
 
@@ -192,3 +198,75 @@ class ContextSweep:
                             self.kafka.topic_context_blocks, partition, delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
+
+
+Published = tuple[int, str, str, int]  # (consumer generation, thread id, record key, record epoch)
+
+
+class LatePublications:
+    """The publisher's half of the erasure ledger's fence for by-reference contexts: what a member published lands
+    after an erase's sweep only if the member lost its partitions meanwhile (a batch past its membership check,
+    then frozen, or slow to be acknowledged). So, as a model worker checks the ledger after its write, the worker
+    checks once its publications are acknowledged: the batches of a generation the group still confirms are done
+    with (no other member held their partitions since); for the others, each thread whose record the ledger says
+    was erased through the incarnation its context was rendered from gets what was published of it tombstoned:
+    those blocks, its index and its cursor. Either the erase's end offset came after these publications (its sweep
+    tombstoned them), or its ledger note came before this check (seen here).
+
+    ``note`` is told of a batch's v2 publications once they are queued on the producer; ``check`` runs after the
+    offsets' commit (``Worker``), and flushes first, so every publication noted before it is acknowledged."""
+
+    def __init__(self, kafka: KafkaSettings, publisher: Publisher, flush: Callable[[], Awaitable[None]], *,
+                 store: ContentStore, store_retry: StoreRetry, confirm: Callable[[int], Awaitable[bool]],
+                 metrics: Metrics) -> None:
+        self.kafka = kafka
+        self.publisher = publisher
+        self.flush = flush
+        self.store = store
+        self.retry = store_retry
+        self.confirm = confirm
+        self.metrics = metrics
+        self._noted: dict[Published, set[bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self._noted)
+
+    def note(self, published: Published, blocks: Iterable[bytes]) -> None:
+        self._noted.setdefault(published, set()).update(blocks)
+
+    async def check(self) -> int:
+        """Returns the number of threads whose late publications were tombstoned."""
+        noted, self._noted = self._noted, {}
+        if not noted:
+            return 0
+        await self.flush()  # every publication noted above is acknowledged past this line
+        confirmed: dict[int, bool] = {}
+        undone = 0
+        items = list(noted.items())
+        for done, (published, blocks) in enumerate(items):
+            try:
+                undone += await self._undo_if_erased(published, blocks, confirmed)
+            except BaseException:  # what was not checked is checked next time
+                for left, left_blocks in items[done:]:
+                    self.note(left, left_blocks)
+                raise
+        if undone:
+            await self.flush()
+            log.info("contexts of %d erased threads this worker published after losing their partitions were "
+                     "tombstoned again", undone)
+        return undone
+
+    async def _undo_if_erased(self, published: Published, blocks: set[bytes], confirmed: dict[int, bool]) -> int:
+        generation, thread_id, record_key, epoch = published
+        if generation not in confirmed:
+            confirmed[generation] = await self.confirm(generation)
+        if confirmed[generation]:
+            return 0
+        through = await self.retry("read", partial(self.store.erased_through, record_digest(record_key)))
+        if through is None or through < epoch:
+            return 0
+        partition = partition_for(thread_id, self.kafka.partitions)
+        for publication in erased_tombstones(self.kafka, partition, [thread_id], sorted(blocks)):
+            await self.publisher.send(publication)
+        self.metrics.erasure_writes_undone.labels("late_context").inc(len(blocks) + 2)
+        return 1
