@@ -115,3 +115,37 @@ async def test_an_erase_tombstones_the_blocks_an_index_forgotten_by_a_restart_dr
         for digest in kept:
             assert blocks[f"{bystander}/{digest}"] is not None, "the bystander lost a block"
         assert cursors[bystander] is not None
+
+
+async def test_blocks_a_forgotten_index_dropped_are_tombstoned_without_an_erase(kafka_bootstrap: str,
+                                                                                tmp_path: Path) -> None:
+    """Without an erase, the blocks the first list after a restart dropped unknowingly (the observation blocks a
+    clear removed) do not stay on the compacted topic: they are tombstoned within a round of the worker's sweep
+    (one second here: the roll interval of a 4 s segment), while every block the thread's index lists stays."""
+    thread = "ctx-dropped"
+    process = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite", partitions=PARTITIONS,
+                             extra={"OM_CONTEXT_WIRE": "v2", "OM_LIFECYCLE_SEGMENT_S": "4"})
+    async with started(process) as worker, agent_for(worker) as agent:
+        await converse(agent, thread, "ana", 6)
+        before = await observed(worker, agent, thread, "ana")
+    async with started(process) as worker, agent_for(worker) as agent:
+        await agent.send({"schema": "om.command/v1", "command_id": "clear", "thread_id": thread, "command": "clear"},
+                         key=thread.encode(), topic="commands")
+        after = await until_index(worker, thread, lambda blocks: blocks != before)
+        dropped = set(before) - set(after)
+        assert dropped, "the clear dropped no block: the scenario did not happen"
+        deadline = asyncio.get_running_loop().time() + 60
+        while True:
+            blocks = await latest_per_key(kafka_bootstrap, worker.topics["context_blocks"])
+            holding = {split_block_key(key)[1] for key, value in blocks.items()
+                       if value is not None and block_thread_of(key) == thread}
+            if not holding & dropped:
+                break
+            assert asyncio.get_running_loop().time() < deadline, f"dropped blocks still hold text\n{worker.tail()}"
+            await asyncio.sleep(1)
+        assert set(after) <= holding, "a block the index lists was tombstoned"
+        assert await index_of(worker, thread) == after
+
+
+def block_thread_of(key: str) -> str | None:
+    return split_block_key(key)[0] if len(key) > 23 else None

@@ -1,5 +1,6 @@
-"""The pure parts of an erase's sweep of ``om.context.blocks`` (``runtime/worker/context_sweep.py``): which thread a
-key belongs to, and which keys of the erased threads a consumer of the compacted topic is still given text for.
+"""The pure parts of the sweeps of ``om.context.blocks`` (``runtime/worker/context_sweep.py``): which thread a key
+belongs to, which keys of the erased threads a consumer of the compacted topic is still given text for, which keys
+a thread's list no longer names, and which threads the worker marks for a look (a list sent from nothing).
 A property over many seeds: threads whose ids begin with another's id and a slash, keys no worker wrote, blocks
 published, tombstoned and published again; the keys found are exactly those of the erased threads whose last
 record holds a value, and no other thread's."""
@@ -10,10 +11,12 @@ import random
 
 import pytest
 
-from om_stream.runtime.worker.context_sweep import HeldBlocks, block_thread, erased_tombstones
+from om_stream.runtime.worker.context_sweep import HeldBlocks, block_thread, erased_tombstones, unlisted
+from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.segment_roll import ROLL_KEY
 from om_stream.settings import KafkaSettings
-from om_stream.wire.context_v2 import block_digest, block_key
+from om_stream.wire.context_refs import Sent
+from om_stream.wire.context_v2 import ContextIndex, block_digest, block_key
 
 KAFKA = KafkaSettings(partitions=4)
 D = block_digest("<observations>")
@@ -78,3 +81,33 @@ def test_the_tombstones_go_to_the_partition_given_blocks_first_then_each_index_a
         (KAFKA.topic_context_blocks, keys[0]), (KAFKA.topic_context_blocks, keys[1]),
         (KAFKA.topic_context_index, b"t1"), (KAFKA.topic_context, b"t1"),
         (KAFKA.topic_context_index, b"t2"), (KAFKA.topic_context, b"t2")]
+
+
+def test_only_the_blocks_a_thread_it_judges_no_longer_lists_are_unlisted() -> None:
+    listed = {"t1": {D}, "t1/0": set()}
+    other = block_digest("x")
+    keys = [block_key("t1", D).encode(), block_key("t1", other).encode(), block_key("t1/0", D).encode(),
+            block_key("t2", other).encode(), ROLL_KEY]
+    assert unlisted(keys, listed.get) == [keys[1], keys[2]]
+
+
+def _sent(*texts: str) -> Sent:
+    return Sent(ContextIndex(thread_id="t1", version=len(texts), blocks=[block_digest(t) for t in texts]), ())
+
+
+def test_a_list_sent_from_nothing_marks_its_thread_unswept_until_swept_and_a_take_over_keeps_its_generation() -> None:
+    published = PublishedContexts()
+    published.advance("t1", _sent("a"), from_nothing=True, generation=3)
+    published.advance("t1", _sent("a", "b"), generation=3)  # a later list keeps the mark: the sweep has not run
+    published.advance("t2", _sent("a"), generation=3)  # known before: nothing to look for
+    published.advance("t3", _sent("a"), from_nothing=True, generation=2)
+    assert published.unswept() == ["t1", "t3"]
+    published.swept("t1")
+    assert published.unswept() == ["t3"]
+    sent = published.sent("t1")
+    assert sent is not None and sent.index.version == 2
+    published.forget_all(keep_generation=3)  # a take-over in generation 3: what went out in 3 is this worker's
+    assert set(published) == {"t1", "t2"} and published.unswept() == []
+    published.forget("t1")
+    published.forget_all()
+    assert not published

@@ -49,7 +49,7 @@ from om_stream.runtime.host import StoreRetry
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.context_sweep import ContextSweep, LatePublications, PartitionReader
+from om_stream.runtime.worker.context_sweep import ContextSweep, LatePublications, OrphanSweep, PartitionReader
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
@@ -207,6 +207,11 @@ class Worker:
             inventory.entries(name, size)
         self.timer_inputs = TimerInputs(self.publisher, kafka.topic_model_results, table=self.table,
                                         timers=self.timers, clock=self.clock)
+        # v2: the blocks a list dropped while this worker did not know it (after a take-over), read and tombstoned
+        self.orphan_sweep = (OrphanSweep(kafka, self.publisher, self._flush_producer, self.context_reader,
+                                         self.published_contexts, self.offsets.batch,
+                                         holding=lambda: self.recovered and self.offsets.accepting)
+                             if self.published_contexts is not None and self.context_reader is not None else None)
         self.take_over = TakeOver(self.app, recovered=lambda: self.recovered, table=self.table,
                                   processor=self.processor, contexts=self.contexts,
                                   published=self.published_contexts, timers=self.timers,
@@ -324,6 +329,8 @@ class Worker:
     async def _roll_segments(self) -> None:
         if self.recovered and self.in_flight.open:
             await self.segment_roll.roll()
+            if self.orphan_sweep is not None and await self.take_over.settled():
+                await self.orphan_sweep.sweep()
 
     async def _fire_timers(self) -> None:
         if not self.in_flight.open:  # stopping: the records' next owner fires their timers

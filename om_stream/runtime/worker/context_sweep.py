@@ -31,6 +31,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any
 
@@ -41,12 +42,13 @@ from om_stream.core.erasure import record_digest
 from om_stream.observability.metrics import Metrics
 from om_stream.ports import ContentStore
 from om_stream.runtime.host import StoreRetry
+from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.settings import KafkaSettings
 from om_stream.wire.context_v2 import DIGEST_PATTERN
 
-__all__ = ["ContextSweep", "HeldBlocks", "LatePublications", "PartitionReader", "Published", "block_thread",
-           "erased_tombstones"]
+__all__ = ["ContextSweep", "HeldBlocks", "LatePublications", "OrphanSweep", "PartitionReader", "Published",
+           "block_thread", "erased_tombstones", "unlisted"]
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,18 @@ class HeldBlocks:
         return [key for key, holds in self._last.items() if holds]
 
 
+def unlisted(keys: Iterable[bytes], listed: Callable[[str], Collection[str] | None]) -> list[bytes]:
+    """The block keys whose digest the thread's list does not name now; ``listed`` gives a thread's list, or None
+    when the thread is not this worker's to judge (forgotten, erased, or no longer marked unswept meanwhile)."""
+    out = []
+    for key in keys:
+        thread_id = block_thread(key)
+        names = listed(thread_id) if thread_id is not None else None
+        if names is not None and key.decode()[-22:] not in names:
+            out.append(key)
+    return out
+
+
 def erased_tombstones(kafka: KafkaSettings, partition: int, threads: Collection[str],
                       blocks: Collection[bytes]) -> list[Publication]:
     """The tombstones of an erase on one partition: the blocks found holding text, then each thread's index and
@@ -108,15 +122,17 @@ class PartitionReader:
         self.client_options = dict(client_options)
         self.idle_timeout_s = idle_timeout_s  # no record for this long while some remain: the read fails
         self._consumer: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()  # one read at a time: each assigns and seeks the one consumer
 
     async def read(self, topic: str, partition: int, fold: Fold) -> None:
         """Each record below the end offset, in log order, to ``fold``; raises when the brokers do not serve them
         (the connection is dropped: the next read starts afresh)."""
-        try:
-            await self._read(TopicPartition(topic, partition), fold)
-        except BaseException:
-            await self.close()
-            raise
+        async with self._lock:
+            try:
+                await self._read(TopicPartition(topic, partition), fold)
+            except BaseException:
+                await self._close()
+                raise
 
     async def _read(self, tp: TopicPartition, fold: Fold) -> None:
         consumer = await self._client()
@@ -145,6 +161,10 @@ class PartitionReader:
         return self._consumer
 
     async def close(self) -> None:
+        async with self._lock:
+            await self._close()
+
+    async def _close(self) -> None:
         consumer, self._consumer = self._consumer, None
         if consumer is None:
             return
@@ -270,3 +290,68 @@ class LatePublications:
             await self.publisher.send(publication)
         self.metrics.erasure_writes_undone.labels("late_context").inc(len(blocks) + 2)
         return 1
+
+
+class OrphanSweep:
+    """The blocks a thread's list dropped while this worker did not know that list (its first context after a
+    take-over, or after an erase, went out with every block and a whole index, and tombstoned nothing): tombstoned
+    once its partition has been read. Only threads this worker publishes and marked ``unswept`` are looked at, so a
+    deployment that has not restarted reads nothing; after a take-over, each partition with such threads is read
+    once per round (``segment_roll_interval_ms``: within an hour at the defaults).
+
+    The read is not under the batch lock (it can take a while); the judgement and the tombstones are: a block read as
+    unlisted that a batch listed again since (sending it again, after the read) is in the thread's list by then and
+    is kept, and no batch's publications can come between the judgement and the tombstones on the producer."""
+
+    def __init__(self, kafka: KafkaSettings, publisher: Publisher, flush: Callable[[], Awaitable[None]],
+                 reader: PartitionReader, published: PublishedContexts,
+                 batch: Callable[[], AbstractAsyncContextManager[Any]], holding: Callable[[], bool]) -> None:
+        self.kafka = kafka
+        self.publisher = publisher
+        self.flush = flush
+        self.reader = reader
+        self.published = published
+        self.batch = batch  # held while a batch is handled (``OffsetLedger.batch``)
+        # the worker holds its partitions now (no rebalance under way): what it remembers is still its to judge
+        self.holding = holding
+
+    async def sweep(self) -> int:
+        """One round; returns the number of blocks tombstoned. A partition that cannot be read now is read at the
+        next round (its threads stay unswept)."""
+        threads = self.published.unswept()
+        if not threads:
+            return 0
+        await self.flush()  # every block this worker queued is below the end offsets read next
+        by_partition: dict[int, list[str]] = {}
+        for thread_id in threads:
+            by_partition.setdefault(partition_for(thread_id, self.kafka.partitions), []).append(thread_id)
+        tombstoned = 0
+        for partition, group in sorted(by_partition.items()):
+            held = HeldBlocks(group)
+            try:
+                await self.reader.read(self.kafka.topic_context_blocks, partition, held.add)
+            except Exception as exc:  # noqa: BLE001 - the next round reads it again
+                log.warning("could not read %s[%d] for dropped blocks: %r", self.kafka.topic_context_blocks,
+                            partition, exc)
+                continue
+            async with self.batch():
+                if not self.holding():  # a rebalance began during the read: the next owner starts from nothing
+                    return tombstoned
+                marked = {t for t in self.published.unswept() if t in held.threads}
+
+                def listed(thread_id: str, marked: set[str] = marked) -> Collection[str] | None:
+                    return self._listed(thread_id) if thread_id in marked else None
+
+                for key in unlisted(held.keys, listed):
+                    await self.publisher.send(Publication(self.kafka.topic_context_blocks, key, None,
+                                                          partition=partition))
+                    tombstoned += 1
+                for thread_id in marked:
+                    self.published.swept(thread_id)
+        if tombstoned:
+            log.info("tombstoned %d blocks that lists this worker did not know had dropped", tombstoned)
+        return tombstoned
+
+    def _listed(self, thread_id: str) -> Collection[str] | None:
+        sent = self.published.sent(thread_id)
+        return set(sent.index.blocks) if sent is not None else None

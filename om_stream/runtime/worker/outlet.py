@@ -134,12 +134,13 @@ class KafkaOutlet:
         """The v2 records of ``context``, against what its thread's last publication (this batch's, else the
         last one sent) left readers holding; that advances once the batch commits."""
         thread_id = context.thread_id
+        previous = self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id)
         records, sent = by_reference(
             context, pinned_message_id=spec.pinned_message_id, expire_before=spec.expire_before,
-            run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id],
-            previous=self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id))
+            run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id], previous=previous)
         self._sent[thread_id] = sent
-        self._on_sent.append(partial(published.advance, thread_id, sent))
+        self._on_sent.append(partial(published.advance, thread_id, sent, from_nothing=previous is None,
+                                     generation=self.generation))
         out = publications(self.parts.kafka, records, headers)
         if self.parts.late is not None:
             blocks = [p.key for p in out if p.topic == self.parts.kafka.topic_context_blocks and p.value is not None]
