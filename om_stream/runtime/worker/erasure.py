@@ -24,6 +24,10 @@ partition, the *coordinator*, sends an ``ErasePart`` to every partition of the r
 owner like any input), each part erases the resource's records it holds and reports ``ErasePartDone`` back. Then
 the coordinator asks a model worker to sweep the recall index (``EraseIndexed`` → ``EraseIndexDone``: the index is
 the model workers'), and publishes the receipt.
+
+**Contexts by reference** (``OM_CONTEXT_WIRE=v2``). Each part also reads its erased threads' partitions of
+``om.context.blocks`` and tombstones every block of theirs the topic holds (``context_sweep.ContextSweep``), sent and
+acknowledged before the part's counts go to the ledger: a replay after that row finds them already out.
 """
 
 from __future__ import annotations

@@ -175,7 +175,9 @@ class KafkaOutlet:
         if parts.on_forget is not None:
             self._on_sent.append(partial(parts.on_forget, thread_id))
         self._queued.append(Publication(parts.kafka.topic_context, thread_id.encode(), None, [("om_erased", b"1")]))
-        if parts.by_reference is not None:  # v2: the index and the blocks of the thread's last two indexes too
+        # v2: the index and the blocks of the thread's last two indexes too, queued after whatever this batch sent
+        # of the thread; the erase itself also reads the topic for the blocks no one remembers (``context_sweep``)
+        if parts.by_reference is not None:
             digests = parts.by_reference.digests(thread_id)
             pending = self._sent.get(thread_id)
             if pending is not None:
