@@ -210,6 +210,9 @@ class ContextSpec:
     # the open turn's message when it is pinned before the run of unobserved messages although observed (None: it
     # is not pinned, or it is in the run); ``om.context/v2`` names the raw messages as that pin and that run
     pinned_message_id: str | None = None
+    # the incarnation of the record this context was rendered from: a publication that lands after an erase of it
+    # is found by the erasure ledger (``runtime/worker/context_sweep.py``)
+    epoch: int = 0
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
         thread_title=None if expired else thread.title, other_threads=others,
         obscure_thread_ids=config.obscure_thread_ids, observation_limit=config.observation_limit,
         expire_before=before, segment_dated_from=tuple(s.dated_from for s in log) if before is not None else (),
-        metadata_expired=expired, pinned_message_id=pinned_id)
+        metadata_expired=expired, pinned_message_id=pinned_id, epoch=state.epoch)
 
 
 def message_run(state: RecordState, thread_id: str, first: str, through: str) -> tuple[str, ...] | None:

@@ -237,7 +237,9 @@ class Metrics:
                                           "Work of an erased record that finished after its erase and was dropped "
                                           "or removed again (model_call_skipped, cycle_result, recall_points; "
                                           "refused_batch: rows a batch refused after a rebalance wrote of a "
-                                          "record erased meanwhile)",
+                                          "record erased meanwhile; late_context: v2 context records a member "
+                                          "published after losing its partitions, of a record erased meanwhile, "
+                                          "tombstoned again)",
                                           ["what"], registry=reg),
             expirations=Counter("om_expirations_total", "Retention purges run (their data-om-expired receipt "
                                 "published), one per record and purge", registry=reg),

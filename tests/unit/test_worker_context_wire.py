@@ -8,14 +8,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable
+from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 
+from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.client.partitioning import partition_for
 from om_stream.core.commands import PublishContext, RequestObservation, RequestReflection
+from om_stream.core.erasure import record_digest
 from om_stream.core.inputs import MessageAppended
 from om_stream.observability.metrics import Metrics
 from om_stream.runtime.host import Arrival, StoreRetry
+from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.kafka_records import Publication, SourceRecord
 from om_stream.runtime.worker.outlet import KafkaOutlet, OutletParts
@@ -140,3 +144,57 @@ def test_a_context_after_an_erase_in_the_same_batch_sends_every_block_again() ->
     assert max(sent.index(p) for p in erased) < min(sent.index(p) for p in again)
     assert any(p.topic == KAFKA.topic_context_index and p.value is not None for p in sent)
     assert published.sent("t1") is not None
+
+
+def test_a_late_publication_of_an_erased_incarnation_is_tombstoned_once_its_generation_is_not_confirmed() -> None:
+    """The erasure ledger's fence on the publisher's side (``LatePublications``): what a batch published is noted
+    once it is on the producer (not when discarded), checked after a flush; a generation the group confirms needs
+    no ledger read, and of the others only the threads whose incarnation the ledger says was erased are
+    tombstoned: the blocks that batch published, the index and the cursor."""
+    sim = _conversation()
+    spec = next(p.spec for p in reversed(sim.contexts) if p.spec.segment_ids)
+    store = InMemoryContentStore()
+    publisher, published = Recorded(), PublishedContexts()
+    flushes: list[int] = []
+    confirmed = {1: True, 2: False}
+
+    async def flush() -> None:
+        flushes.append(len(publisher.sent))
+
+    async def confirm(generation: int) -> bool:
+        return confirmed[generation]
+
+    late = LatePublications(KAFKA, publisher, flush, store=store, store_retry=StoreRetry(), confirm=confirm,
+                            metrics=Metrics.create(CollectorRegistry()))
+
+    def publish(generation: int, thread: str, epoch: int, *, keep: bool = True) -> None:
+        outlet = KafkaOutlet(OutletParts(kafka=KAFKA, effects=sim.host.effects, publisher=publisher, clock=sim,
+                                         metrics=Metrics.create(CollectorRegistry()), store_retry=StoreRetry(),
+                                         source="test", index_for_recall=False, by_reference=published, late=late),
+                             generation)
+        thread_spec = replace(spec, thread_id=thread, record_key=thread, epoch=epoch)
+        sim._loop.run_until_complete(outlet.context(PublishContext(thread_spec), _arrival(sim)))
+        if keep:
+            sim._loop.run_until_complete(outlet.commit())
+        else:
+            outlet.discard()
+
+    publish(1, "kept-confirmed", 0)  # its generation still holds: no other member could have erased it since
+    publish(2, "erased", 0)  # the ledger says erased through 0
+    publish(2, "fresh", 5)  # erased through 4: this is a later incarnation
+    publish(2, "untouched", 0)
+    publish(2, "discarded", 0, keep=False)
+    assert len(late) == 4
+    for thread, through in (("kept-confirmed", 0), ("erased", 0), ("fresh", 4), ("discarded", 0)):
+        sim._loop.run_until_complete(store.mark_erased(record_digest(thread), through, 600))
+    published_blocks = {p.key for p in publisher.sent if p.topic == KAFKA.topic_context_blocks
+                        and p.key.startswith(b"erased/")}
+    before = len(publisher.sent)
+    assert sim._loop.run_until_complete(late.check()) == 1
+    assert flushes[0] == before, "the flush came before any ledger read or tombstone"
+    gone = publisher.sent[before:]
+    assert all(p.value is None and p.partition == partition_for("erased", KAFKA.partitions) for p in gone)
+    assert {(p.topic, p.key) for p in gone} == {(KAFKA.topic_context_blocks, k) for k in published_blocks} | {
+        (KAFKA.topic_context_index, b"erased"), (KAFKA.topic_context, b"erased")}
+    assert published_blocks and len(late) == 0
+    assert sim._loop.run_until_complete(late.check()) == 0

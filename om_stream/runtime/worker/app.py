@@ -45,9 +45,11 @@ from om_stream.retention import changelog_config, fence_window_ms, segment_roll_
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
+from om_stream.runtime.host import StoreRetry
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.context_sweep import ContextSweep, LatePublications, OrphanSweep, PartitionReader
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.deps import WorkerDeps, engine_limits, kafka_client_options
 from om_stream.runtime.worker.drain import Drained, InFlight
@@ -105,6 +107,10 @@ class Worker:
         self.contexts = RecentContexts()  # the latest of the threads published or read last (bounded)
         # OM_CONTEXT_WIRE=v2: what each thread's readers hold, so a context sends only what changed (bounded)
         self.published_contexts = PublishedContexts() if deps.settings.context_wire == "v2" else None
+        self.late_contexts: LatePublications | None = None  # v2, memory roles: ``_hold_table``
+        # v2: an erase reads its threads' partitions of om.context.blocks (context_sweep.py)
+        self.context_reader = (PartitionReader(kafka.bootstrap, client_options=kafka_client_options(kafka))
+                               if self.published_contexts is not None else None)
         self.started_at = time.monotonic()
         self.app = new_app(settings, self.plan)
         self.memory_inputs = ((kafka.topic_records, kafka.topic_model_results) if resource_scope else
@@ -175,6 +181,11 @@ class Worker:
         self.effects = Effects(deps.store, deps.config, count_text=deps.counter.count,
                                cache_bytes=worker.content_cache_mb * 1024 * 1024,
                                search_available=self.recall.indexing)
+        # v2: what this worker published, checked against the erasure ledger once acknowledged (context_sweep.py)
+        self.late_contexts = (LatePublications(
+            kafka, self.publisher, self._flush_producer, store=deps.store, metrics=deps.metrics,
+            store_retry=StoreRetry(retry_outages=True, on_error=lambda op: deps.metrics.store_errors.labels(op).inc()),
+            confirm=self.membership.confirm) if self.published_contexts is not None else None)
         self.processor = MemoryProcessor(
             kafka=kafka, config=deps.config, accountant=deps.accountant, effects=self.effects,
             publisher=self.publisher, table=self.table, clock=self.clock, metrics=deps.metrics,
@@ -182,6 +193,7 @@ class Worker:
             index_for_recall=self.recall.indexing, generation=self.handover.generation, confirm=self.membership.confirm,
             limits=engine_limits(self.deps.settings),
             on_forget=self.contexts.forget, erasures=self._erasures, by_reference=self.published_contexts,
+            late=self.late_contexts,
             tracing=deps.tracing)
         inventory, cache = self.inventory, self.effects.cache
         inventory.table(self.table.local_records)
@@ -195,6 +207,11 @@ class Worker:
             inventory.entries(name, size)
         self.timer_inputs = TimerInputs(self.publisher, kafka.topic_model_results, table=self.table,
                                         timers=self.timers, clock=self.clock)
+        # v2: the blocks a list dropped while this worker did not know it (after a take-over), read and tombstoned
+        self.orphan_sweep = (OrphanSweep(kafka, self.publisher, self._flush_producer, self.context_reader,
+                                         self.published_contexts, self.offsets.batch,
+                                         holding=lambda: self.recovered and self.offsets.accepting)
+                             if self.published_contexts is not None and self.context_reader is not None else None)
         self.take_over = TakeOver(self.app, recovered=lambda: self.recovered, table=self.table,
                                   processor=self.processor, contexts=self.contexts,
                                   published=self.published_contexts, timers=self.timers,
@@ -214,7 +231,12 @@ class Worker:
             store=deps.store, sweeper=Sweeper(deps.store, self.effects, processor.store_retry, fence_s),
             end_offsets=self.partition_log.end_offsets, clock=self.clock,
             metrics=deps.metrics, store_retry=processor.store_retry, fence_ttl_s=fence_s,
-            indexing=self.recall.indexing, decide_clear=processor.clear_now)
+            indexing=self.recall.indexing, decide_clear=processor.clear_now,
+            context_sweep=ContextSweep(deps.settings.kafka, self.publisher, self._flush_producer, self.context_reader)
+            if self.context_reader is not None else None)
+
+    async def _flush_producer(self) -> None:
+        await self.app.producer.flush()
 
     @property
     def recovered(self) -> bool:
@@ -261,12 +283,19 @@ class Worker:
         await self.app.producer.flush()  # the results of the calls that finished
         await self.watches.group_lag.close()
         await self.partition_log.close()
+        if self.context_reader is not None:
+            await self.context_reader.close()
         return drained
 
     async def _commit_offsets(self, offsets: Mapping[TP, int]) -> bool:
         # Faust's own commit step for given offsets: flush the producer (every output acknowledged), commit the
-        # offsets of the partitions still assigned, and tell the monitor (the lag metric reads it)
-        return await commit_offsets(self.app.consumer, offsets)
+        # offsets of the partitions still assigned, and tell the monitor (the lag metric reads it). Then, v2: the
+        # contexts published so far are acknowledged, and those of a generation the group no longer confirms are
+        # checked against the erasure ledger
+        committed = await commit_offsets(self.app.consumer, offsets)
+        if self.late_contexts is not None:
+            await self.late_contexts.check()
+        return committed
 
     def _committed_offset(self, tp: TP) -> int | None:
         # the offset Faust sought the partition to when its recovery completed (after the last assignment)
@@ -300,6 +329,8 @@ class Worker:
     async def _roll_segments(self) -> None:
         if self.recovered and self.in_flight.open:
             await self.segment_roll.roll()
+            if self.orphan_sweep is not None and await self.take_over.settled():
+                await self.orphan_sweep.sweep()
 
     async def _fire_timers(self) -> None:
         if not self.in_flight.open:  # stopping: the records' next owner fires their timers

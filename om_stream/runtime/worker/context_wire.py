@@ -2,11 +2,12 @@
 its readers holding, and the Kafka records of one context in the order they go out.
 
 ``PublishedContexts`` remembers, per thread, the index and the raw message ids of the last cursor sent, and the
-index before that one (an erase tombstones the blocks of both). It is this process's memory only: after a restart
-or a rebalance (``forget_all`` at every take-over) a thread's first context sends its whole index, every block and
-every raw message again, which is always correct. What that costs is stated in docs/context-wire-v2.md: the blocks
-the unknown previous index dropped are not tombstoned. Bounded like the recent contexts: a thread left out is
-only a memory miss.
+index before that one. It is this process's memory only: after a restart or a rebalance (``forget_all`` at every
+take-over) a thread's first context sends its whole index, every block and every raw message again, which is always
+correct. The blocks the unknown previous index listed and the new one does not are not known here: the thread is
+marked ``unswept`` until ``context_sweep.OrphanSweep`` has read what the topic holds of it, and an erase reads the
+topic whatever this memory holds (``context_sweep.ContextSweep``). Bounded like the recent contexts: a thread left
+out is only a memory miss.
 
 ``publications`` gives the records of one context: the new blocks, the index if it changed, the cursor, then the
 tombstones of the blocks no longer listed, each on the partition of the thread's messages (``partition_for``),
@@ -33,6 +34,10 @@ THREADS_KEPT = 16_384  # a few hundred bytes each: digests and raw message ids
 class Remembered:
     sent: Sent
     earlier: tuple[str, ...] = ()  # the digests of the index before ``sent.index``
+    # the thread's list went out without this worker knowing the one before (after a take-over, or an erase): what
+    # that one listed may hold text on the topic that no list names (``context_sweep.OrphanSweep`` looks)
+    unswept: bool = False
+    generation: int = 0  # the consumer generation the last publication went out in
 
 
 class PublishedContexts(dict[str, Remembered]):
@@ -46,8 +51,10 @@ class PublishedContexts(dict[str, Remembered]):
         found = self.get(thread_id)
         return found.sent if found is not None else None
 
-    def advance(self, thread_id: str, sent: Sent) -> None:
-        """``sent`` is out: it becomes the thread's last publication."""
+    def advance(self, thread_id: str, sent: Sent, *, from_nothing: bool = False, generation: int = 0) -> None:
+        """``sent`` is out: it becomes the thread's last publication. ``from_nothing``: it was made without knowing
+        what readers held (every block and the whole index went out); ``generation``: the consumer generation of
+        the batch that published it."""
         found = self.pop(thread_id, None)
         if found is None:
             earlier: tuple[str, ...] = ()
@@ -55,9 +62,19 @@ class PublishedContexts(dict[str, Remembered]):
             earlier = found.earlier
         else:
             earlier = tuple(found.sent.index.blocks)
-        self[thread_id] = Remembered(sent, earlier)
+        unswept = from_nothing or (found is not None and found.unswept)
+        self[thread_id] = Remembered(sent, earlier, unswept, generation)
         while len(self) > self.limit:
             del self[next(iter(self))]
+
+    def unswept(self) -> list[str]:
+        """The threads whose list went out without knowing the one before, not swept since."""
+        return [thread_id for thread_id, found in self.items() if found.unswept]
+
+    def swept(self, thread_id: str) -> None:
+        found = self.get(thread_id)
+        if found is not None and found.unswept:
+            self[thread_id] = Remembered(found.sent, found.earlier, generation=found.generation)
 
     def digests(self, thread_id: str) -> list[str]:
         """The blocks of the thread's last two indexes (what an erase tombstones)."""
@@ -69,9 +86,16 @@ class PublishedContexts(dict[str, Remembered]):
     def forget(self, thread_id: str) -> None:
         self.pop(thread_id, None)
 
-    def forget_all(self) -> None:
-        """The threads may have changed hands: another worker may have published since."""
-        self.clear()
+    def forget_all(self, keep_generation: int | None = None) -> None:
+        """The threads may have changed hands: another worker may have published since. What went out in
+        ``keep_generation`` (the generation now, at a take-over) stays: it was published after the partitions
+        were assigned (a take-over runs after the first batches of the generation), and no one else held them
+        since."""
+        if keep_generation is None:
+            self.clear()
+            return
+        for thread_id in [t for t, found in self.items() if found.generation != keep_generation]:
+            del self[thread_id]
 
 
 def _partition(kafka: KafkaSettings, thread_id: str) -> int:

@@ -24,6 +24,10 @@ partition, the *coordinator*, sends an ``ErasePart`` to every partition of the r
 owner like any input), each part erases the resource's records it holds and reports ``ErasePartDone`` back. Then
 the coordinator asks a model worker to sweep the recall index (``EraseIndexed`` → ``EraseIndexDone``: the index is
 the model workers'), and publishes the receipt.
+
+**Contexts by reference** (``OM_CONTEXT_WIRE=v2``). Each part also reads its erased threads' partitions of
+``om.context.blocks`` and tombstones every block of theirs the topic holds (``context_sweep.ContextSweep``), sent and
+acknowledged before the part's counts go to the ledger: a replay after that row finds them already out.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from om_stream.runtime.effects import message_prefix
 from om_stream.runtime.erasure import Sweeper, receipt
 from om_stream.runtime.host import Arrival, Outlet, StoreRetry
 from om_stream.runtime.internal_codec import EraseIndexed
+from om_stream.runtime.worker.context_sweep import ContextSweep
 from om_stream.runtime.worker.faust_internals import in_event
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.outlet import KafkaOutlet
@@ -129,7 +134,8 @@ class WorkerErasures:
                  store: ContentStore, sweeper: Sweeper, end_offsets: EndOffsets, clock: Clock, metrics: Metrics,
                  store_retry: StoreRetry, fence_ttl_s: int, indexing: bool,
                  decide_clear: Callable[[RecordState, Arrival[SourceRecord], KafkaOutlet],
-                                        Awaitable[RecordState]]) -> None:
+                                        Awaitable[RecordState]],
+                 context_sweep: ContextSweep | None = None) -> None:
         self.kafka = kafka
         self.scope = scope
         self.records = records
@@ -144,6 +150,8 @@ class WorkerErasures:
         self.indexing = indexing  # a recall index is kept: the model workers sweep it
         # resource scope, one thread erased: the record's log cleared and rebuilt without it (``Host.decide_on``)
         self.decide_clear = decide_clear
+        # OM_CONTEXT_WIRE=v2: the erased threads' blocks, index and cursor, read from the topics and tombstoned
+        self.context_sweep = context_sweep
 
     # -- the host's Erasures -----------------------------------------------------------------------------------------
 
@@ -360,6 +368,10 @@ class WorkerErasures:
             else:
                 swept = await self.sweeper.resource(resource)
                 swept_counts, verified = swept.counts, swept.verified
+            # v2: a thread no record holds may still have blocks (one published before a record's erase that came
+            # before this sweep was built, or by a member the group had dropped): the topic says
+            if event.scope == "thread" and event.thread_id and await self._sweep_contexts([event.thread_id]):
+                swept_counts += ErasureCounts(contexts=1)
             counts, writes = swept_counts, []
         found = state is not None or counts.total > 0
         writes.append(self._subject_fence(arrival, event, offsets, state))
@@ -391,6 +403,7 @@ class WorkerErasures:
                             unobserved=[m for m in state.unobserved if m.thread_id != thread_id])
         cleared = await self.decide_clear(remaining, arrival, outlet)
         await outlet.forget_context(thread_id, arrival)
+        await self._sweep_contexts([thread_id])
         counts = swept.counts + observations + ErasureCounts(contexts=1)
         return counts, swept.verified, [partial(self.records.set, arrival, cleared)]
 
@@ -399,7 +412,15 @@ class WorkerErasures:
         threads = [thread_id for state in states for thread_id in state.threads]
         for thread_id in threads:
             await outlet.forget_context(thread_id, arrival)
+        await self._sweep_contexts(threads)
         return ErasureCounts(contexts=len(threads))
+
+    async def _sweep_contexts(self, threads: list[str]) -> int:
+        """v2: every block the topic holds of ``threads``, their indexes and cursors tombstoned and acknowledged
+        (``context_sweep``), before the caller writes the part's ledger row; the number of blocks found."""
+        if self.context_sweep is None:
+            return 0
+        return await self.context_sweep.sweep(threads)
 
     def _subject_fence(self, arrival: Arrival[SourceRecord], event: EraseRequested,
                        offsets: tuple[tuple[int, int], ...],

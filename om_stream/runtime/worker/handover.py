@@ -186,7 +186,7 @@ class TakeOver:
         for thread in [t for t in self.contexts if t not in threads]:
             del self.contexts[thread]
         if self.published is not None:  # a thread held now may have been published elsewhere meanwhile
-            self.published.forget_all()
+            self.published.forget_all(keep_generation=self.processor.generation())
         self.timers.rebuild((record.key, record.state.timers) for record in held)
         self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
         # a model call in flight when its record changed hands may be lost with the previous owner; asked

@@ -37,6 +37,7 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, StoreRetry
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
 from om_stream.runtime.spans import traced
+from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts, erase_publications, publications
 from om_stream.runtime.worker.ingest_traces import MessageSpans, request_headers
 from om_stream.runtime.worker.kafka_records import Publication, Publisher, SourceRecord, dead_letter, event_headers
@@ -69,16 +70,19 @@ class OutletParts:
     tracing: Tracing = field(default_factory=Tracing.off)
     message_spans: MessageSpans = field(default_factory=MessageSpans)  # the ingest spans a cycle links to
     by_reference: PublishedContexts | None = None  # OM_CONTEXT_WIRE=v2: contexts by reference (``context_wire``)
+    late: LatePublications | None = None  # v2: told of what went out, checked against the erasure ledger later
 
 
 class KafkaOutlet:
     """One batch's publications (the host's ``Outlet`` for the Kafka worker). Nothing leaves before ``commit``;
     what a publication counts (metrics, the HTTP API's latest context) is counted when it is sent."""
 
-    def __init__(self, parts: OutletParts) -> None:
+    def __init__(self, parts: OutletParts, generation: int = 0) -> None:
         self.parts = parts
+        self.generation = generation  # the consumer generation the batch was read in
         self._queued: list[Publication] = []
         self._on_sent: list[Callable[[], None]] = []  # what the queued publications count, once they go
+        self._on_queued: list[Callable[[], None]] = []  # what is told once they are all on the producer
         # v2: what this batch leaves each thread's readers holding once it commits (None: erased in this batch)
         self._sent: dict[str, Sent | None] = {}
 
@@ -130,13 +134,19 @@ class KafkaOutlet:
         """The v2 records of ``context``, against what its thread's last publication (this batch's, else the
         last one sent) left readers holding; that advances once the batch commits."""
         thread_id = context.thread_id
+        previous = self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id)
         records, sent = by_reference(
             context, pinned_message_id=spec.pinned_message_id, expire_before=spec.expire_before,
-            run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id],
-            previous=self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id))
+            run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id], previous=previous)
         self._sent[thread_id] = sent
-        self._on_sent.append(partial(published.advance, thread_id, sent))
-        return publications(self.parts.kafka, records, headers)
+        self._on_sent.append(partial(published.advance, thread_id, sent, from_nothing=previous is None,
+                                     generation=self.generation))
+        out = publications(self.parts.kafka, records, headers)
+        if self.parts.late is not None:
+            blocks = [p.key for p in out if p.topic == self.parts.kafka.topic_context_blocks and p.value is not None]
+            self._on_queued.append(partial(self.parts.late.note, (self.generation, thread_id, spec.record_key,
+                                                                  spec.epoch), blocks))
+        return out
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[SourceRecord]) -> None:
         covered = command.message_ids if isinstance(command, RequestObservation) else ()
@@ -165,7 +175,9 @@ class KafkaOutlet:
         if parts.on_forget is not None:
             self._on_sent.append(partial(parts.on_forget, thread_id))
         self._queued.append(Publication(parts.kafka.topic_context, thread_id.encode(), None, [("om_erased", b"1")]))
-        if parts.by_reference is not None:  # v2: the index and the blocks of the thread's last two indexes too
+        # v2: the index and the blocks of the thread's last two indexes too, queued after whatever this batch sent
+        # of the thread; the erase itself also reads the topic for the blocks no one remembers (``context_sweep``)
+        if parts.by_reference is not None:
             digests = parts.by_reference.digests(thread_id)
             pending = self._sent.get(thread_id)
             if pending is not None:
@@ -216,16 +228,20 @@ class KafkaOutlet:
         acknowledgement) before it commits the batch's offsets; a send that fails is logged and counted."""
         queued, self._queued = self._queued, []
         sent, self._on_sent = self._on_sent, []
+        on_queued, self._on_queued = self._on_queued, []
         for count in sent:
             count()
         for publication in queued:
             acknowledged = await self.parts.publisher.send(publication)
             if isinstance(acknowledged, asyncio.Future):
                 acknowledged.add_done_callback(self._check_sent)
+        for tell in on_queued:  # after the sends: a flush begun from now on covers them
+            tell()
 
     def discard(self) -> None:
         self._queued.clear()
         self._on_sent.clear()
+        self._on_queued.clear()
         self._sent.clear()
 
     def _check_sent(self, future: asyncio.Future[object]) -> None:

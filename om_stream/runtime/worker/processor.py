@@ -29,6 +29,7 @@ from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Decided, Erasures, Host, StateTable, StoreRetry
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.decoding import InputDecoder
 from om_stream.runtime.worker.ingest_traces import IngestSpans, MessageSpans
@@ -53,7 +54,7 @@ class MemoryProcessor:
                  generation: Callable[[], int] | None = None,
                  confirm: Callable[[int], Awaitable[bool]] | None = None,
                  on_forget: Callable[[str], None] | None = None,
-                 by_reference: PublishedContexts | None = None,
+                 by_reference: PublishedContexts | None = None, late: LatePublications | None = None,
                  erasures: ErasuresFactory | None = None, tracing: Tracing | None = None) -> None:
         self.kafka = kafka
         self.tracing = tracing or Tracing.off()
@@ -63,13 +64,14 @@ class MemoryProcessor:
         self.near_limit: set[str] = set()
         self.generation = generation or (lambda: 0)  # the consumer generation now
         self.confirm = confirm  # asked before a batch commits: does the group still hold this generation?
+        self.batch_generation = 0  # the generation of the batch in hand (its outlets say it: ``LatePublications``)
         self.decoder = InputDecoder(kafka, config)
         store_retry = StoreRetry(retry_outages=True, on_error=lambda op: metrics.store_errors.labels(op).inc())
         self.store_retry = store_retry
         self.outlet_parts = OutletParts(
             kafka=kafka, effects=effects, publisher=publisher, clock=clock, metrics=metrics, store_retry=store_retry,
             source=source, index_for_recall=index_for_recall, on_context=on_context, on_forget=on_forget,
-            tracing=self.tracing, message_spans=self.message_spans, by_reference=by_reference)
+            tracing=self.tracing, message_spans=self.message_spans, by_reference=by_reference, late=late)
         self.host: Host[SourceRecord] = Host(
             config=config, accountant=accountant, effects=effects, table=_Metered(table, self),
             outlets=self.new_outlet, timers=timers, clock=clock, limits=limits, store_retry=store_retry,
@@ -78,7 +80,7 @@ class MemoryProcessor:
 
     def new_outlet(self) -> KafkaOutlet:
         """An outlet for one batch (of the host's, or of the dead letters of a batch's decoding)."""
-        return KafkaOutlet(self.outlet_parts)
+        return KafkaOutlet(self.outlet_parts, self.batch_generation)
 
     async def clear_now(self, state: RecordState, arrival: Arrival[SourceRecord], outlet: KafkaOutlet) -> RecordState:
         """``state`` cleared (its log rebuilt from its stored messages) within an erase's handling, its
@@ -95,6 +97,7 @@ class MemoryProcessor:
         generation = self.generation()
         if any(record.generation != generation for record in records):
             return self._fenced(records, "read before the last rebalance")
+        self.batch_generation = generation
         spans = IngestSpans(self.tracing, self.message_spans, records) if self.tracing.enabled else None
         try:
             return await self._process(records, generation, spans)
