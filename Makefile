@@ -38,10 +38,10 @@ test-unit: ## unit tests only (no services)
 test-cluster: $(INSTALLED) ## workers on a three-node Cassandra cluster (replication 3, LOCAL_QUORUM) while nodes die, stall the store and return with old data
 	$(PY) -m pytest tests/cluster
 
-test-clients: $(INSTALLED) ## TypeScript and Go clients: shared vectors, unit tests, end to end on real Kafka with a worker (Python's run in `make test`)
+test-clients: $(INSTALLED) ## TypeScript and Go clients: shared vectors, unit tests, end to end on real Kafka with a worker, one trace from each agent through the worker into Jaeger (Python's run in `make test`)
 	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error && npm test
 	cd clients/go && go test -count=1 ./...
-	$(PY) -m pytest clients/test_clients_e2e.py
+	$(PY) -m pytest clients/test_clients_e2e.py clients/test_clients_tracing.py
 
 lint: ## ruff
 	$(VENV)/bin/ruff check om_stream tests bench clients schemas

@@ -49,7 +49,7 @@ def cassandra_hosts() -> str:
 def jaeger() -> JaegerAddresses:
     """A real Jaeger v2 (``OM_JAEGER_QUERY`` and ``OM_OTLP_ENDPOINT``, or started for this session from the tools
     cache): where spans go, and where traces are read back."""
-    otlp, query = _address("jaeger").split(" ")
+    otlp, query, otlp_grpc = _address("jaeger").split(" ")
     if not otlp:
         pytest.fail("OM_JAEGER_QUERY is set without OM_OTLP_ENDPOINT", pytrace=False)
-    return JaegerAddresses(otlp, query)
+    return JaegerAddresses(otlp, query, otlp_grpc)

@@ -11,9 +11,10 @@
 * ``erase(thread_id=... | resource_id=...)``: forget a thread, or a resource and every thread of it, for good: an
   ``erase`` command on ``om.commands``, and its receipt (``data-om-erased``) waited for on ``om.events``.
 * tracing (OpenTelemetry, W3C trace context): every record the client publishes carries the caller's current span
-  in its ``traceparent``/``tracestate`` headers (none when no span is active), so the worker's handling of it
-  continues the agent's trace; ``context_trace(thread)`` is the trace context of the thread's latest context
-  record, for the agent's consumer span (``tracer.start_as_current_span("...", context=om.context_trace(t))``).
+  in its ``traceparent``/``tracestate`` headers, then what the application's globally registered propagator writes
+  (none of it when no span is active), so the worker's handling of it continues the agent's trace;
+  ``context_trace(thread)`` is the trace context of the thread's latest context record, for the agent's consumer
+  span (``tracer.start_as_current_span("...", context=om.context_trace(t))``).
   The client needs only the OpenTelemetry API: the agent's own SDK (or none) decides what is recorded.
 
 Contexts come whole (``om.context/v1``) or by reference (``om.context/v2``: a cursor on the context topic, its
@@ -57,7 +58,7 @@ from om_stream.core.config import RetrievalConfig
 from om_stream.core.events import ErasedEvent, ProgressEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.params import RecallArguments
-from om_stream.trace_headers import extract, inject
+from om_stream.trace_headers import client_headers, extract
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
@@ -74,8 +75,9 @@ CONTEXTS_KEPT = 2048  # threads whose latest context is kept (the ones whose con
 
 
 def _headers() -> list[tuple[str, bytes]]:
-    """Every record's headers: its content type, and the caller's current span (W3C trace context) if any."""
-    return [("content-type", b"application/json"), *inject()]
+    """Every record's headers: its content type, and the caller's current span if any (W3C trace context, then
+    what the application's registered propagator writes: ``client_headers``)."""
+    return [("content-type", b"application/json"), *client_headers()]
 
 
 # a record of the context topic: a whole context (v1) or a cursor (v2), told apart by its schema tag

@@ -56,6 +56,7 @@ class RunningServices:
             # not settings of om-stream: where the tests send spans (OTEL_EXPORTER_OTLP_ENDPOINT of a worker they
             # start) and read traces back
             env["OM_OTLP_ENDPOINT"] = self.jaeger.otlp_endpoint
+            env["OM_OTLP_GRPC_ENDPOINT"] = self.jaeger.otlp_grpc_endpoint
             env["OM_JAEGER_QUERY"] = self.jaeger.query_url
         return env
 

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
             env = services_up(args.cassandra_nodes)
             print(f"Kafka bootstrap:       {env['OM_KAFKA_BOOTSTRAP']}")
             print(f"Cassandra contact:     {env['OM_CASSANDRA_HOSTS']}")
-            print(f"Jaeger OTLP / query:   {env['OM_OTLP_ENDPOINT']} / {env['OM_JAEGER_QUERY']}")
+            print(f"Jaeger OTLP / query:   {env['OM_OTLP_ENDPOINT']} (gRPC {env['OM_OTLP_GRPC_ENDPOINT']}) / "
+                  f"{env['OM_JAEGER_QUERY']}")
             print("Use them from tests and the worker with:")
             for key, value in env.items():
                 print(f"  export {key}={value}")

@@ -4,7 +4,8 @@ The binary is built from the Go module proxy by ``infra/tools/install-jaeger.sh`
 ``~/.cache/om-stream/tools`` (``OM_TOOLS_CACHE``); ``binary()`` runs the script when the cache has none. Jaeger v2
 is an OpenTelemetry Collector distribution: it runs here with a configuration of its own (written into the run
 folder) that keeps traces in memory and listens on loopback ports picked free, so that several runs share a machine:
-OTLP over HTTP (``otlp_endpoint``, what ``OTEL_EXPORTER_OTLP_ENDPOINT`` names) and the query service's HTTP API
+OTLP over HTTP (``otlp_endpoint``, what ``OTEL_EXPORTER_OTLP_ENDPOINT`` names) and over gRPC
+(``otlp_grpc_endpoint``), and the query service's HTTP API
 (``query_url``: ``/api/traces/{id}``, ``/api/traces?service=...``; the UI's assets are not built in). Its own
 telemetry is switched off (it would listen on 8888), and so is the query service's tracing of itself.
 
@@ -42,6 +43,11 @@ class JaegerNode:
     def otlp_endpoint(self) -> str:
         """The OTLP/HTTP base URL (``OTEL_EXPORTER_OTLP_ENDPOINT``; traces go to ``/v1/traces`` under it)."""
         return f"http://127.0.0.1:{self.otlp_http_port}"
+
+    @property
+    def otlp_grpc_endpoint(self) -> str:
+        """The OTLP/gRPC endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT`` with ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc``)."""
+        return f"http://127.0.0.1:{self.otlp_grpc_port}"
 
     @property
     def query_url(self) -> str:

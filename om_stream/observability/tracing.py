@@ -6,7 +6,13 @@ API's no-op tracer and the hot paths skip their span work altogether (``Tracing.
 not trace pays a branch per record. On, the SDK reads everything else itself, as it does in any service: the
 service name and resource attributes (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``; ``om-stream`` when no
 name is given), the sampler (``OTEL_TRACES_SAMPLER`` and ``_ARG``; parent-based always-on by default), the
-exporter's endpoint, headers and timeout (OTLP over HTTP/protobuf), and the batch processor (``OTEL_BSP_*``).
+exporter's endpoint, headers and timeout, and the batch processor (``OTEL_BSP_*``).
+
+**Protocol.** ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` (else ``OTEL_EXPORTER_OTLP_PROTOCOL``) picks the exporter:
+``http/protobuf`` (the default) or ``grpc`` (the ``otlp-grpc`` extra: ``pip install 'om-stream[otlp-grpc]'``; its
+endpoint is the collector's gRPC port, 4317, and an ``http://`` endpoint means no TLS). Any other value, or ``grpc``
+without its package, stops the worker at start with a ``ConfigError`` that names the variable: an exporter the
+operator did not ask for would send every span to a port that does not speak it.
 
 **Privacy.** No span carries message text, a prompt or an observation unless ``OM_TRACING_CONTENT=true``
 (``content_attributes``). Thread and resource ids follow the metrics' rule (no label names one): they are left out,
@@ -32,17 +38,19 @@ from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import NoOpTracer, Tracer, get_current_span
 from opentelemetry.util.types import AttributeValue
 
+from om_stream.errors import ConfigError
 from om_stream.settings import TracingSettings
 
-__all__ = ["CONTENT_LIMIT", "Tracing", "exemplar", "tracing_enabled"]
+__all__ = ["CONTENT_LIMIT", "PROTOCOLS", "Tracing", "exemplar", "otlp_exporter", "otlp_protocol", "tracing_enabled"]
 
 log = logging.getLogger(__name__)
 CONTENT_LIMIT = 4096  # characters of content an opted-in span attribute keeps (a whole conversation would not fit)
 _INSTRUMENTATION = "om_stream"
+PROTOCOLS = ("http/protobuf", "grpc")  # the OTLP transports the worker exports spans over
 
 
 def exemplar(context: Context | None = None) -> dict[str, str] | None:
@@ -62,6 +70,32 @@ def tracing_enabled(environ: Mapping[str, str]) -> bool:
         return False
     return bool(environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
                 or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip())
+
+
+def otlp_protocol(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The OTLP protocol the standard variables ask for, and the variable that asked (the traces' own first)."""
+    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        if environ.get(variable, "").strip():
+            return environ[variable].strip().lower(), variable
+    return "http/protobuf", "OTEL_EXPORTER_OTLP_PROTOCOL"
+
+
+def otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
+    """The OTLP exporter of the protocol the standard variables name (the exporter reads its endpoint, headers,
+    timeout and TLS settings from the process environment itself)."""
+    protocol, variable = otlp_protocol(environ)
+    if protocol == "http/protobuf":
+        return OTLPSpanExporter()
+    if protocol != "grpc":
+        raise ConfigError(variable, f"{environ[variable]!r} is not a protocol om-stream exports spans over "
+                                    f"(one of {', '.join(PROTOCOLS)}; http/json is not supported)")
+    try:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+    except ImportError as exc:  # the optional extra is not installed (the container image leaves it out)
+        raise ConfigError(variable, "grpc needs the package opentelemetry-exporter-otlp-proto-grpc "
+                                    "(pip install 'om-stream[otlp-grpc]'), which is not installed; unset it to "
+                                    "export over http/protobuf") from exc
+    return GrpcSpanExporter()
 
 
 @dataclass(frozen=True)
@@ -88,10 +122,11 @@ class Tracing:
         resource = Resource.create()
         if not environ.get("OTEL_SERVICE_NAME") and "service.name=" not in environ.get("OTEL_RESOURCE_ATTRIBUTES", ""):
             resource = resource.merge(Resource({SERVICE_NAME: "om-stream"}))
+        exporter = otlp_exporter(environ)  # before the provider: a refused protocol leaves nothing to shut down
         provider = TracerProvider(resource=resource)  # the sampler: OTEL_TRACES_SAMPLER(_ARG)
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        log.info("tracing on: spans to %s", environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                 or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+        log.info("tracing on: spans to %s over %s", environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                 or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"), otlp_protocol(environ)[0])
         return cls(tracer=provider.get_tracer(_INSTRUMENTATION), enabled=True, provider=provider).with_rules(settings)
 
     def with_rules(self, settings: TracingSettings) -> Tracing:

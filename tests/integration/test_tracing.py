@@ -231,3 +231,36 @@ async def test_a_message_read_again_after_a_sigkill_shows_both_handlings_in_its_
     for ingest in ingests:
         assert trace.children(ingest, "om.context publish"), trace.tree()
     assert "zanzibar" not in " ".join(trace.values())
+
+
+async def test_a_worker_exports_its_spans_over_otlp_grpc(
+        kafka_bootstrap: str, jaeger: JaegerAddresses, agent_tracing: tuple[TracerProvider, Tracer],
+        tmp_path: Path) -> None:
+    """``OTEL_EXPORTER_OTLP_PROTOCOL=grpc``: the worker's spans reach Jaeger through its OTLP gRPC receiver (the
+    worker is given only the gRPC port, so a span that arrives came that way), in the agent's trace."""
+    assert jaeger.otlp_grpc, "OM_JAEGER_QUERY is set without OM_OTLP_GRPC_ENDPOINT (make services-up prints both)"
+    provider, tracer = agent_tracing
+    thread = f"grpc-{uuid.uuid4().hex[:8]}"
+    service = f"om-worker-grpc-{uuid.uuid4().hex[:6]}"
+    worker = worker_process(kafka_bootstrap, tmp_path, options={"observation": {"messageTokens": 100_000}},
+                            store="sqlite", partitions=2, extra={
+                                "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_grpc, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                                "OTEL_SERVICE_NAME": service, "OTEL_BSP_SCHEDULE_DELAY": "100",
+                                "OTEL_TRACES_SAMPLER": "always_on"})
+    worker.start()
+    try:
+        await worker.wait_ready(timeout=240)
+        async with OMClient(kafka_bootstrap, topics=topics(worker)) as client:
+            record = MessageRecord.model_validate(message_record(thread, 0, "user", SECRET, resource=RESOURCE))
+            with tracer.start_as_current_span("agent turn") as turn:
+                await client.publish(record)
+            await client.await_context(thread, record.message_id, timeout=120)
+        provider.force_flush()
+        trace = await wait_trace(jaeger.query, format_trace_id(turn.get_span_context().trace_id),
+                                 lambda t: bool(t.named("om.context publish")), timeout=60)
+    finally:
+        worker.stop()
+    ingest = only(trace.children(only(trace.named("agent turn"), "agent turn"), "om.ingest"), trace.tree())
+    assert ingest.service == service, trace.tree()
+    assert trace.children(ingest, "om.context publish"), trace.tree()
+    assert "zanzibar" not in " ".join(trace.values())

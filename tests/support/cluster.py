@@ -81,13 +81,14 @@ class WorkerGroup:
     def bootstrap(self) -> str:
         return self.template.bootstrap
 
-    def add(self, *, start: bool = True) -> WorkerProcess:
+    def add(self, *, start: bool = True, extra: dict[str, str] | None = None) -> WorkerProcess:
+        """A new member (``extra``: variables of its own, e.g. ``OTEL_SERVICE_NAME``), started unless told not to."""
         index = len(self.members)
         folder = self.tmp / f"w{index}"
         folder.mkdir(parents=True, exist_ok=True)
         port, metrics_port = listener_ports()
         env = {**self.template.env, "OM_WORKER_DATA_DIR": str(folder), "OM_WORKER_WEB_PORT": str(port),
-               "OM_WORKER_METRICS_PORT": str(metrics_port)}
+               "OM_WORKER_METRICS_PORT": str(metrics_port), **(extra or {})}
         member = WorkerProcess(self.bootstrap, env, folder / "worker.log", self.topics, port, metrics_port)
         self.members.append(member)
         if start:

@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,9 +84,10 @@ def read_trace(query: str, trace_id: str) -> Trace | None:
             return None
         raise
     data = body.get("data") or []
-    if not data:
-        return None
-    found = data[0]
+    return _parse(data[0]) if data else None
+
+
+def _parse(found: dict[str, Any]) -> Trace:
     services = {pid: p["serviceName"] for pid, p in found["processes"].items()}
     spans = []
     for raw in found["spans"]:
@@ -98,6 +100,13 @@ def read_trace(query: str, trace_id: str) -> Trace | None:
         spans.append(TraceSpan(raw["spanID"], raw["traceID"], raw["operationName"], services[raw["processID"]],
                                parent, refs, tags, raw["startTime"], raw["duration"]))
     return Trace(tuple(spans))
+
+
+def find_traces(query: str, service: str, operation: str, *, since_us: int, limit: int = 200) -> list[Trace]:
+    """The traces holding a span of ``service`` named ``operation`` that started after ``since_us`` (epoch µs)."""
+    params = urllib.parse.urlencode({"service": service, "operation": operation, "start": since_us,
+                                     "end": int(time.time() * 1_000_000) + 1_000_000, "limit": limit})
+    return [_parse(raw) for raw in _get(f"{query}/api/traces?{params}").get("data") or []]
 
 
 async def wait_trace(query: str, trace_id: str, complete: Callable[[Trace], bool], *,

@@ -1,10 +1,11 @@
 """Session-wide real services for tests: started once, in the background, as soon as collection shows a need.
 
-``OM_KAFKA_BOOTSTRAP`` / ``OM_CASSANDRA_HOSTS`` / ``OM_JAEGER_QUERY`` (with ``OM_OTLP_ENDPOINT``) point the tests at
-services that already run (``make services-up``); otherwise the session starts its own Apache Kafka / Apache
-Cassandra from Maven Central jars, or Jaeger from the tools cache, and stops them at the end. Jaeger's address is
-its OTLP endpoint and its query URL, space separated. A service that cannot start fails every test that needs it
-with the service's log tail: nothing is skipped.
+``OM_KAFKA_BOOTSTRAP`` / ``OM_CASSANDRA_HOSTS`` / ``OM_JAEGER_QUERY`` (with ``OM_OTLP_ENDPOINT`` and
+``OM_OTLP_GRPC_ENDPOINT``) point the tests at services that already run (``make services-up``); otherwise the
+session starts its own Apache Kafka / Apache Cassandra from Maven Central jars, or Jaeger from the tools cache, and
+stops them at the end. Jaeger's address is its OTLP/HTTP endpoint, its query URL and its OTLP/gRPC endpoint, space
+separated. A service that cannot start fails every test that needs it with the service's log tail: nothing is
+skipped.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ENV = {"kafka": "OM_KAFKA_BOOTSTRAP", "cassandra": "OM_CASSANDRA_HOSTS", "jaeger
 class JaegerAddresses:
     otlp: str  # OTEL_EXPORTER_OTLP_ENDPOINT of what sends spans
     query: str  # the query service's HTTP API
+    otlp_grpc: str = ""  # OTEL_EXPORTER_OTLP_ENDPOINT of what sends spans over gRPC (OTEL_EXPORTER_OTLP_PROTOCOL=grpc)
 
 
 @dataclass
@@ -55,7 +57,8 @@ class ServicePool:
             svc = self.services[name] = _Service(name, started_at=time.monotonic())
             external = os.environ.get(ENV[name])
             if external:
-                svc.address = external if name != "jaeger" else f"{os.environ.get('OM_OTLP_ENDPOINT', '')} {external}"
+                otlp, grpc = os.environ.get("OM_OTLP_ENDPOINT", ""), os.environ.get("OM_OTLP_GRPC_ENDPOINT", "")
+                svc.address = external if name != "jaeger" else f"{otlp} {external} {grpc}"
                 svc.ready.set()
                 continue
             try:
@@ -63,7 +66,8 @@ class ServicePool:
                     node_j = jaeger.start(self.run_dir / "jaeger")
                     svc.process = node_j.process
                     threading.Thread(target=self._wait, args=(svc, partial(jaeger.wait_ready, node_j),
-                                                               f"{node_j.otlp_endpoint} {node_j.query_url}"),
+                                                               f"{node_j.otlp_endpoint} {node_j.query_url} "
+                                                               f"{node_j.otlp_grpc_endpoint}"),
                                      daemon=True).start()
                 elif name == "kafka":
                     node_k = kafka.start(self.run_dir / "kafka")

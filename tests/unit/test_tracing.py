@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -20,9 +21,10 @@ from pydantic import SecretStr
 
 from om_stream.adapters.gateway.gateway import CallRecord
 from om_stream.core.prompts.chat import Usage
+from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_spans import ModelCallSpans
-from om_stream.observability.tracing import CONTENT_LIMIT, Tracing, exemplar, tracing_enabled
+from om_stream.observability.tracing import CONTENT_LIMIT, Tracing, exemplar, otlp_exporter, tracing_enabled
 from om_stream.runtime.spans import traced
 from om_stream.runtime.worker.ingest_traces import MessageSpans
 from om_stream.runtime.worker.trace_links import link_header, links_of
@@ -198,3 +200,41 @@ def test_a_latency_sample_links_to_its_sampled_trace_in_openmetrics(
     unsampled = TracerProvider(sampler=ALWAYS_OFF).get_tracer("t")
     with unsampled.start_as_current_span("dropped"):
         assert exemplar() is None
+
+
+@pytest.mark.parametrize(("environ", "module"), [
+    ({}, "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": " GRPC "}, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
+    # the traces' own variable wins over the general one, as the specification says
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
+     "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+    ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
+])
+def test_the_protocol_variables_pick_the_exporter(environ: dict[str, str], module: str) -> None:
+    exporter = otlp_exporter(environ)
+    try:
+        assert type(exporter).__module__ == module
+    finally:
+        exporter.shutdown()
+    tracing = Tracing.from_environment(TracingSettings(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+                                                           **environ})
+    tracing.shutdown()
+
+
+@pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"])
+def test_a_protocol_the_worker_cannot_speak_stops_it_naming_the_variable(variable: str) -> None:
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", variable: "http/json"}
+    with pytest.raises(ConfigError, match=f"^{variable}: 'http/json' is not a protocol"):
+        Tracing.from_environment(TracingSettings(), environ)
+
+
+def test_grpc_without_its_package_stops_the_worker_naming_the_variable_and_the_package(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a None entry in sys.modules makes the import fail as an absent package does (the image leaves the extra out)
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)
+    environ = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    with pytest.raises(ConfigError, match=r"^OTEL_EXPORTER_OTLP_PROTOCOL: grpc needs the package "
+                                          r"opentelemetry-exporter-otlp-proto-grpc"):
+        Tracing.from_environment(TracingSettings(), environ)
