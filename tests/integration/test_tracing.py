@@ -21,21 +21,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer, format_trace_id
 
 from om_stream.client import ClientTopics, OMClient
 from om_stream.testing.fake_openai import FakeOpenAI, RecordedRequest, Reply, Response, Usage
 from om_stream.wire.messages import MessageRecord
-from tests.support.cluster import drop_keyspace, new_keyspace
 from tests.support.jaeger_traces import Trace, TraceSpan, wait_trace
 from tests.support.services import JaegerAddresses
 from tests.support.worker import WorkerProcess, http_exchange, message_record, worker_process
@@ -56,25 +51,6 @@ def observer(request: RecordedRequest) -> Response:
                  usage=Usage(210, 37))
 
 
-@pytest.fixture
-def agent_tracing(jaeger: JaegerAddresses) -> Iterator[tuple[TracerProvider, Tracer]]:
-    """The agent's own SDK, exporting to the same Jaeger under a service name of its own."""
-    provider = TracerProvider(resource=Resource({"service.name": f"agent-{uuid.uuid4().hex[:6]}"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{jaeger.otlp}/v1/traces"),
-                                                   schedule_delay_millis=100))
-    try:
-        yield provider, provider.get_tracer("agent")
-    finally:
-        provider.shutdown()
-
-
-@pytest.fixture
-def keyspace(cassandra_hosts: str) -> Iterator[str]:
-    name = new_keyspace(cassandra_hosts)
-    try:
-        yield name
-    finally:
-        drop_keyspace(cassandra_hosts, name)
 
 
 def traced_worker(kafka_bootstrap: str, jaeger: JaegerAddresses, tmp: Path, server: FakeOpenAI,

@@ -21,21 +21,17 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Tracer, format_span_id, format_trace_id
 
 from om_stream.client import ClientTopics, OMClient
 from om_stream.wire.messages import MessageRecord
-from tests.support.cluster import WorkerGroup, drop_keyspace, new_keyspace
+from tests.support.cluster import WorkerGroup
 from tests.support.jaeger_traces import Trace, find_traces, wait_trace
 from tests.support.services import JaegerAddresses
 from tests.support.worker import message_record
@@ -56,24 +52,6 @@ class Turn:
     after_join: bool
 
 
-@pytest.fixture
-def keyspace(cassandra_hosts: str) -> Iterator[str]:
-    name = new_keyspace(cassandra_hosts)
-    try:
-        yield name
-    finally:
-        drop_keyspace(cassandra_hosts, name)
-
-
-@pytest.fixture
-def agent(jaeger: JaegerAddresses) -> Iterator[tuple[TracerProvider, Tracer]]:
-    provider = TracerProvider(resource=Resource({"service.name": f"agent-{uuid.uuid4().hex[:6]}"}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{jaeger.otlp}/v1/traces"),
-                                                   schedule_delay_millis=100))
-    try:
-        yield provider, provider.get_tracer("agent")
-    finally:
-        provider.shutdown()
 
 
 def spread_threads() -> list[str]:
@@ -92,8 +70,8 @@ def spread_threads() -> list[str]:
 
 async def test_traces_stay_whole_across_a_rebalance(
         kafka_bootstrap: str, cassandra_hosts: str, keyspace: str, jaeger: JaegerAddresses,
-        agent: tuple[TracerProvider, Tracer], tmp_path: Path) -> None:
-    provider, tracer = agent
+        agent_tracing: tuple[TracerProvider, Tracer], tmp_path: Path) -> None:
+    provider, tracer = agent_tracing
     services = [f"om-worker-a-{uuid.uuid4().hex[:6]}", f"om-worker-b-{uuid.uuid4().hex[:6]}"]
     group = WorkerGroup(kafka_bootstrap, tmp_path, cassandra_hosts=cassandra_hosts, keyspace=keyspace,
                         partitions=PARTITIONS, options={"observation": {"messageTokens": 100_000}}, extra={

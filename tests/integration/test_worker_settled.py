@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,6 @@ from om_stream.core.events import ProgressEvent
 from om_stream.settings import CassandraSettings
 from om_stream.testing.fake_openai import FakeOpenAI, RecordedRequest, Reply, Response, Usage
 from om_stream.wire.messages import MessageRecord
-from tests.support.cluster import drop_keyspace, new_keyspace
 from tests.support.worker import WorkerProcess, http_call, http_exchange, message_record, worker_process
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 200, "bufferTokens": False},
@@ -125,14 +124,6 @@ def _topics(worker: WorkerProcess) -> ClientTopics:
     return ClientTopics(messages=t["messages"], commands=t["commands"], events=t["events"], context=t["context"],
                         recall_requests=t["recall_requests"], recall_responses=t["recall_responses"])
 
-
-@pytest.fixture
-def keyspace(cassandra_hosts: str) -> Iterator[str]:
-    name = new_keyspace(cassandra_hosts)
-    try:
-        yield name
-    finally:
-        drop_keyspace(cassandra_hosts, name)
 
 
 @asynccontextmanager
