@@ -54,7 +54,7 @@ from om_stream.core.retention import ExpiryCounts, SegmentText, cut_text
 from om_stream.core.state import RecordState
 from om_stream.core.step import record_hash
 from om_stream.ports import BatchedWrites, ContentStore, GroupQueries
-from om_stream.runtime.reference_memo import BlockDigests, MessageDates
+from om_stream.runtime.reference_memo import BlockDigests, MessageDates, RenderedThreads, ThreadBlocks
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 from om_stream.wire.context_refs import ByReference, Sent, fresh_from, indexed, message_run
 from om_stream.wire.context_v2 import ContextCursor
@@ -124,6 +124,7 @@ class Effects:
         # what ``by_reference`` remembers between publications (``runtime.reference_memo``)
         self.block_digests = BlockDigests()
         self.message_dates = MessageDates()
+        self.rendered_threads = RenderedThreads()
 
     @property
     def batches_writes(self) -> bool:
@@ -304,9 +305,11 @@ class Effects:
         """The ``om.context/v2`` records of the context ``context(spec)`` renders, against what the thread's readers
         hold (``previous``), as ``wire.context_refs.by_reference`` makes them from that record, byte for byte, and
         what readers hold after them. Made without the v1 record: the raw messages by id and creation time (read
-        once per thread, ``MessageDates``), only the new ones read whole; the digests of unchanged blocks
-        remembered (``BlockDigests``). So its cost follows what changed, not the length of the context."""
-        shown, rendered = await self._blocks(spec, now_ms=now_ms)
+        once per thread, ``MessageDates``), only the new ones read whole; the system blocks and their digests made
+        again only when what they are made of changed (``RenderedThreads``), and then the digests of unchanged
+        blocks remembered (``BlockDigests``). So its cost follows what changed, not the length of the context."""
+        made = await self._remembered_blocks(spec, now_ms=now_ms)
+        rendered = made.rendered
         ids = spec.message_ids
         dates = self.message_dates.of(spec.thread_id, spec.resource_id, self.cache.evictions)
         unread = list(filterfalse(dates.__contains__, ids))
@@ -315,7 +318,7 @@ class Effects:
                 dates[message.message_id] = message.created_at_ms
         # the messages as rendered: those the store holds, created at or after the cutoff shown (C-level passes
         # in the usual case, where all of them are)
-        before = shown.expire_before
+        before = made.expire_before
         held = ids if not unread else tuple(filter(dates.__contains__, ids))
         created = list(map(dates.__getitem__, held))
         if before is not None and held and min(created) < before:
@@ -328,7 +331,7 @@ class Effects:
         new_from = fresh_from(held, frozenset(previous.messages) if previous is not None else frozenset())
         new = await self.messages(held[new_from:], spec.resource_id) if new_from < len(held) else []
         blocks = rendered.system_blocks
-        listed = indexed(spec.thread_id, spec.version, blocks, self.block_digests.of(blocks),
+        listed = indexed(spec.thread_id, spec.version, blocks, made.digests,
                          previous.index if previous is not None else None)
         cursor = ContextCursor(
             thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version, generation=spec.generation,
@@ -342,16 +345,45 @@ class Effects:
     async def _blocks(self, spec: ContextSpec, *, now_ms: int) -> tuple[ContextSpec, RenderedBlocks]:
         """The context's system blocks, and the spec as shown (a log over its bound condensed into one segment,
         shown without a retention cutoff)."""
-        shown, texts = self._within_bound(spec, visible_texts(spec, await self.texts(spec.segment_ids)))
-        if shown.through_message_id:
-            newest = await self.messages([shown.through_message_id], shown.resource_id)
+        return await self._render_blocks(spec, await self._conversation_now(spec, now_ms), await self._extracted(spec))
+
+    async def _remembered_blocks(self, spec: ContextSpec, *, now_ms: int) -> ThreadBlocks:
+        """``_blocks`` with their digests, made again only when what they are made of changed since the thread's
+        last publication (``RenderedThreads``): the segments (their texts never change under one id; a purge or an
+        erase evicts from the content cache, and the eviction count is part of the key), the cutoff, the hints,
+        the extracted values, the other threads' messages, and the conversation's day (relative dates)."""
+        now_ms = await self._conversation_now(spec, now_ms)
+        extracted = await self._extracted(spec)
+        made_of = (spec.resource_id, spec.segment_ids, spec.segment_boundaries, spec.segment_dated_from,
+                   spec.expire_before, spec.observation_limit, spec.observation_tokens, spec.current_task,
+                   spec.suggested_response, spec.other_threads, spec.obscure_thread_ids, tuple(extracted.items()),
+                   now_ms // 86_400_000, self.cache.evictions)
+        found = self.rendered_threads.get(spec.thread_id, made_of)
+        if found is not None:
+            return found
+        shown, rendered = await self._render_blocks(spec, now_ms, extracted)
+        made = ThreadBlocks(shown.expire_before, rendered, self.block_digests.of(rendered.system_blocks))
+        self.rendered_threads.put(spec.thread_id, made_of, made)
+        return made
+
+    async def _conversation_now(self, spec: ContextSpec, now_ms: int) -> int:
+        """Relative dates are read against the thread's newest message time when it is known."""
+        if spec.through_message_id:
+            newest = await self.messages([spec.through_message_id], spec.resource_id)
             if newest:
-                now_ms = newest[0].created_at_ms
-        extracted: dict[str, str] = {}
+                return newest[0].created_at_ms
+        return now_ms
+
+    async def _extracted(self, spec: ContextSpec) -> dict[str, str]:
         custom = [e for e in self.config.observation_extractors if e.include_previous_extraction and e.inline]
-        if custom and not shown.metadata_expired:
-            metadata = await self.store.get_thread_metadata(shown.thread_id)
-            extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
+        if not custom or spec.metadata_expired:
+            return {}
+        metadata = await self.store.get_thread_metadata(spec.thread_id)
+        return {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
+
+    async def _render_blocks(self, spec: ContextSpec, now_ms: int,
+                             extracted: dict[str, str]) -> tuple[ContextSpec, RenderedBlocks]:
+        shown, texts = self._within_bound(spec, visible_texts(spec, await self.texts(spec.segment_ids)))
         headings = await self.group_headings(shown.resource_id, shown.segment_ids) if self.recall_instructions else {}
         others: tuple[tuple[str, str], ...] = ()
         if shown.other_threads:  # resource scope: what the user said in the resource's other threads

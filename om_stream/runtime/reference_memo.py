@@ -1,24 +1,70 @@
 """What the ``om.context/v2`` publication path remembers between publications, so that one costs what changed
-rather than the size of the context: block digests by text, and per thread the creation time of each raw message
-it has read.
+rather than the size of the context: per thread its last system blocks with their digests and what they were made
+of, block digests by text, and per thread the creation time of each raw message it has read.
 
-Both are caches of facts, never of what readers hold (``runtime.worker.context_wire`` keeps that): forgetting them
-costs time, never a wrong record. ``BlockDigests`` is exact by construction (the digest of a text). ``MessageDates``
-says which of a thread's message ids the content store holds and when each was created; a message leaves the store
-only in a purge or an erase, and both evict it from the content cache (``ContentCache.evict``), so the dates are
-dropped whenever the cache has evicted anything since they were read.
+All of them are caches of facts, never of what readers hold (``runtime.worker.context_wire`` keeps that):
+forgetting them costs time, never a wrong record. ``BlockDigests`` is exact by construction (the digest of a
+text). ``RenderedThreads`` is as exact as its key: the caller names everything the blocks are made of.
+``MessageDates`` says which of a thread's message ids the content store holds and when each was created; a message
+leaves the store only in a purge or an erase, and both evict it from the content cache (``ContentCache.evict``),
+so the dates are dropped whenever the cache has evicted anything since they were read.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
 
+from om_stream.core.context import RenderedBlocks
 from om_stream.wire.context_v2 import block_digest
 
-__all__ = ["BlockDigests", "MessageDates"]
+__all__ = ["BlockDigests", "MessageDates", "RenderedThreads", "ThreadBlocks"]
 
 DIGESTS_BYTES = 32 * 1024 * 1024  # the texts are mostly the same objects the renderer's caches hold
 THREADS_DATED = 2_048  # a thread left out is read from the content cache again
+RENDERED_BYTES = 64 * 1024 * 1024  # the blocks are mostly the same objects the renderer's caches hold
+
+
+@dataclass(frozen=True)
+class ThreadBlocks:
+    """A thread's system blocks as last rendered, with their digests, and the retention cutoff as shown (None when
+    the log was condensed: a condensed log shows every raw message)."""
+
+    expire_before: int | None
+    rendered: RenderedBlocks
+    digests: list[str]
+
+
+class RenderedThreads:
+    """thread id -> (what its blocks were made of, the blocks), least recently used out past ``max_bytes`` of
+    block text."""
+
+    def __init__(self, max_bytes: int = RENDERED_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._threads: OrderedDict[str, tuple[tuple[Any, ...], ThreadBlocks, int]] = OrderedDict()
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._threads)
+
+    def get(self, thread_id: str, made_of: tuple[Any, ...]) -> ThreadBlocks | None:
+        found = self._threads.get(thread_id)
+        if found is None or found[0] != made_of:
+            return None
+        self._threads.move_to_end(thread_id)
+        return found[1]
+
+    def put(self, thread_id: str, made_of: tuple[Any, ...], blocks: ThreadBlocks) -> None:
+        size = sum(map(len, blocks.rendered.system_blocks)) + 200
+        old = self._threads.pop(thread_id, None)
+        if old is not None:
+            self._bytes -= old[2]
+        self._threads[thread_id] = (made_of, blocks, size)
+        self._bytes += size
+        while self._bytes > self.max_bytes and self._threads:
+            _, (_, _, dropped) = self._threads.popitem(last=False)
+            self._bytes -= dropped
 
 
 class BlockDigests:

@@ -7,7 +7,7 @@ worker forgets at random what it published (a restart or a hand-over) or what it
 
 What the replayed conversations never produce is tried on purpose: a message that leaves the store (a purge or an
 erase: the content cache evicts it too) while the worker remembers it, and specs that name a message the store does
-not hold or whose retention cutoff falls inside the raw messages."""
+not hold, whose retention cutoff falls inside the raw messages, or whose hints alone changed."""
 
 from __future__ import annotations
 
@@ -72,12 +72,19 @@ def test_the_worker_path_publishes_what_the_full_render_publishes(seed: int) -> 
         if spec.message_ids and rng.random() < 0.1:
             leave_store(sim, spec.resource_id, rng.choice(spec.message_ids))
             record = sim._loop.run_until_complete(effects.context(spec, now_ms=sim.now))
-        if spec.message_ids and rng.random() < 0.2:  # compared only: readers are not told
-            ids = list(spec.message_ids)
-            ids.insert(rng.randrange(len(ids) + 1), "not-in-the-store")
-            held = [m for m in sim.messages.values() if m.message_id in spec.message_ids]
-            cutoff = rng.choice(held).created_at_ms + rng.choice([0, 1]) if held else None
-            odd = replace(spec, message_ids=tuple(ids), expire_before=cutoff)
+        if spec.message_ids and rng.random() < 0.3:  # compared only: readers are not told
+            odd = spec
+            if rng.random() < 0.5:
+                ids = list(spec.message_ids)
+                ids.insert(rng.randrange(len(ids) + 1), "not-in-the-store")
+                odd = replace(odd, message_ids=tuple(ids))
+            if rng.random() < 0.5:
+                held = [m for m in sim.messages.values() if m.message_id in spec.message_ids]
+                if held:
+                    odd = replace(odd, expire_before=rng.choice(held).created_at_ms + rng.choice([0, 1]))
+            if rng.random() < 0.5:
+                odd = replace(odd, current_task=rng.choice([None, "the task changed"]),
+                              suggested_response=rng.choice([None, "say so"]))
             compare(sim, odd, sim._loop.run_until_complete(effects.context(odd, now_ms=sim.now)), previous)
         sent[spec.thread_id] = compare(sim, spec, record, previous)
         compared += 1
