@@ -298,7 +298,7 @@ class Effects:
             hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
             messages=[m for m in messages if before is None or m.created_at_ms >= before],
             system_blocks=list(rendered.system_blocks), continuation=rendered.continuation,
-            tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
+            tokens=ContextTokens(messages=spec.message_tokens, observations=shown.observation_tokens),
             generation=spec.generation, thread_title=spec.thread_title)
 
     async def by_reference(self, spec: ContextSpec, *, now_ms: int, previous: Sent | None) -> tuple[ByReference, Sent]:
@@ -338,7 +338,7 @@ class Effects:
             thread_title=spec.thread_title, through_message_id=spec.through_message_id,
             index_version=listed.index_version, raw=raw, new_messages=new,
             hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
-            tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
+            tokens=ContextTokens(messages=spec.message_tokens, observations=made.observation_tokens),
             continuation=rendered.continuation)
         return ByReference(listed.blocks, listed.index, cursor, listed.dropped), Sent(listed.held, held)
 
@@ -362,7 +362,8 @@ class Effects:
         if found is not None:
             return found
         shown, rendered = await self._render_blocks(spec, now_ms, extracted)
-        made = ThreadBlocks(shown.expire_before, rendered, self.block_digests.of(rendered.system_blocks))
+        made = ThreadBlocks(shown.expire_before, shown.observation_tokens, rendered,
+                            self.block_digests.of(rendered.system_blocks))
         self.rendered_threads.put(spec.thread_id, made_of, made)
         return made
 

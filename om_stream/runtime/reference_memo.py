@@ -28,10 +28,12 @@ RENDERED_BYTES = 64 * 1024 * 1024  # the blocks are mostly the same objects the 
 
 @dataclass(frozen=True)
 class ThreadBlocks:
-    """A thread's system blocks as last rendered, with their digests, and the retention cutoff as shown (None when
-    the log was condensed: a condensed log shows every raw message)."""
+    """A thread's system blocks as last rendered, with their digests, and the retention cutoff and the log's tokens
+    as shown (a log over its bound is condensed: then no cutoff, since a condensed log shows every raw message, and
+    the condensed log's tokens)."""
 
     expire_before: int | None
+    observation_tokens: int
     rendered: RenderedBlocks
     digests: list[str]
 

@@ -7,7 +7,8 @@ worker forgets at random what it published (a restart or a hand-over) or what it
 
 What the replayed conversations never produce is tried on purpose: a message that leaves the store (a purge or an
 erase: the content cache evicts it too) while the worker remembers it, and specs that name a message the store does
-not hold, whose retention cutoff falls inside the raw messages, or whose hints alone changed."""
+not hold, whose retention cutoff falls inside the raw messages, whose log is over its bound (condensed as it is
+rendered), or whose hints alone changed."""
 
 from __future__ import annotations
 
@@ -82,6 +83,8 @@ def test_the_worker_path_publishes_what_the_full_render_publishes(seed: int) -> 
                 held = [m for m in sim.messages.values() if m.message_id in spec.message_ids]
                 if held:
                     odd = replace(odd, expire_before=rng.choice(held).created_at_ms + rng.choice([0, 1]))
+            if spec.segment_ids and rng.random() < 0.3:  # over its bound: condensed as it is rendered
+                odd = replace(odd, observation_limit=max(1, spec.observation_tokens // 2))
             if rng.random() < 0.5:
                 odd = replace(odd, current_task=rng.choice([None, "the task changed"]),
                               suggested_response=rng.choice([None, "say so"]))
