@@ -49,7 +49,7 @@ lint: ## ruff
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy
 
-bench: bench-engine bench-e2e bench-store bench-faults bench-chaos bench-lifecycle ## run every benchmark and print the figures
+bench: bench-engine bench-wire bench-e2e bench-store bench-faults bench-chaos bench-lifecycle ## run every benchmark and print the figures
 
 bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka, in memory and on Cassandra (medians of 3)
 	$(PY) bench/e2e.py --trials 3 --workers 1,2 --split
