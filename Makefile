@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-unit test-clients lint type bench bench-engine bench-e2e demo services-up services-down services-status clean
+.PHONY: help install test test-unit test-clients lint type bench bench-engine bench-e2e bench-wire demo services-up services-down services-status clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -49,7 +49,7 @@ lint: ## ruff
 type: ## mypy --strict on the package
 	$(VENV)/bin/mypy
 
-bench: bench-engine bench-e2e bench-store bench-faults bench-chaos bench-lifecycle ## run every benchmark and print the figures
+bench: bench-engine bench-wire bench-e2e bench-store bench-faults bench-chaos bench-lifecycle ## run every benchmark and print the figures
 
 bench-e2e: ## worker throughput vs bare aiokafka and bare Faust, publish->context latency, on real Kafka, in memory and on Cassandra (medians of 3)
 	$(PY) bench/e2e.py --trials 3 --workers 1,2 --split
@@ -65,6 +65,9 @@ bench-faults: ## 300 turns through litellm to a local server failing 30% of call
 
 bench-tracing: ## one worker with tracing off, at 10 % and at 100 % sampling into a real Jaeger, in the same trials: throughput and p99 publish->context (medians of 3)
 	$(PY) bench/e2e.py --trials 3 --workers 1 --wire v1 --traced 0.1,1
+
+bench-wire: ## CPU microseconds per context publication, om.context/v1 against om.context/v2 (as first built, and the worker's path), on a long conversation of each shape (medians of 5)
+	$(PY) bench/wire.py --runs 5
 
 bench-engine: ## engine overhead and drift, model tokens, Reflector calls and the largest observation log, on the 2000-turn reference conversation and six conversation shapes (offline model)
 	$(PY) bench/engine.py --runs 5

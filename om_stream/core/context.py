@@ -27,8 +27,9 @@ from om_stream.core.messages import Message
 from om_stream.core.prompts.transcript import render_messages
 from om_stream.core.retention import cut_text, parse_day
 
-__all__ = ["CONTINUATION_REMINDER", "INTRO", "OTHER_PART_CHARS", "RenderedContext", "annotate_relative_times",
-           "other_conversation_blocks", "render_context", "visible_texts"]
+__all__ = ["CONTINUATION_REMINDER", "INTRO", "OTHER_PART_CHARS", "RenderedBlocks", "RenderedContext",
+           "annotate_relative_times", "observation_log", "other_conversation_blocks", "render_blocks",
+           "render_context", "visible_texts"]
 
 OTHER_PART_CHARS = 500  # each part of another thread's message, as the agent sees it
 
@@ -66,6 +67,13 @@ _PART_OF_MONTH = re.compile(rf"\b(early|mid|late)(?:[- ]to[- ](?:early|mid|late)
                             re.IGNORECASE)
 _MONTHS_SPAN = re.compile(rf"\b{_MONTH}(?:\s*(?:to|through|[-–])\s*{_MONTH})?,?\s+(\d{{4}})\b", re.IGNORECASE)
 _PART_DAY = {"early": 7, "mid": 15, "late": 23}
+
+
+@dataclass(frozen=True)
+class RenderedBlocks:
+    system_blocks: tuple[str, ...]
+    segment_blocks: tuple[str, ...]  # the observation segments among them, as rendered
+    continuation: str | None  # the synthetic user reminder placed before the raw messages (None without memory)
 
 
 @dataclass(frozen=True)
@@ -218,7 +226,32 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
                    extra_instructions: str | None = None, instructions_need_observations: bool = False,
                    other_conversations: Sequence[tuple[str, str]] = (),
                    group_headings: Mapping[str, str] | None = None) -> RenderedContext:
-    """Assemble the agent's context from a ``ContextSpec`` and the stored texts it names.
+    """Assemble the agent's context from a ``ContextSpec`` and the stored texts it names: the system blocks
+    (:func:`render_blocks`), the observation log joined from the segment blocks, and the raw messages created at or
+    after the retention cutoff."""
+    rendered = render_blocks(spec, segments, now_ms=now_ms, hints=hints, extracted=extracted,
+                             extra_instructions=extra_instructions,
+                             instructions_need_observations=instructions_need_observations,
+                             other_conversations=other_conversations, group_headings=group_headings)
+    before = spec.expire_before
+    return RenderedContext(system_blocks=rendered.system_blocks, observations=observation_log(rendered),
+                           continuation=rendered.continuation,
+                           messages=tuple(m for m in messages if before is None or m.created_at_ms >= before),
+                           message_tokens=spec.message_tokens, observation_tokens=spec.observation_tokens)
+
+
+def observation_log(rendered: RenderedBlocks) -> str:
+    """The whole observation log as the agent sees it (``om.context/v1``'s ``observations``), tags closed."""
+    segment_blocks = rendered.segment_blocks
+    return "<observations>\n" + "\n\n".join(segment_blocks) + "\n</observations>" if segment_blocks else ""
+
+
+def render_blocks(spec: ContextSpec, segments: Mapping[str, str], *, now_ms: int, hints: bool = True,
+                  extracted: Mapping[str, str] | None = None, extra_instructions: str | None = None,
+                  instructions_need_observations: bool = False, other_conversations: Sequence[tuple[str, str]] = (),
+                  group_headings: Mapping[str, str] | None = None) -> RenderedBlocks:
+    """The system blocks and the continuation reminder of a context: what does not depend on its raw messages
+    (``om.context/v2`` publishes them apart from the messages, and need not touch the messages to make them).
 
     Retrieval mode: ``extra_instructions`` are the recall tool's instructions and ``group_headings`` introduce each
     segment with its group id and message ranges (the cursors those instructions talk about). With
@@ -259,9 +292,5 @@ def render_context(spec: ContextSpec, segments: Mapping[str, str], messages: Seq
         blocks.append(f"<suggested-response>\n{spec.suggested_response}\n</suggested-response>")
     for slug, value in (extracted or {}).items():
         blocks.append(f"<{slug}>\n{value}\n</{slug}>")
-    observations = "<observations>\n" + "\n\n".join(segment_blocks) + "\n</observations>" if segment_blocks else ""
-    before = spec.expire_before
-    return RenderedContext(system_blocks=tuple(blocks), observations=observations,
-                           continuation=CONTINUATION_REMINDER if has_memory else None,
-                           messages=tuple(m for m in messages if before is None or m.created_at_ms >= before),
-                           message_tokens=spec.message_tokens, observation_tokens=spec.observation_tokens)
+    return RenderedBlocks(system_blocks=tuple(blocks), segment_blocks=tuple(segment_blocks),
+                          continuation=CONTINUATION_REMINDER if has_memory else None)

@@ -7,7 +7,8 @@ Shared by the embedded runner and the Kafka worker:
   the record's retention cutoff), a purge's receipt with what the store removed;
 * ``expiry_reads``: what a record's retention purge reads before it is decided;
 * ``conversation``: a record's stored messages, which a clear hands back to it;
-* ``context``: a ``ContextSpec`` rendered into the ``om.context/v1`` record an agent consumes.
+* ``context``: a ``ContextSpec`` rendered into the ``om.context/v1`` record an agent consumes;
+* ``by_reference``: the same context's ``om.context/v2`` records, made without the v1 record.
 
 Texts just written are kept in a bounded in-process cache, so rendering a context after every message does not
 read back from Cassandra what this process wrote a moment ago.
@@ -19,6 +20,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
+from itertools import filterfalse
 from typing import TypeVar
 
 from om_stream.core.commands import (
@@ -36,7 +38,13 @@ from om_stream.core.commands import (
 )
 from om_stream.core.condensation import condense
 from om_stream.core.config import ResolvedConfig
-from om_stream.core.context import other_conversation_blocks, render_context, visible_texts
+from om_stream.core.context import (
+    RenderedBlocks,
+    observation_log,
+    other_conversation_blocks,
+    render_blocks,
+    visible_texts,
+)
 from om_stream.core.events import ExpiredEvent, OMEvent
 from om_stream.core.messages import Message
 from om_stream.core.recall.groups import group_heading
@@ -46,7 +54,10 @@ from om_stream.core.retention import ExpiryCounts, SegmentText, cut_text
 from om_stream.core.state import RecordState
 from om_stream.core.step import record_hash
 from om_stream.ports import BatchedWrites, ContentStore, GroupQueries
+from om_stream.runtime.reference_memo import BlockDigests, MessageDates, RenderedThreads, ThreadBlocks
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
+from om_stream.wire.context_refs import ByReference, Sent, fresh_from, indexed, message_run
+from om_stream.wire.context_v2 import ContextCursor
 
 V = TypeVar("V", Message, str)
 _EXPIRIES_KEPT = 4096  # purges written whose receipt was not made yet (a batch refused and decided again drops some)
@@ -61,6 +72,7 @@ class ContentCache:
         self.max_bytes = max_bytes
         self._items: OrderedDict[str, tuple[Message | str, int]] = OrderedDict()
         self._bytes = 0
+        self.evictions = 0  # how many times ``evict`` ran: what was read before may have left the store since
 
     def put(self, key: str, value: Message | str, size: int) -> None:
         old = self._items.pop(key, None)
@@ -89,6 +101,7 @@ class ContentCache:
 
     def evict(self, doomed: Callable[[str, Message | str], bool]) -> int:
         """Drop every entry ``doomed(key, value)`` says; how many. A scan: for erasures, which are rare."""
+        self.evictions += 1
         keys = [key for key, (value, _) in self._items.items() if doomed(key, value)]
         for key in keys:
             self._bytes -= self._items.pop(key)[1]
@@ -108,6 +121,10 @@ class Effects:
         self._batches = store if isinstance(store, BatchedWrites) else None  # stores that commit writes together
         self.cache = ContentCache(cache_bytes)
         self._expiries: OrderedDict[str, ExpiryCounts] = OrderedDict()  # expiry id -> what its purge removed
+        # what ``by_reference`` remembers between publications (``runtime.reference_memo``)
+        self.block_digests = BlockDigests()
+        self.message_dates = MessageDates()
+        self.rendered_threads = RenderedThreads()
 
     @property
     def batches_writes(self) -> bool:
@@ -273,35 +290,112 @@ class Effects:
     async def context(self, spec: ContextSpec, *, now_ms: int) -> ContextRecord:
         """Render the agent's context. Relative dates use the thread's newest message time when it is known."""
         messages = await self.messages(spec.message_ids, spec.resource_id)
-        spec, texts = self._within_bound(spec, visible_texts(spec, await self.texts(spec.segment_ids)))
+        shown, rendered = await self._blocks(spec, now_ms=now_ms)
+        before = shown.expire_before
+        return ContextRecord(
+            thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
+            through_message_id=spec.through_message_id, observations=observation_log(rendered),
+            hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
+            messages=[m for m in messages if before is None or m.created_at_ms >= before],
+            system_blocks=list(rendered.system_blocks), continuation=rendered.continuation,
+            tokens=ContextTokens(messages=spec.message_tokens, observations=shown.observation_tokens),
+            generation=spec.generation, thread_title=spec.thread_title)
+
+    async def by_reference(self, spec: ContextSpec, *, now_ms: int, previous: Sent | None) -> tuple[ByReference, Sent]:
+        """The ``om.context/v2`` records of the context ``context(spec)`` renders, against what the thread's readers
+        hold (``previous``), as ``wire.context_refs.by_reference`` makes them from that record, byte for byte, and
+        what readers hold after them. Made without the v1 record: the raw messages by id and creation time (read
+        once per thread, ``MessageDates``), only the new ones read whole; the system blocks and their digests made
+        again only when what they are made of changed (``RenderedThreads``), and then the digests of unchanged
+        blocks remembered (``BlockDigests``). So its cost follows what changed, not the length of the context."""
+        made = await self._remembered_blocks(spec, now_ms=now_ms)
+        rendered = made.rendered
+        ids = spec.message_ids
+        dates = self.message_dates.of(spec.thread_id, spec.resource_id, self.cache.evictions)
+        unread = list(filterfalse(dates.__contains__, ids))
+        if unread:
+            for message in await self.messages(unread, spec.resource_id):
+                dates[message.message_id] = message.created_at_ms
+        # the messages as rendered: those the store holds, created at or after the cutoff shown (C-level passes
+        # in the usual case, where all of them are)
+        before = made.expire_before
+        held = ids if not unread else tuple(filter(dates.__contains__, ids))
+        created = list(map(dates.__getitem__, held))
+        if before is not None and held and min(created) < before:
+            held = tuple(i for i, at in zip(held, created, strict=True) if at >= before)
+            created = [at for at in created if at >= before]
+        self.message_dates.keep_only(spec.thread_id, held)
+        pinned = spec.pinned_message_id
+        raw = message_run(held, created, pinned_message_id=pinned, expire_before=spec.expire_before,
+                          run_ids=ids if pinned is None else tuple(filter(pinned.__ne__, ids)))
+        new_from = fresh_from(held, frozenset(previous.messages) if previous is not None else frozenset())
+        new = await self.messages(held[new_from:], spec.resource_id) if new_from < len(held) else []
+        blocks = rendered.system_blocks
+        listed = indexed(spec.thread_id, spec.version, blocks, made.digests,
+                         previous.index if previous is not None else None)
+        cursor = ContextCursor(
+            thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version, generation=spec.generation,
+            thread_title=spec.thread_title, through_message_id=spec.through_message_id,
+            index_version=listed.index_version, raw=raw, new_messages=new,
+            hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
+            tokens=ContextTokens(messages=spec.message_tokens, observations=made.observation_tokens),
+            continuation=rendered.continuation)
+        return ByReference(listed.blocks, listed.index, cursor, listed.dropped), Sent(listed.held, held)
+
+    async def _blocks(self, spec: ContextSpec, *, now_ms: int) -> tuple[ContextSpec, RenderedBlocks]:
+        """The context's system blocks, and the spec as shown (a log over its bound condensed into one segment,
+        shown without a retention cutoff)."""
+        return await self._render_blocks(spec, await self._conversation_now(spec, now_ms), await self._extracted(spec))
+
+    async def _remembered_blocks(self, spec: ContextSpec, *, now_ms: int) -> ThreadBlocks:
+        """``_blocks`` with their digests, made again only when what they are made of changed since the thread's
+        last publication (``RenderedThreads``): the segments (their texts never change under one id; a purge or an
+        erase evicts from the content cache, and the eviction count is part of the key), the cutoff, the hints,
+        the extracted values, the other threads' messages, and the conversation's day (relative dates)."""
+        now_ms = await self._conversation_now(spec, now_ms)
+        extracted = await self._extracted(spec)
+        made_of = (spec.resource_id, spec.segment_ids, spec.segment_boundaries, spec.segment_dated_from,
+                   spec.expire_before, spec.observation_limit, spec.observation_tokens, spec.current_task,
+                   spec.suggested_response, spec.other_threads, spec.obscure_thread_ids, tuple(extracted.items()),
+                   now_ms // 86_400_000, self.cache.evictions)
+        found = self.rendered_threads.get(spec.thread_id, made_of)
+        if found is not None:
+            return found
+        shown, rendered = await self._render_blocks(spec, now_ms, extracted)
+        made = ThreadBlocks(shown.expire_before, shown.observation_tokens, rendered,
+                            self.block_digests.of(rendered.system_blocks))
+        self.rendered_threads.put(spec.thread_id, made_of, made)
+        return made
+
+    async def _conversation_now(self, spec: ContextSpec, now_ms: int) -> int:
+        """Relative dates are read against the thread's newest message time when it is known."""
         if spec.through_message_id:
             newest = await self.messages([spec.through_message_id], spec.resource_id)
             if newest:
-                now_ms = newest[0].created_at_ms
-        extracted: dict[str, str] = {}
+                return newest[0].created_at_ms
+        return now_ms
+
+    async def _extracted(self, spec: ContextSpec) -> dict[str, str]:
         custom = [e for e in self.config.observation_extractors if e.include_previous_extraction and e.inline]
-        if custom and not spec.metadata_expired:
-            metadata = await self.store.get_thread_metadata(spec.thread_id)
-            extracted = {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
-        headings = await self.group_headings(spec.resource_id, spec.segment_ids) if self.recall_instructions else {}
+        if not custom or spec.metadata_expired:
+            return {}
+        metadata = await self.store.get_thread_metadata(spec.thread_id)
+        return {e.slug: str(metadata.extracted[e.slug]) for e in custom if e.slug in metadata.extracted}
+
+    async def _render_blocks(self, spec: ContextSpec, now_ms: int,
+                             extracted: dict[str, str]) -> tuple[ContextSpec, RenderedBlocks]:
+        shown, texts = self._within_bound(spec, visible_texts(spec, await self.texts(spec.segment_ids)))
+        headings = await self.group_headings(shown.resource_id, shown.segment_ids) if self.recall_instructions else {}
         others: tuple[tuple[str, str], ...] = ()
-        if spec.other_threads:  # resource scope: what the user said in the resource's other threads
-            elsewhere = await self.messages([i for _, ids in spec.other_threads for i in ids], spec.resource_id)
-            before = spec.expire_before
-            others = other_conversation_blocks(spec, [m for m in elsewhere
-                                                      if before is None or m.created_at_ms >= before])
-        rendered = render_context(spec, texts, messages, now_ms=now_ms, hints=self.config.observation_hints,
-                                  extracted=extracted, extra_instructions=self.recall_instructions,
-                                  instructions_need_observations=self._recall_waits_for_observations,
-                                  other_conversations=others, group_headings=headings)
-        return ContextRecord(
-            thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
-            through_message_id=spec.through_message_id, observations=rendered.observations,
-            hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
-            messages=list(rendered.messages), system_blocks=list(rendered.system_blocks),
-            continuation=rendered.continuation,
-            tokens=ContextTokens(messages=spec.message_tokens, observations=spec.observation_tokens),
-            generation=spec.generation, thread_title=spec.thread_title)
+        if shown.other_threads:  # resource scope: what the user said in the resource's other threads
+            elsewhere = await self.messages([i for _, ids in shown.other_threads for i in ids], shown.resource_id)
+            before = shown.expire_before
+            others = other_conversation_blocks(shown, [m for m in elsewhere
+                                                       if before is None or m.created_at_ms >= before])
+        return shown, render_blocks(shown, texts, now_ms=now_ms, hints=self.config.observation_hints,
+                                    extracted=extracted, extra_instructions=self.recall_instructions,
+                                    instructions_need_observations=self._recall_waits_for_observations,
+                                    other_conversations=others, group_headings=headings)
 
 
 def _message_key(resource_id: str, message_id: str) -> str:

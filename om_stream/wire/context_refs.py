@@ -1,9 +1,13 @@
 """From an ``om.context/v1`` record to its ``om.context/v2`` records, and back: the worker's side and the clients'
 algorithm, both pure.
 
-* :func:`by_reference` (the worker): one rendered v1 context, what its thread's previous publication left readers
-  holding (:class:`Sent`), and the spec's account of the raw messages, give the records to publish in their order
-  (new blocks, the index if the list changed, the cursor, then the digests no longer listed, to tombstone).
+* :func:`by_reference`: one rendered v1 context, what its thread's previous publication left readers holding
+  (:class:`Sent`), and the spec's account of the raw messages, give the records to publish in their order (new
+  blocks, the index if the list changed, the cursor, then the digests no longer listed, to tombstone). It is the
+  definition, which the tests hold the worker to.
+* :func:`message_run`, :func:`fresh_from` and :func:`indexed` (the worker's path, ``runtime.effects``): the same
+  records made without the v1 record, from the raw messages' ids and creation times and from the system blocks
+  with their digests, so that a publication costs what changed rather than the size of the context.
 * :func:`known_messages`, :func:`resolve_run`, :func:`ready` and :func:`rebuild` (every client): the messages a
   reader knows for a thread after a cursor, the cursor's raw messages found among them (or None: fetch the run), and
   the v1 record rebuilt byte for byte (the system blocks are the same strings, so prompt caches are unaffected).
@@ -17,13 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
 
 from om_stream.core.messages import Message
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.context_v2 import BlockRecord, ContextCursor, ContextIndex, MessageRun, block_digest
 
-__all__ = ["ByReference", "Sent", "by_reference", "known_messages", "observations_of", "ready", "rebuild",
-           "resolve_run"]
+__all__ = ["ByReference", "Indexed", "Sent", "by_reference", "fresh_from", "indexed", "known_messages", "message_run",
+           "observations_of", "ready", "rebuild", "resolve_run"]
 
 OPEN, CLOSE = "<observations>", "</observations>"
 
@@ -112,6 +117,68 @@ def _new_messages(held: Sequence[Message], sent: Collection[str]) -> list[Messag
     if any(m.message_id in sent for m in held[fresh[0]:]):
         return list(held)
     return list(held[fresh[0]:])
+
+
+def message_run(ids: Sequence[str], created_at_ms: Sequence[int], *, pinned_message_id: str | None,
+                run_ids: Sequence[str], expire_before: int | None) -> MessageRun:
+    """The cursor's ``raw`` from the ids of the context's raw messages (pin, then run, as rendered) and their
+    creation times: what :func:`by_reference` makes of ``record.messages``, without the messages. (The passes over
+    the ids are C-level, so that a long run costs little.)"""
+    pinned = ids[0] if pinned_message_id is not None and ids and ids[0] == pinned_message_id else None
+    start = 1 if pinned is not None else 0
+    count = len(ids) - start
+    if not count:
+        return MessageRun(pinned_message_id=pinned)
+    excluded = list(filterfalse(set(ids).__contains__, run_ids))
+    if expire_before is not None:
+        expire_before = min(expire_before, *created_at_ms[start:])
+    return MessageRun(first_message_id=ids[start], through_message_id=ids[-1], count=count,
+                      pinned_message_id=pinned, expire_before=expire_before, excluded=excluded)
+
+
+def fresh_from(held: Sequence[str], sent: frozenset[str]) -> int:
+    """Where the cursor's ``new_messages`` start among the held ids (``len(held)``: none), by
+    :func:`by_reference`'s rule: the held messages readers do not have, or all of them when one of those does
+    not follow every message sent before. Found from the end (the new messages are normally the last few), and the
+    ones before checked in C (``issuperset``)."""
+    fresh = len(held)
+    while fresh and held[fresh - 1] not in sent:
+        fresh -= 1
+    if fresh and not sent.issuperset(held[:fresh]):
+        return 0
+    return fresh
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """The block side of one publication: the new blocks, the index if the list changed, the version the cursor
+    names, the digests to tombstone, and the index readers hold after it."""
+
+    blocks: tuple[BlockRecord, ...]
+    index: ContextIndex | None
+    index_version: int
+    dropped: tuple[str, ...]
+    held: ContextIndex
+
+
+def indexed(thread_id: str, version: int, system_blocks: Sequence[str], digests: list[str],
+            before: ContextIndex | None) -> Indexed:
+    """What :func:`by_reference` publishes of ``system_blocks`` (named by ``digests``) after the index ``before``."""
+    if before is not None and before.blocks == digests:
+        return Indexed((), None, before.version, (), before)
+    index_version = version if before is None else max(version, before.version + 1)
+    index = ContextIndex(thread_id=thread_id, version=index_version, blocks=digests)
+    listed = set(before.blocks) if before is not None else set()
+    blocks: list[BlockRecord] = []
+    for digest, text in zip(digests, system_blocks, strict=True):
+        if digest not in listed:
+            listed.add(digest)
+            blocks.append(BlockRecord(thread_id=thread_id, digest=digest, text=text))
+    dropped: tuple[str, ...] = ()
+    if before is not None:
+        now = set(digests)
+        dropped = tuple(dict.fromkeys(d for d in before.blocks if d not in now))
+    return Indexed(tuple(blocks), index, index_version, dropped, index)
 
 
 def known_messages(previous: Sequence[Message], cursor: ContextCursor) -> list[Message]:

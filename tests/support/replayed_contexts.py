@@ -12,7 +12,7 @@ resource scope with two threads of one user interleaved.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -115,8 +115,10 @@ def _messages(v: Variation) -> list[Message]:
     return out
 
 
-def replayed_contexts(v: Variation) -> Iterator[Replayed]:
-    """Every context the variation publishes, in publication order."""
+def replayed_contexts(v: Variation, on_publish: Callable[[Sim, ContextSpec, ContextRecord], None] | None = None,
+                      ) -> Iterator[Replayed]:
+    """Every context the variation publishes, in publication order. ``on_publish`` sees each one at the moment it is
+    published, beside the simulation (its store and content cache as they are then)."""
     sim = Sim(v.options, outcome=_outcomes(v.seed), scope=v.scope, retention_days=v.retention_days, dated=v.dated)
     messages = _messages(v)
     sim.now = messages[0].created_at_ms - 1_000
@@ -132,6 +134,8 @@ def replayed_contexts(v: Variation) -> Iterator[Replayed]:
             if isinstance(command, PublishContext):
                 spec = command.spec
                 record = sim_._loop.run_until_complete(sim_.host.effects.context(spec, now_ms=sim_.now))
+                if on_publish is not None:
+                    on_publish(sim_, spec, record)
                 thread = after.threads[spec.thread_id]
                 turn = None if thread.turn_answered or thread.turn_message is None else thread.turn_message.id
                 pinnable = turn if turn is not None and all(m.id != turn for m in after.unobserved) else None

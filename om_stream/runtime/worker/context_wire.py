@@ -17,6 +17,7 @@ so that a thread's records of the three topics share one partition number.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from om_stream.client.partitioning import partition_for
 from om_stream.runtime.worker.kafka_records import Publication
@@ -58,7 +59,7 @@ class PublishedContexts(dict[str, Remembered]):
         found = self.pop(thread_id, None)
         if found is None:
             earlier: tuple[str, ...] = ()
-        elif found.sent.index == sent.index:
+        elif found.sent.index is sent.index or found.sent.index == sent.index:  # unchanged: the same object
             earlier = found.earlier
         else:
             earlier = tuple(found.sent.index.blocks)
@@ -99,7 +100,14 @@ class PublishedContexts(dict[str, Remembered]):
 
 
 def _partition(kafka: KafkaSettings, thread_id: str) -> int:
-    return partition_for(thread_id, kafka.partitions)
+    return _thread_partition(thread_id, kafka.partitions)
+
+
+@lru_cache(maxsize=THREADS_KEPT)
+def _thread_partition(thread_id: str, partitions: int) -> int:
+    """Remembered: a thread's every publication goes to the same partition, and murmur2 in Python costs more than
+    the rest of a cursor's records."""
+    return partition_for(thread_id, partitions)
 
 
 def publications(kafka: KafkaSettings, published: ByReference,

@@ -45,7 +45,7 @@ from om_stream.settings import KafkaSettings
 from om_stream.trace_headers import inject
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
-from om_stream.wire.context_refs import Sent, by_reference
+from om_stream.wire.context_refs import Sent
 from om_stream.wire.dlq import DLQ_REASONS
 
 __all__ = ["KafkaOutlet", "OutletParts"]
@@ -116,36 +116,42 @@ class KafkaOutlet:
     async def _context(self, command: PublishContext, arrival: Arrival[SourceRecord],
                        trace: list[tuple[str, bytes]]) -> int:
         parts = self.parts
-        context = await parts.store_retry("read", partial(parts.effects.context, command.spec,
-                                                          now_ms=parts.clock.now_ms()))
+        spec = command.spec
+        headers = [("om_version", str(spec.version).encode()),
+                   ("om_through_message_id", (spec.through_message_id or "").encode()), *trace]
+        context: ContextRecord | None = None
+        if parts.by_reference is not None:
+            # v2 never renders the v1 record: the HTTP API renders it when asked, and the one it kept goes (a
+            # context republished at the same version must not be served as it was)
+            self._queued.extend(await self._by_reference(parts.by_reference, spec, headers))
+            if parts.on_forget is not None:
+                self._on_sent.append(partial(parts.on_forget, spec.thread_id))
+        else:
+            context = await parts.store_retry("read", partial(parts.effects.context, spec,
+                                                              now_ms=parts.clock.now_ms()))
+            self._queued.append(Publication(parts.kafka.topic_context, spec.thread_id.encode(), encode(context),
+                                            headers))
         self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at,
                                      exemplar(arrival.trace) if trace else None))
-        headers = [("om_version", str(context.version).encode()),
-                   ("om_through_message_id", (context.through_message_id or "").encode()), *trace]
-        if parts.by_reference is None:
-            self._queued.append(Publication(parts.kafka.topic_context, context.thread_id.encode(), encode(context),
-                                            headers))
-        else:
-            self._queued.extend(self._by_reference(parts.by_reference, command.spec, context, headers))
-        return context.version
+        return spec.version
 
-    def _by_reference(self, published: PublishedContexts, spec: ContextSpec, context: ContextRecord,
-                      headers: list[tuple[str, bytes]]) -> list[Publication]:
-        """The v2 records of ``context``, against what its thread's last publication (this batch's, else the
-        last one sent) left readers holding; that advances once the batch commits."""
-        thread_id = context.thread_id
+    async def _by_reference(self, published: PublishedContexts, spec: ContextSpec,
+                            headers: list[tuple[str, bytes]]) -> list[Publication]:
+        """The v2 records of the context of ``spec``, against what its thread's last publication (this batch's, else
+        the last one sent) left readers holding; that advances once the batch commits."""
+        parts = self.parts
+        thread_id = spec.thread_id
         previous = self._sent[thread_id] if thread_id in self._sent else published.sent(thread_id)
-        records, sent = by_reference(
-            context, pinned_message_id=spec.pinned_message_id, expire_before=spec.expire_before,
-            run_ids=[i for i in spec.message_ids if i != spec.pinned_message_id], previous=previous)
+        records, sent = await parts.store_retry("read", partial(parts.effects.by_reference, spec,
+                                                                now_ms=parts.clock.now_ms(), previous=previous))
         self._sent[thread_id] = sent
         self._on_sent.append(partial(published.advance, thread_id, sent, from_nothing=previous is None,
                                      generation=self.generation))
-        out = publications(self.parts.kafka, records, headers)
-        if self.parts.late is not None:
-            blocks = [p.key for p in out if p.topic == self.parts.kafka.topic_context_blocks and p.value is not None]
-            self._on_queued.append(partial(self.parts.late.note, (self.generation, thread_id, spec.record_key,
-                                                                  spec.epoch), blocks))
+        out = publications(parts.kafka, records, headers)
+        if parts.late is not None:
+            blocks = [p.key for p in out if p.topic == parts.kafka.topic_context_blocks and p.value is not None]
+            self._on_queued.append(partial(parts.late.note, (self.generation, thread_id, spec.record_key,
+                                                             spec.epoch), blocks))
         return out
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[SourceRecord]) -> None:
@@ -215,12 +221,12 @@ class KafkaOutlet:
         """Work for the model workers, on the record's home partition (so its results come back there)."""
         self.internal(self.parts.kafka.topic_model_requests, key, work, arrival.source.partition)
 
-    def _context_sent(self, context: ContextRecord, received_at: float, trace: dict[str, str] | None) -> None:
+    def _context_sent(self, context: ContextRecord | None, received_at: float, trace: dict[str, str] | None) -> None:
         metrics = self.parts.metrics
         metrics.contexts_published.inc()
         if received_at:  # the exemplar: the trace of the input that produced this context, when it was sampled
             metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at), exemplar=trace)
-        if self.parts.on_context is not None:
+        if self.parts.on_context is not None and context is not None:
             self.parts.on_context(context)
 
     async def commit(self) -> None:
