@@ -181,11 +181,7 @@ async def test_a_message_read_again_after_a_sigkill_shows_both_handlings_in_its_
     try:
         await worker.wait_ready(timeout=240)
         async with OMClient(kafka_bootstrap, topics=topics(worker)) as client:
-            record = MessageRecord.model_validate(message_record(thread, 0, "user", SECRET, resource=RESOURCE))
-            with tracer.start_as_current_span("agent turn") as turn:
-                await client.publish(record)
-            await client.await_context(thread, record.message_id, timeout=120)
-            trace_id = format_trace_id(turn.get_span_context().trace_id)
+            trace_id = await traced_turn(client, tracer, thread)
             provider.force_flush()
             # the first handling's spans are exported before the kill (the worker's batch schedule is 100 ms)
             await wait_trace(jaeger.query, trace_id,
@@ -209,6 +205,16 @@ async def test_a_message_read_again_after_a_sigkill_shows_both_handlings_in_its_
     assert "zanzibar" not in " ".join(trace.values())
 
 
+async def traced_turn(client: OMClient, tracer: Tracer, thread: str) -> str:
+    """The agent's first message of ``thread`` published under its span ``agent turn``, its context awaited: the
+    trace's id."""
+    record = MessageRecord.model_validate(message_record(thread, 0, "user", SECRET, resource=RESOURCE))
+    with tracer.start_as_current_span("agent turn") as turn:
+        await client.publish(record)
+    await client.await_context(thread, record.message_id, timeout=120)
+    return format_trace_id(turn.get_span_context().trace_id)
+
+
 async def test_a_worker_exports_its_spans_over_otlp_grpc(
         kafka_bootstrap: str, jaeger: JaegerAddresses, agent_tracing: tuple[TracerProvider, Tracer],
         tmp_path: Path) -> None:
@@ -227,13 +233,9 @@ async def test_a_worker_exports_its_spans_over_otlp_grpc(
     try:
         await worker.wait_ready(timeout=240)
         async with OMClient(kafka_bootstrap, topics=topics(worker)) as client:
-            record = MessageRecord.model_validate(message_record(thread, 0, "user", SECRET, resource=RESOURCE))
-            with tracer.start_as_current_span("agent turn") as turn:
-                await client.publish(record)
-            await client.await_context(thread, record.message_id, timeout=120)
+            trace_id = await traced_turn(client, tracer, thread)
         provider.force_flush()
-        trace = await wait_trace(jaeger.query, format_trace_id(turn.get_span_context().trace_id),
-                                 lambda t: bool(t.named("om.context publish")), timeout=60)
+        trace = await wait_trace(jaeger.query, trace_id, lambda t: bool(t.named("om.context publish")), timeout=60)
     finally:
         worker.stop()
     ingest = only(trace.children(only(trace.named("agent turn"), "agent turn"), "om.ingest"), trace.tree())
