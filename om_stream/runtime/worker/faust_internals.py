@@ -216,7 +216,7 @@ class ReturningConsumer(faust_aiokafka.Consumer):
 
     async def _wait_next_records(self, timeout: float) -> tuple[Mapping[TP, list[Any]] | None, set[TP] | None]:
         records, active = await super()._wait_next_records(timeout)
-        if not records or self.flow_active:
+        if not records or self.flow_active or self.should_stop:  # handed on, or a consumer that stops drops them
             return records, active
         offsets = first_offsets(records)
         await cast(Any, self)._thread.call_thread(_seek_assigned, cast(Any, self)._thread, offsets)
