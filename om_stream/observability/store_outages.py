@@ -2,8 +2,11 @@
 
 A store reports each attempt through ``ports.StoreOutages``: an operation failed for want of the store and is being
 retried (``failing``), or an operation succeeded (``succeeded``). An outage of a store begins with a failure and ends
-with a success that comes ``QUIET_S`` or more after the latest failure: while some operations fail and others
-succeed (a part of the ring out of reach), the outage goes on.
+once a success has come and ``QUIET_S`` has passed since the latest failure: while some operations fail and others
+succeed (a part of the ring out of reach), the outage goes on. The end does not wait for another operation: when the
+store returns under a retried write, the stalled writes all go through within a moment of the last failure and then
+the worker may have nothing to write for a long time (its agents wait for their contexts), so the watch also ends
+such an outage at the worker's next watch (:meth:`StoreOutageWatch.settle`, every second).
 
 Most outages end in a moment: a node killed under a request is replaced by another coordinator on the driver's
 first retry, and nobody needs to hear of it beyond the driver's own lines. One that lasts ``REPORT_AFTER_S`` is
@@ -43,6 +46,7 @@ class _Open:
     latest: float  # the latest failure
     reason: str
     reported_at: float | None = None  # when last logged
+    answered: bool = False  # the store succeeded since the latest failure
 
 
 class StoreOutageWatch:
@@ -59,7 +63,7 @@ class StoreOutageWatch:
         if outage is None:
             self._open[store] = _Open(now, now, reason)
             return
-        outage.latest, outage.reason = now, reason
+        outage.latest, outage.reason, outage.answered = now, reason, False
         if outage.reported_at is None:
             if now - outage.since >= REPORT_AFTER_S:
                 outage.reported_at = now
@@ -74,16 +78,28 @@ class StoreOutageWatch:
         if not self._open:  # the hot path: no outage
             return
         outage = self._open.get(store)
-        now = self.clock()
-        if outage is None or now - outage.latest < QUIET_S:
+        if outage is None:
             return
-        del self._open[store]
-        if outage.reported_at is not None:
-            self.metrics.store_unavailable.labels(store).set(0)
-            log.warning("content store %s available again after %.0f s", store, now - outage.since)
+        outage.answered = True
+        self.settle()
+
+    def settle(self) -> None:
+        """End every outage whose store has answered since its latest failure, ``QUIET_S`` or more ago (the worker's
+        watches call this every second, so an outage ends without waiting for another operation)."""
+        if not self._open:
+            return
+        now = self.clock()
+        for store, outage in list(self._open.items()):
+            if not outage.answered or now - outage.latest < QUIET_S:
+                continue
+            del self._open[store]
+            if outage.reported_at is not None:
+                self.metrics.store_unavailable.labels(store).set(0)
+                log.warning("content store %s available again after %.0f s", store, now - outage.since)
 
     def ongoing(self) -> list[Outage]:
-        """The outages under way, longest first (reported or not yet)."""
+        """The outages under way, longest first (reported or not yet), after ending those that are over."""
+        self.settle()
         now = self.clock()
         return sorted((Outage(store, o.reason, now - o.since, o.reported_at is not None)
                        for store, o in self._open.items()), key=lambda o: -o.seconds)

@@ -48,6 +48,41 @@ def test_a_failure_retried_on_another_node_at_once_is_no_outage_anyone_hears_of(
     assert watch.ongoing() == [] and _gauge(metrics) is None and not _errors(caplog)
 
 
+def test_an_outage_whose_only_success_came_right_after_its_last_failure_ends_once_quiet_without_more_traffic(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The store comes back under a retried write, every stalled write goes through within ``QUIET_S`` of the last
+    failure, and then nothing is written (the agents wait for their contexts). The outage must still end: the gauge
+    back to 0 and the log saying so, once ``QUIET_S`` has passed with no new failure (the cluster tier in CI: the
+    gauge stayed 1 for two minutes after the nodes returned, because only a later success could end it)."""
+    metrics, now = Metrics.create(), [0.0]
+    watch = StoreOutageWatch(metrics, clock=lambda: now[0])
+    with caplog.at_level(logging.INFO):
+        for _ in range(int(REPORT_AFTER_S) * 2 + 1):
+            watch.failing("cassandra", QUORUM_LOST)
+            now[0] += 0.5
+        assert _gauge(metrics) == 1
+        watch.succeeded("cassandra")  # 0.5 s after the last failure: too soon to end it alone
+        assert [o.reported for o in watch.ongoing()] == [True]
+        now[0] += QUIET_S
+        liveness = Liveness(metrics, stall_timeout_s=30, outages=watch, clock=lambda: now[0])
+        liveness.check_progress([("messages", 0, 0, 12)])  # the worker's watch, every second, nothing stalled
+        assert _gauge(metrics) == 0  # no operation since: the quiet time alone ended it
+        assert watch.ongoing() == []
+    assert any("available again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failure_after_the_early_success_keeps_the_outage_going(caplog: pytest.LogCaptureFixture) -> None:
+    metrics, now = Metrics.create(), [0.0]
+    watch = StoreOutageWatch(metrics, clock=lambda: now[0])
+    for _ in range(int(REPORT_AFTER_S) * 2 + 1):
+        watch.failing("cassandra", QUORUM_LOST)
+        now[0] += 0.5
+    watch.succeeded("cassandra")
+    now[0] += 0.5
+    watch.failing("cassandra", QUORUM_LOST)  # part of the ring still out of reach
+    now[0] += QUIET_S
+    assert [o.store for o in watch.ongoing()] == ["cassandra"] and _gauge(metrics) == 1
+
 def test_an_outage_is_reported_once_it_lasts_repeated_while_it_lasts_and_ends_with_a_quiet_success(
         caplog: pytest.LogCaptureFixture) -> None:
     metrics, now = Metrics.create(), [0.0]

@@ -102,6 +102,8 @@ class Liveness:
         """``(topic, partition, lag, committed offset)`` of the partitions assigned now, the table recovered (a
         recovery, :meth:`recovering`, starts every measure again)."""
         now = self.clock()
+        if self.outages is not None:
+            self.outages.settle()  # an outage over while nothing was written ends now, not at the next write
         self._recovery = None
         self.stalled.pop(RECOVERY, None)
         seen = set()
