@@ -7,12 +7,8 @@ import {
   OMClient, partitionFor, validate, type ErasedEvent, type EventEnvelope, type ProgressEvent,
 } from "../../src/index.js";
 import { TopicTail } from "../../src/tail.js";
+import { env, topicsFromEnv } from "../e2e-env.js";
 
-function env(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this suite through clients/test_clients_e2e.py`);
-  return value;
-}
 
 const WORDS = "we agreed to move the launch to friday because the staging cluster needs a new partition plan";
 const thread = `ts-e2e-${randomUUID().slice(0, 8)}-ü😀`;
@@ -21,12 +17,7 @@ let client: OMClient;
 beforeAll(async () => {
   client = new OMClient({
     brokers: env("OM_KAFKA_BOOTSTRAP").split(","),
-    topics: {
-      messages: env("OM_KAFKA_TOPIC_MESSAGES"), commands: env("OM_KAFKA_TOPIC_COMMANDS"),
-      events: env("OM_KAFKA_TOPIC_EVENTS"),
-      context: env("OM_KAFKA_TOPIC_CONTEXT"), recallRequests: env("OM_KAFKA_TOPIC_RECALL_REQUESTS"),
-      recallResponses: env("OM_KAFKA_TOPIC_RECALL_RESPONSES"),
-    },
+    topics: topicsFromEnv(),
   });
   await client.start();
 });

@@ -15,12 +15,8 @@ import {
   decode, encodeCanonical, OMClient, parseTracestate, spanContextOf, traceContextOf, type ContextRecord,
 } from "../../src/index.js";
 import { TopicTail } from "../../src/tail.js";
+import { env, topicsFromEnv } from "../e2e-env.js";
 
-function env(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this suite through clients/test_clients_e2e.py`);
-  return value;
-}
 
 const exporter = new InMemorySpanExporter();
 const tracer = new BasicTracerProvider({
@@ -34,11 +30,7 @@ beforeAll(async () => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   client = new OMClient({
     brokers: env("OM_KAFKA_BOOTSTRAP").split(","),
-    topics: {
-      messages: env("OM_KAFKA_TOPIC_MESSAGES"), commands: env("OM_KAFKA_TOPIC_COMMANDS"),
-      events: env("OM_KAFKA_TOPIC_EVENTS"), context: env("OM_KAFKA_TOPIC_CONTEXT"),
-      recallRequests: env("OM_KAFKA_TOPIC_RECALL_REQUESTS"), recallResponses: env("OM_KAFKA_TOPIC_RECALL_RESPONSES"),
-    },
+    topics: topicsFromEnv(),
   });
   await client.start();
 });

@@ -12,12 +12,8 @@ import { resourceFromAttributes } from "@opentelemetry/resources";
 import { AlwaysOnSampler, BasicTracerProvider, BatchSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { expect, it } from "vitest";
 import { OMClient, spanContextOf, traceContextOf } from "../../src/index.js";
+import { env, topicsFromEnv } from "../e2e-env.js";
 
-function env(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this suite through clients/test_clients_tracing.py`);
-  return value;
-}
 
 it("publishes under its own span and reads its context in a consumer span of the same trace", async () => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -30,11 +26,7 @@ it("publishes under its own span and reads its context in a consumer span of the
   const tracer = provider.getTracer("agent");
   const client = new OMClient({
     brokers: env("OM_KAFKA_BOOTSTRAP").split(","),
-    topics: {
-      messages: env("OM_KAFKA_TOPIC_MESSAGES"), commands: env("OM_KAFKA_TOPIC_COMMANDS"),
-      events: env("OM_KAFKA_TOPIC_EVENTS"), context: env("OM_KAFKA_TOPIC_CONTEXT"),
-      recallRequests: env("OM_KAFKA_TOPIC_RECALL_REQUESTS"), recallResponses: env("OM_KAFKA_TOPIC_RECALL_RESPONSES"),
-    },
+    topics: topicsFromEnv(),
   });
   await client.start();
   try {

@@ -6,12 +6,8 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { MessagesApi, OMClient, decode, encodeCanonical, type ClientOptions, type ContextRecord } from "../../src/index.js";
+import { env, topicsFromEnv } from "../e2e-env.js";
 
-function env(name: string): string {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run this suite through clients/test_clients_e2e.py`);
-  return value;
-}
 
 const WORDS = "we agreed to move the launch to friday because the staging cluster needs a new partition plan";
 const API = `http://127.0.0.1:${env("OM_WORKER_WEB_PORT")}`;
@@ -23,12 +19,8 @@ const text = (bytes: Uint8Array): string => Buffer.from(bytes).toString("utf8");
 function options(extra: Partial<ClientOptions> = {}): ClientOptions {
   return {
     brokers: env("OM_KAFKA_BOOTSTRAP").split(","),
-    topics: {
-      messages: env("OM_KAFKA_TOPIC_MESSAGES"), commands: env("OM_KAFKA_TOPIC_COMMANDS"),
-      events: env("OM_KAFKA_TOPIC_EVENTS"), context: env("OM_KAFKA_TOPIC_CONTEXT"),
-      contextIndex: env("OM_KAFKA_TOPIC_CONTEXT_INDEX"), contextBlocks: env("OM_KAFKA_TOPIC_CONTEXT_BLOCKS"),
-      recallRequests: env("OM_KAFKA_TOPIC_RECALL_REQUESTS"), recallResponses: env("OM_KAFKA_TOPIC_RECALL_RESPONSES"),
-    },
+    topics: { ...topicsFromEnv(), contextIndex: env("OM_KAFKA_TOPIC_CONTEXT_INDEX"),
+              contextBlocks: env("OM_KAFKA_TOPIC_CONTEXT_BLOCKS") },
     ...extra,
   };
 }
