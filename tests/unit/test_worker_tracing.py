@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from opentelemetry.context import get_current
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,7 +21,7 @@ from pydantic import SecretStr
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import RequestObservation
 from om_stream.core.config import OMConfig
-from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.core.tokens import TokenAccountant
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing
@@ -31,6 +32,7 @@ from om_stream.runtime.worker.cycle_traces import CycleTraces
 from om_stream.runtime.worker.ingest_traces import LINKS_PER_REQUEST
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.processor import MemoryProcessor
+from om_stream.runtime.worker.timer_inputs import TimerInputs
 from om_stream.settings import KafkaSettings, TracingSettings
 from om_stream.trace_headers import inject, span_context_of
 from om_stream.wire.codec import encode
@@ -61,15 +63,19 @@ class Worker:
         self.config = OMConfig.parse(options).resolve()
         self.table, self.producer, self.offset = Table(), Producer(), 0
         self.tracing = tracing
-        self.metrics = Metrics.create()
+        self.metrics, self.timers = Metrics.create(), TimerWheel()
         self.processor = MemoryProcessor(
             kafka=KAFKA, config=self.config, accountant=TokenAccountant(words, message_overhead=1,
                                                                        conversation_overhead=0),
             effects=Effects(InMemoryContentStore(), self.config, count_text=words), publisher=self.producer,
-            table=self.table, clock=self, metrics=self.metrics, timers=TimerWheel(), tracing=tracing)
+            table=self.table, clock=self, metrics=self.metrics, timers=self.timers, tracing=tracing)
 
     def now_ms(self) -> int:
         return int(START.timestamp() * 1000) + self.offset * 1000
+
+    def home(self, key: str) -> int | None:
+        """Every record this worker holds is on partition 0 (what the timer inputs ask of the table)."""
+        return 0 if key in self.table.states else None
 
     def record(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> SourceRecord:
         self.offset += 1
@@ -291,3 +297,59 @@ async def test_a_context_links_to_at_most_the_newest_inputs_it_stands_for(export
     assert [link.context.span_id for link in publish.links] == [
         span_id(ingest_under(exporter, agent)) for agent in newest_folded]
 
+
+# -- timers -------------------------------------------------------------------------------------------------------
+
+
+def timer_inputs(worker: Worker, tracing: Tracing) -> TimerInputs:
+    return TimerInputs(worker.producer, KAFKA.topic_model_results, table=worker, timers=worker.timers,
+                       clock=worker, tracing=tracing)
+
+
+async def test_a_timer_firing_is_a_trace_of_its_own_that_its_ingest_continues(exporter: InMemorySpanExporter) -> None:
+    tracing = tracing_of(exporter, TracingSettings(ids="hashed", id_key=SecretStr("k")))
+    worker = Worker({"observation": {"messageTokens": 10_000, "activateAfterIdle": "5m"}}, tracing)
+    await worker.say("t1", 1, [])  # an assistant's turn: the idle timer starts
+    (due,) = worker.table.states["t1"].timers.values()
+    worker.offset += (due - worker.now_ms()) // 1000 + 7  # the wheel is next asked 7 s after the timer was due
+    with tracing.tracer.start_as_current_span("whatever the timer task holds"):
+        await timer_inputs(worker, tracing).send_due()
+
+    (fired,) = worker.producer.to(KAFKA.topic_model_results)
+    (timer,) = spans_named(exporter, "om.timer")
+    assert timer.parent is None and not timer.links  # a root: the task's current span is not its cause
+    assert carried(fired.headers).span_id == span_id(timer)
+    attributes = timer.attributes or {}
+    assert attributes["om.timer.name"] == "idle:observation"
+    assert attributes["om.timer.due_at"] == due
+    assert attributes["om.timer.late_ms"] == 7_000
+    assert attributes["om.thread.hash"] == tracing.digest("t1")
+    assert "t1" not in attribute_values(exporter).split()
+
+    await worker.send(KAFKA.topic_model_results, "t1", fired.value or b"", fired.headers)
+    ingest = spans_named(exporter, "om.ingest")[-1]
+    assert (ingest.attributes or {})["om.input"] == "TimerFired"
+    assert parent_of(ingest) == span_id(timer)
+
+
+async def test_a_timer_resent_by_a_take_over_links_to_it(exporter: InMemorySpanExporter) -> None:
+    tracing = tracing_of(exporter)
+    worker = Worker({"observation": {"messageTokens": 10_000}}, tracing)
+    with tracing.tracer.start_as_current_span("om.rebalance recovery") as recovery:
+        await timer_inputs(worker, tracing).send("t1", 0, TimerFired("resend:obs-1a2b3c4d-0-7"),
+                                                 cause=get_current())
+    (timer,) = spans_named(exporter, "om.timer")
+    assert timer.parent is None
+    assert [link.context.span_id for link in timer.links] == [recovery.get_span_context().span_id]
+    assert (timer.attributes or {})["om.timer.name"] == "resend:obs"  # a cycle id carries its record's hash
+    assert "om.timer.due_at" not in (timer.attributes or {})  # a resend was never scheduled
+
+
+async def test_untraced_timers_carry_no_headers_and_make_no_span(exporter: InMemorySpanExporter) -> None:
+    traced_off = Tracing(tracer=tracing_of(exporter).tracer, enabled=False)
+    worker = Worker({"observation": {"messageTokens": 10_000, "activateAfterIdle": "5m"}}, Tracing.off())
+    await worker.say("t1", 1, [])
+    worker.offset += 3600
+    await timer_inputs(worker, traced_off).send_due()
+    (fired,) = worker.producer.to(KAFKA.topic_model_results)
+    assert fired.headers == [] and exporter.get_finished_spans() == ()
