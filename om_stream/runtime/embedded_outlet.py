@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from om_stream.core.commands import (
@@ -69,7 +69,9 @@ class EmbeddedOutlet:
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self.memory._emit, event, command))
 
-    async def context(self, command: PublishContext, arrival: Arrival[None]) -> None:
+    async def context(self, command: PublishContext, arrival: Arrival[None], *,
+                      folded: Sequence[Arrival[None]] = ()) -> None:
+        # nothing to do for the folded inputs: their callers wait by message seq, which this context answers too
         self._deliveries.append(functools.partial(self.memory._publish, command))
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[None]) -> None:

@@ -10,8 +10,8 @@ failures) and the timers to keep. Commit order for a batch (one input at a time 
      order, once every input is decided: one transaction per batch. Then
      the publications are prepared, in order, through the outlet (the Kafka outlet renders them, reading the
      store): refusals and failures, events (a thread's status and progress once per batch, their newest), model
-     requests and recall-index work, contexts (once per thread per batch, the newest). Nothing leaves the process
-     yet.
+     requests and recall-index work, contexts (once per thread per batch, the newest; the outlet is handed the
+     thread's earlier inputs it stands for too, ``Outlet.context(folded=...)``). Nothing leaves the process yet.
   2. **the state table**: every record's new state, only if the driver still may commit (``may_commit``).
   3. **publications**: ``outlet.commit()`` lets them go, in order (the Kafka outlet queues them on its one
      producer).
@@ -146,7 +146,12 @@ class Outlet(Protocol[S]):
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival[S]) -> None: ...
 
-    async def context(self, command: PublishContext, arrival: Arrival[S]) -> None: ...
+    async def context(self, command: PublishContext, arrival: Arrival[S], *,
+                      folded: Sequence[Arrival[S]] = ()) -> None:
+        """The thread's context, once per batch: ``arrival`` is the newest input that published it; ``folded`` the
+        thread's earlier inputs in the batch whose publications this one stands for (oldest first), so that
+        their traces and latencies end with it too."""
+        ...
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[S]) -> None: ...
 
@@ -232,6 +237,7 @@ class _Batch(Generic[S]):
     statuses: dict[str, tuple[EmitEvent, Arrival[S]]] = field(default_factory=dict)
     progress: dict[str, tuple[EmitEvent, Arrival[S]]] = field(default_factory=dict)  # changes, not answers
     contexts: dict[str, tuple[PublishContext, Arrival[S]]] = field(default_factory=dict)
+    folded: dict[str, list[Arrival[S]]] = field(default_factory=dict)  # by thread: the inputs a newer one superseded
     failures: list[tuple[Arrival[S], str, str, BaseException]] = field(default_factory=list)
 
 
@@ -456,7 +462,11 @@ class Host(Generic[S]):
             if isinstance(command, PersistMessage):
                 batch.messages.append((command, arrival))
             elif isinstance(command, PublishContext):
-                batch.contexts[command.spec.thread_id] = (command, arrival)
+                thread_id = command.spec.thread_id
+                superseded = batch.contexts.get(thread_id)
+                if superseded is not None and superseded[1] is not arrival:
+                    batch.folded.setdefault(thread_id, []).append(superseded[1])
+                batch.contexts[thread_id] = (command, arrival)
             elif isinstance(command, EmitEvent) and isinstance(command.event, StatusEvent):
                 batch.statuses[command.event.thread_id] = (command, arrival)  # a snapshot: the newest says it all
             elif (isinstance(command, EmitEvent) and isinstance(command.event, ProgressEvent)
@@ -508,8 +518,8 @@ class Host(Generic[S]):
             await self._isolated(partial(self._publish_one, outlet, command, arrival, batch))
         for status, arrival in [*batch.statuses.values(), *batch.progress.values()]:
             await self._isolated(partial(self._publish_one, outlet, status, arrival, batch))
-        for context, arrival in batch.contexts.values():
-            await self._isolated(partial(outlet.context, context, arrival))
+        for thread_id, (context, arrival) in batch.contexts.items():
+            await self._isolated(partial(outlet.context, context, arrival, folded=batch.folded.get(thread_id, ())))
 
     async def _publish_one(self, outlet: Outlet[S], command: Command, arrival: Arrival[S], batch: _Batch[S]) -> None:
         if isinstance(command, EmitEvent):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -213,7 +214,7 @@ class _Outlet:
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None: ...
 
-    async def context(self, command: PublishContext, arrival: Arrival) -> None:
+    async def context(self, command: PublishContext, arrival: Arrival, *, folded: Sequence[Arrival] = ()) -> None:
         self.contexts.append(command)
 
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival) -> None:

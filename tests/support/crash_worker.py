@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -335,7 +335,7 @@ class _Outlet:
 
     async def event(self, event: OMEvent, command: EmitEvent, arrival: Arrival) -> None: ...
 
-    async def context(self, command: PublishContext, arrival: Arrival) -> None:
+    async def context(self, command: PublishContext, arrival: Arrival, *, folded: Sequence[Arrival] = ()) -> None:
         world = self.life.world
         context = await self.life.effects.context(command.spec, now_ms=world.now)
         world.decided.setdefault((context.thread_id, context.version), set()).add(repr(agent_view(context)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -260,7 +260,7 @@ class _Outlet:
         self.sim.events.append(command)
         self.sim.published.append(event)
 
-    async def context(self, command: PublishContext, arrival: Arrival) -> None:
+    async def context(self, command: PublishContext, arrival: Arrival, *, folded: Sequence[Arrival] = ()) -> None:
         newest = command.spec.through_message_id
         self.sim.contexts.append(Published(command.spec, self.sim.now, self.sim.message_tokens.get(newest or "", 0)))
 

@@ -4,11 +4,13 @@ spans. The whole path with a real broker, worker process and Jaeger is tests/int
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from opentelemetry.context import get_current
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,7 +21,7 @@ from pydantic import SecretStr
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import RequestObservation
 from om_stream.core.config import OMConfig
-from om_stream.core.inputs import ModelResultArrived
+from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.core.tokens import TokenAccountant
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing
@@ -27,8 +29,10 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.cycle_traces import CycleTraces
+from om_stream.runtime.worker.ingest_traces import LINKS_PER_REQUEST
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.processor import MemoryProcessor
+from om_stream.runtime.worker.timer_inputs import TimerInputs
 from om_stream.settings import KafkaSettings, TracingSettings
 from om_stream.trace_headers import inject, span_context_of
 from om_stream.wire.codec import encode
@@ -59,28 +63,38 @@ class Worker:
         self.config = OMConfig.parse(options).resolve()
         self.table, self.producer, self.offset = Table(), Producer(), 0
         self.tracing = tracing
+        self.metrics, self.timers = Metrics.create(), TimerWheel()
         self.processor = MemoryProcessor(
             kafka=KAFKA, config=self.config, accountant=TokenAccountant(words, message_overhead=1,
                                                                        conversation_overhead=0),
             effects=Effects(InMemoryContentStore(), self.config, count_text=words), publisher=self.producer,
-            table=self.table, clock=self, metrics=Metrics.create(), timers=TimerWheel(), tracing=tracing)
+            table=self.table, clock=self, metrics=self.metrics, timers=self.timers, tracing=tracing)
 
     def now_ms(self) -> int:
         return int(START.timestamp() * 1000) + self.offset * 1000
 
-    async def send(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> None:
-        self.offset += 1
-        record = SourceRecord(topic=topic, partition=0, offset=self.offset, key=key.encode(), value=value,
-                              headers=headers)
-        assert await self.processor.process([record])
+    def home(self, key: str) -> int | None:
+        """Every record this worker holds is on partition 0 (what the timer inputs ask of the table)."""
+        return 0 if key in self.table.states else None
 
-    async def say(self, thread: str, index: int, headers: list[tuple[str, bytes]]) -> None:
+    def record(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> SourceRecord:
+        self.offset += 1
+        return SourceRecord(topic=topic, partition=0, offset=self.offset, key=key.encode(), value=value,
+                            headers=headers, received_at=time.monotonic())
+
+    async def send(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        assert await self.processor.process([self.record(topic, key, value, headers)])
+
+    def message(self, thread: str, index: int, headers: list[tuple[str, bytes]]) -> SourceRecord:
         message = MessageRecord.model_validate({
             "message_id": f"{thread}-m{index}", "thread_id": thread, "resource_id": "tenant-r1",
             "role": "user" if index % 2 == 0 else "assistant", "created_at": START + timedelta(minutes=index),
             "parts": [{"type": "text", "text": SECRET}]})
-        await self.send(KAFKA.topic_messages, thread, encode(message),
-                        [("content-type", b"application/json"), *headers])
+        return self.record(KAFKA.topic_messages, thread, encode(message),
+                           [("content-type", b"application/json"), *headers])
+
+    async def say(self, thread: str, index: int, headers: list[tuple[str, bytes]]) -> None:
+        assert await self.processor.process([self.message(thread, index, headers)])
 
 
 def spans_named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -210,3 +224,132 @@ async def test_a_sampled_out_message_is_remembered_by_nothing_and_its_context_sa
     assert worker.processor.message_spans.covering("t1", ["t1-m0"]) == []
     published = carried(worker.producer.to(KAFKA.topic_context)[-1].headers)
     assert published.is_valid and not published.trace_flags.sampled
+
+
+# -- a thread's inputs folded into one context publication ------------------------------------------------------------
+
+
+def agent_headers(tracing: Tracing, name: str) -> tuple[list[tuple[str, bytes]], int]:
+    """An agent's trace headers, and the span id they name."""
+    with tracing.tracer.start_as_current_span(name) as agent:
+        return inject(), agent.get_span_context().span_id
+
+
+def ingest_under(exporter: InMemorySpanExporter, agent: int) -> ReadableSpan:
+    (ingest,) = [s for s in spans_named(exporter, "om.ingest") if parent_of(s) == agent]
+    return ingest
+
+
+def messages_observed(worker: Worker) -> float:
+    return worker.metrics.registry.get_sample_value("om_message_to_context_seconds_count") or 0.0
+
+
+async def test_a_context_for_two_inputs_of_a_thread_links_to_the_earlier_ones_ingest(
+        exporter: InMemorySpanExporter) -> None:
+    """Two messages of one thread in one batch publish one context: a child of the newest message's ingest, its
+    publish span linked to the earlier message's ingest, so that the earlier trace leads to its context too; and
+    the latency of each message is observed (the metric is per message)."""
+    tracing = tracing_of(exporter)
+    worker = Worker({"observation": {"messageTokens": 10_000}}, tracing)
+    first_headers, first_agent = agent_headers(tracing, "agent turn 0")
+    second_headers, second_agent = agent_headers(tracing, "agent turn 1")
+    assert await worker.processor.process([worker.message("t1", 0, first_headers),
+                                           worker.message("t1", 1, second_headers)])
+
+    (context,) = worker.producer.to(KAFKA.topic_context)
+    (publish,) = spans_named(exporter, "om.context publish")
+    first, second = ingest_under(exporter, first_agent), ingest_under(exporter, second_agent)
+    assert parent_of(publish) == span_id(second)
+    assert carried(context.headers).span_id == span_id(publish)
+    assert [link.context.span_id for link in publish.links] == [span_id(first)]
+    assert first.context is not None and publish.links[0].context.trace_id == first.context.trace_id
+    assert messages_observed(worker) == 2
+
+
+async def test_a_sampled_out_input_adds_no_link_to_its_threads_context(exporter: InMemorySpanExporter) -> None:
+    tracing = tracing_of(exporter)
+    worker = Worker({"observation": {"messageTokens": 10_000}}, tracing)
+    sampled_out = [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")]
+    headers, agent = agent_headers(tracing, "agent turn 1")
+    assert await worker.processor.process([worker.message("t1", 0, sampled_out),
+                                           worker.message("t1", 1, headers)])
+
+    (publish,) = spans_named(exporter, "om.context publish")
+    assert parent_of(publish) == span_id(ingest_under(exporter, agent))
+    assert len(spans_named(exporter, "om.ingest")) == 1  # the sampled-out message's ingest was not recorded
+    assert publish.links == ()
+    assert messages_observed(worker) == 2  # its latency counts all the same
+
+
+async def test_a_context_links_to_at_most_the_newest_inputs_it_stands_for(exporter: InMemorySpanExporter) -> None:
+    tracing = tracing_of(exporter)
+    worker = Worker({"observation": {"messageTokens": 1_000_000}}, tracing)
+    count = LINKS_PER_REQUEST + 3
+    records, agents = [], []
+    for index in range(count):
+        headers, agent = agent_headers(tracing, f"agent turn {index}")
+        records.append(worker.message("t1", index, headers))
+        agents.append(agent)
+    assert await worker.processor.process(records)
+
+    (publish,) = spans_named(exporter, "om.context publish")
+    newest_folded = agents[-LINKS_PER_REQUEST - 1:-1]
+    assert [link.context.span_id for link in publish.links] == [
+        span_id(ingest_under(exporter, agent)) for agent in newest_folded]
+
+
+# -- timers -------------------------------------------------------------------------------------------------------
+
+
+def timer_inputs(worker: Worker, tracing: Tracing) -> TimerInputs:
+    return TimerInputs(worker.producer, KAFKA.topic_model_results, table=worker, timers=worker.timers,
+                       clock=worker, tracing=tracing)
+
+
+async def test_a_timer_firing_is_a_trace_of_its_own_that_its_ingest_continues(exporter: InMemorySpanExporter) -> None:
+    tracing = tracing_of(exporter, TracingSettings(ids="hashed", id_key=SecretStr("k")))
+    worker = Worker({"observation": {"messageTokens": 10_000, "activateAfterIdle": "5m"}}, tracing)
+    await worker.say("t1", 1, [])  # an assistant's turn: the idle timer starts
+    (due,) = worker.table.states["t1"].timers.values()
+    worker.offset += (due - worker.now_ms()) // 1000 + 7  # the wheel is next asked 7 s after the timer was due
+    with tracing.tracer.start_as_current_span("whatever the timer task holds"):
+        await timer_inputs(worker, tracing).send_due()
+
+    (fired,) = worker.producer.to(KAFKA.topic_model_results)
+    (timer,) = spans_named(exporter, "om.timer")
+    assert timer.parent is None and not timer.links  # a root: the task's current span is not its cause
+    assert carried(fired.headers).span_id == span_id(timer)
+    attributes = timer.attributes or {}
+    assert attributes["om.timer.name"] == "idle:observation"
+    assert attributes["om.timer.due_at"] == due
+    assert attributes["om.timer.late_ms"] == 7_000
+    assert attributes["om.thread.hash"] == tracing.digest("t1")
+    assert "t1" not in attribute_values(exporter).split()
+
+    await worker.send(KAFKA.topic_model_results, "t1", fired.value or b"", fired.headers)
+    ingest = spans_named(exporter, "om.ingest")[-1]
+    assert (ingest.attributes or {})["om.input"] == "TimerFired"
+    assert parent_of(ingest) == span_id(timer)
+
+
+async def test_a_timer_resent_by_a_take_over_links_to_it(exporter: InMemorySpanExporter) -> None:
+    tracing = tracing_of(exporter)
+    worker = Worker({"observation": {"messageTokens": 10_000}}, tracing)
+    with tracing.tracer.start_as_current_span("om.rebalance recovery") as recovery:
+        await timer_inputs(worker, tracing).send("t1", 0, TimerFired("resend:obs-1a2b3c4d-0-7"),
+                                                 cause=get_current())
+    (timer,) = spans_named(exporter, "om.timer")
+    assert timer.parent is None
+    assert [link.context.span_id for link in timer.links] == [recovery.get_span_context().span_id]
+    assert (timer.attributes or {})["om.timer.name"] == "resend:obs"  # a cycle id carries its record's hash
+    assert "om.timer.due_at" not in (timer.attributes or {})  # a resend was never scheduled
+
+
+async def test_untraced_timers_carry_no_headers_and_make_no_span(exporter: InMemorySpanExporter) -> None:
+    traced_off = Tracing(tracer=tracing_of(exporter).tracer, enabled=False)
+    worker = Worker({"observation": {"messageTokens": 10_000, "activateAfterIdle": "5m"}}, Tracing.off())
+    await worker.say("t1", 1, [])
+    worker.offset += 3600
+    await timer_inputs(worker, traced_off).send_due()
+    (fired,) = worker.producer.to(KAFKA.topic_model_results)
+    assert fired.headers == [] and exporter.get_finished_spans() == ()

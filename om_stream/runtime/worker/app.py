@@ -206,7 +206,8 @@ class Worker:
                            ("near_block_after", lambda: len(self.processor.near_limit))):
             inventory.entries(name, size)
         self.timer_inputs = TimerInputs(self.publisher, kafka.topic_model_results, table=self.table,
-                                        timers=self.timers, clock=self.clock)
+                                        timers=self.timers, clock=self.clock, tracing=deps.tracing,
+                                        resource_scope=deps.config.scope == "resource")
         # v2: the blocks a list dropped while this worker did not know it (after a take-over), read and tombstoned
         self.orphan_sweep = (OrphanSweep(kafka, self.publisher, self._flush_producer, self.context_reader,
                                          self.published_contexts, self.offsets.batch,

@@ -24,11 +24,12 @@ gone to the previous owner); a retention purge the record never scheduled is. Th
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import faust
 from faust.types import TP, EventT
+from opentelemetry.context import get_current
 
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.engine import record_config
@@ -47,10 +48,9 @@ from om_stream.runtime.worker.offsets import OffsetLedger
 from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.state_table import RecordTable
+from om_stream.runtime.worker.timer_inputs import SendTimer
 
 __all__ = ["Handover", "TakeOver"]
-
-SendTimer = Callable[[str, int, TimerFired], Awaitable[None]]
 
 
 class Handover:
@@ -192,13 +192,14 @@ class TakeOver:
         # a model call in flight when its record changed hands may be lost with the previous owner; asked
         # again, it is answered from the stored result or waits for the call still running elsewhere
         resent = 0
+        recovery = get_current()  # traced: the recovery's span, which each firing sent here links to
         for record in held:
             for cycle in record.state.cycles:
-                await self.send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"))
+                await self.send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"), cause=recovery)
                 resent += 1
             if purge_missing(record.state, record_config(self.config, record.state)):
                 # retention was turned on while the record sat idle: its purge sets its timer
-                await self.send_timer(record.key, record.partition, TimerFired(PURGE_TIMER))
+                await self.send_timer(record.key, record.partition, TimerFired(PURGE_TIMER), cause=recovery)
         return len(held), resent
 
     async def keep_local_state(self) -> None:

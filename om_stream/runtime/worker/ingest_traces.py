@@ -8,6 +8,10 @@ sampled as the worker's sampler says. The ingest span covers the record's whole 
 outlet from the context the record's ``Arrival`` carries (``Arrival.trace``). The span ends when the batch has
 committed, or was fenced off (``om.fenced``: a rebalance took it; its records are read again elsewhere).
 
+A thread's context goes out once per batch, its publish span a child of the ingest of the thread's newest input;
+it links to the ingest spans of the thread's earlier inputs in the batch (``folded_links``), whose traces would
+otherwise end with no sign of the context that answered them.
+
 A cycle outlives the messages it covers: the Observer's request names them by id, and the cycle's span links to
 their ingest spans. So the worker remembers the span of each message it took in (``MessageSpans``: the newest
 ``MESSAGE_SPANS_KEPT``, in memory: after a restart a cycle links to what this process saw), and the outlet hands a
@@ -24,21 +28,22 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanContext, SpanKind, set_span_in_context
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, get_current_span, set_span_in_context
 from opentelemetry.util.types import AttributeValue
 
 from om_stream.core.inputs import MessageAppended, ModelResultArrived
 from om_stream.observability.tracing import Tracing
 from om_stream.runtime.host import Arrival
-from om_stream.runtime.spans import failed, traced
+from om_stream.runtime.spans import failed, recording, traced
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.trace_links import link_header
 from om_stream.trace_headers import extract, inject
 
-__all__ = ["MESSAGE_SPANS_KEPT", "IngestSpans", "MessageSpans", "request_headers"]
+__all__ = ["LINKS_PER_REQUEST", "MESSAGE_SPANS_KEPT", "IngestSpans", "MessageSpans", "folded_links",
+           "request_headers"]
 
 MESSAGE_SPANS_KEPT = 65_536  # ~100 bytes each: the messages a cycle of this process may still link to
-LINKS_PER_REQUEST = 64  # a cycle over more messages links to the newest of them (a span's links are bounded too)
+LINKS_PER_REQUEST = 64  # a cycle (a context) over more inputs links to the newest of them (a span's links are bounded)
 
 
 class MessageSpans:
@@ -117,6 +122,14 @@ class IngestSpans:
     def end(self) -> None:
         for span in self.spans:
             span.end()
+
+
+def folded_links(folded: Sequence[Arrival[SourceRecord]]) -> list[Link]:
+    """Links to the ingest spans of the inputs a context publication stands for besides its own (a thread's earlier
+    inputs in the batch): only those recorded (a sampled-out trace never reaches the backend), the newest
+    ``LINKS_PER_REQUEST`` of them."""
+    spans = [get_current_span(a.trace).get_span_context() for a in folded if recording(a.trace)]
+    return [Link(span) for span in spans[-LINKS_PER_REQUEST:]]
 
 
 def request_headers(messages: MessageSpans, arrival: Arrival[SourceRecord],

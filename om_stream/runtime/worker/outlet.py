@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -29,6 +29,7 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.events import ErasedEvent, OMEvent
+from om_stream.core.inputs import MessageAppended
 from om_stream.observability.lifecycle_metrics import count_event
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing, exemplar
@@ -39,7 +40,7 @@ from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, enco
 from om_stream.runtime.spans import traced
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts, erase_publications, publications
-from om_stream.runtime.worker.ingest_traces import MessageSpans, request_headers
+from om_stream.runtime.worker.ingest_traces import MessageSpans, folded_links, request_headers
 from om_stream.runtime.worker.kafka_records import Publication, Publisher, SourceRecord, dead_letter, event_headers
 from om_stream.settings import KafkaSettings
 from om_stream.trace_headers import inject
@@ -100,21 +101,24 @@ class KafkaOutlet:
         return Publication(parts.kafka.topic_events, subject.encode(), body, event_headers(
             event_type, event_id, subject, parts.source, parts.clock.now_ms()))
 
-    async def context(self, command: PublishContext, arrival: Arrival[SourceRecord]) -> None:
+    async def context(self, command: PublishContext, arrival: Arrival[SourceRecord], *,
+                      folded: Sequence[Arrival[SourceRecord]] = ()) -> None:
         if arrival.trace is None:
-            await self._context(command, arrival, [])
+            await self._context(command, arrival, folded, [])
             return
-        # the agent's consumer continues the trace from this span (the context record's trace headers)
+        # the agent's consumer continues the trace from this span (the context record's trace headers); the
+        # thread's earlier inputs of the batch, whose context this is too, are its links
         tracing = self.parts.tracing
         with traced(tracing.tracer, "om.context publish", context=arrival.trace, kind=SpanKind.PRODUCER,
                     attributes={"messaging.system": "kafka", "messaging.operation.type": "send",
                                 "messaging.destination.name": self.parts.kafka.topic_context,
-                                **tracing.subject_attributes(thread_id=command.spec.thread_id)}) as span:
-            version = await self._context(command, arrival, inject())
+                                **tracing.subject_attributes(thread_id=command.spec.thread_id)},
+                    links=folded_links(folded)) as span:
+            version = await self._context(command, arrival, folded, inject())
             span.set_attribute("om.context.version", version)
 
     async def _context(self, command: PublishContext, arrival: Arrival[SourceRecord],
-                       trace: list[tuple[str, bytes]]) -> int:
+                       folded: Sequence[Arrival[SourceRecord]], trace: list[tuple[str, bytes]]) -> int:
         parts = self.parts
         spec = command.spec
         headers = [("om_version", str(spec.version).encode()),
@@ -131,8 +135,12 @@ class KafkaOutlet:
                                                               now_ms=parts.clock.now_ms()))
             self._queued.append(Publication(parts.kafka.topic_context, spec.thread_id.encode(), encode(context),
                                             headers))
-        self._on_sent.append(partial(self._context_sent, context, arrival.source.received_at,
-                                     exemplar(arrival.trace) if trace else None))
+        # the latency of every message this context is the first to answer: the folded ones' too (the metric is
+        # per message); the newest input's whatever its kind, as before (a context a result or a timer published)
+        samples = [(a.source.received_at, exemplar(a.trace) if trace else None) for a in folded
+                   if isinstance(a.input, MessageAppended)]
+        samples.append((arrival.source.received_at, exemplar(arrival.trace) if trace else None))
+        self._on_sent.append(partial(self._context_sent, context, samples))
         return spec.version
 
     async def _by_reference(self, published: PublishedContexts, spec: ContextSpec,
@@ -221,11 +229,14 @@ class KafkaOutlet:
         """Work for the model workers, on the record's home partition (so its results come back there)."""
         self.internal(self.parts.kafka.topic_model_requests, key, work, arrival.source.partition)
 
-    def _context_sent(self, context: ContextRecord | None, received_at: float, trace: dict[str, str] | None) -> None:
+    def _context_sent(self, context: ContextRecord | None,
+                      samples: Sequence[tuple[float, dict[str, str] | None]]) -> None:
         metrics = self.parts.metrics
         metrics.contexts_published.inc()
-        if received_at:  # the exemplar: the trace of the input that produced this context, when it was sampled
-            metrics.message_to_context.observe(max(0.0, time.monotonic() - received_at), exemplar=trace)
+        now = time.monotonic()
+        for received_at, trace in samples:
+            if received_at:  # the exemplar: the trace of the input it measures, when that was sampled
+                metrics.message_to_context.observe(max(0.0, now - received_at), exemplar=trace)
         if self.parts.on_context is not None and context is not None:
             self.parts.on_context(context)
 
