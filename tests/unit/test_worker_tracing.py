@@ -23,14 +23,15 @@ from om_stream.core.inputs import ModelResultArrived
 from om_stream.core.tokens import TokenAccountant
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing
+from om_stream.runtime.cycle_traces import CycleTraces
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.cycle_traces import CycleTraces
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.processor import MemoryProcessor
+from om_stream.runtime.worker.trace_links import links_of
 from om_stream.settings import KafkaSettings, TracingSettings
-from om_stream.trace_headers import inject, span_context_of
+from om_stream.trace_headers import extract, inject, span_context_of
 from om_stream.wire.codec import encode
 from om_stream.wire.messages import MessageRecord
 from tests.support.processor_doubles import Producer, Table, words
@@ -163,7 +164,8 @@ async def test_an_observation_links_to_the_messages_it_covers_and_its_result_con
 
     # the model worker's side: the cycle in the asker's trace, linked to every covered message's ingest
     traces = CycleTraces(tracing)
-    with traces.cycle(request, request_record.headers, published_at=0.0) as cycle:
+    with traces.cycle(request, extract(request_record.headers), links_of(request_record.headers),
+                      published_at=0.0) as cycle:
         result = ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation="observation",
                                     ok=True, observations="* 🔴 (09:00) User planned a trip.")
         cycle.ended(result)
