@@ -4,12 +4,10 @@ spans. The whole path with a real broker, worker process and Jaeger is tests/int
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
@@ -35,22 +33,15 @@ from om_stream.trace_headers import extract, inject, span_context_of
 from om_stream.wire.codec import encode
 from om_stream.wire.messages import MessageRecord
 from tests.support.processor_doubles import Producer, Table, words
+from tests.support.spans import attribute_values, parent_of, provider_into, span_id, spans_named
 
 KAFKA = KafkaSettings()
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SECRET = "the quartermaster hid zanzibar lanterns beneath the observatory"
 
 
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    yield exporter
-    exporter.shutdown()
-
-
 def tracing_of(exporter: InMemorySpanExporter, settings: TracingSettings | None = None) -> Tracing:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider = provider_into(exporter)
     return Tracing(tracer=provider.get_tracer("om_stream"), enabled=True,
                    provider=provider).with_rules(settings or TracingSettings())
 
@@ -84,28 +75,11 @@ class Worker:
                         [("content-type", b"application/json"), *headers])
 
 
-def spans_named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
-    return [s for s in exporter.get_finished_spans() if s.name == name]
-
-
-def parent_of(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
-
-
-def span_id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return span.context.span_id
-
-
 def carried(headers: list[tuple[str, bytes]]) -> SpanContext:
     """The span a record's trace headers name (the record must carry one)."""
     found = span_context_of(headers)
     assert found is not None, headers
     return found
-
-
-def attribute_values(exporter: InMemorySpanExporter) -> str:
-    return " ".join(str(v) for s in exporter.get_finished_spans() for v in (s.attributes or {}).values())
 
 
 async def test_a_message_is_handled_in_its_agents_trace_and_its_context_carries_it_on(
