@@ -179,13 +179,17 @@ class Memory:
         self.cycle_traces = CycleTraces(self.tracing, SpanKind.INTERNAL)
         # each model call a span in its cycle's trace: the gateway reports its attempts to its observers, any
         # other model is wrapped (as the worker's models are)
-        calls = [ModelCallSpans(self.tracing)] if self.tracing.enabled else []
-        self.offline: ChatModel = offline or OfflineModel(self.counter.count)
-        if calls:
-            self.offline = MeteredModel(self.offline, calls[0])
-        served = serving_model(model, self.config, observers=calls)
-        self.model: ChatModel = self.offline if served is None else \
-            MeteredModel(served, calls[0]) if calls and served is model else served
+        calls = ModelCallSpans(self.tracing) if self.tracing.enabled else None
+        offline_model = offline or OfflineModel(self.counter.count)
+        self.offline: ChatModel = MeteredModel(offline_model, calls) if calls is not None else offline_model
+        served = serving_model(model, self.config, observers=[calls] if calls is not None else [])
+        self.model: ChatModel
+        if served is None:
+            self.model = self.offline
+        elif calls is not None and served is model:  # the application's own ChatModel: no gateway reports it
+            self.model = MeteredModel(served, calls)
+        else:
+            self.model = served
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,
@@ -496,7 +500,7 @@ class Memory:
         input continues (the caller's current span when None)."""
         with self._ingest(key, resource_id, event, parent) as arrival:
             refused = await self._applied(arrival, decisions)
-            if refused:
+            if refused and arrival.trace is not None:  # (no trace: the current span is the caller's, not ours)
                 failed(get_current_span(arrival.trace), refused[0].reason)
             return refused
 

@@ -10,9 +10,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from pydantic import SecretStr
 
 from om_stream.core.messages import Message, TextPart
+from om_stream.errors import InputRejected
 from om_stream.observability.tracing import Tracing
 from om_stream.runtime.embedded import ManualClock, Memory
 from om_stream.settings import TracingSettings
@@ -124,3 +126,42 @@ async def test_an_untraced_memory_records_nothing_even_inside_a_traced_applicati
         state = om.state("t1")
     assert state is not None and state.log  # the Observer ran: there was something to trace
     assert [s.name for s in exporter.get_finished_spans()] == ["agent turn"]
+
+
+def stranger(index: int) -> Message:
+    """A message to thread t1 from another resource: refused (a thread belongs to one resource)."""
+    return Message(message_id=f"x{index}", thread_id="t1", resource_id="tenant-r2", role="user",
+                   created_at=START, parts=(TextPart(text="let me in"),))
+
+
+@pytest.mark.parametrize("traced", [True, False])
+async def test_a_refused_message_fails_the_memorys_span_never_the_applications(
+        exporter: InMemorySpanExporter, traced: bool) -> None:
+    provider = provider_into(exporter)
+    tracing = Tracing.from_provider(provider) if traced else None
+    async with memory({"observation": {"messageTokens": 10_000}}, tracing) as om:
+        await om.add_message(said(0))
+        with provider.get_tracer("the application").start_as_current_span("agent turn"), \
+                pytest.raises(InputRejected):
+            await om.add_message(stranger(1))
+
+    (turn,) = spans_named(exporter, "agent turn")
+    assert turn.status.status_code is StatusCode.UNSET  # the application decides what a refusal means to it
+    refused = [s for s in spans_named(exporter, "om.ingest") if parent_of(s) == span_id(turn)]
+    assert len(refused) == (1 if traced else 0)
+    for span in refused:
+        assert span.status.status_code is StatusCode.ERROR
+        assert (span.attributes or {})["error.type"] == "resource_mismatch"
+
+
+async def test_an_erase_is_traced_under_the_applications_span(exporter: InMemorySpanExporter) -> None:
+    provider = provider_into(exporter)
+    async with memory({"observation": {"messageTokens": 10_000}}, Tracing.from_provider(provider)) as om:
+        await om.add_message(said(0))
+        with provider.get_tracer("the application").start_as_current_span("forget me") as forget:
+            receipt = await om.erase(thread_id="t1")
+    assert receipt.found
+    (ingest,) = [s for s in spans_named(exporter, "om.ingest") if (s.attributes or {})["om.input"] == "EraseRequested"]
+    assert parent_of(ingest) == forget.get_span_context().span_id
+    deletes = spans_named(exporter, "delete_memory om-stream")
+    assert deletes and all(parent_of(d) == span_id(ingest) for d in deletes)
