@@ -18,6 +18,7 @@ from om_stream.errors import InputRejected
 from om_stream.observability.tracing import Tracing
 from om_stream.runtime.embedded import ManualClock, Memory
 from om_stream.settings import TracingSettings
+from om_stream.testing.fake_openai import FakeOpenAI, Reply
 from tests.support.spans import attribute_values, parent_of, provider_into, span_id, spans_named
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -165,3 +166,26 @@ async def test_an_erase_is_traced_under_the_applications_span(exporter: InMemory
     assert parent_of(ingest) == forget.get_span_context().span_id
     deletes = spans_named(exporter, "delete_memory om-stream")
     assert deletes and all(parent_of(d) == span_id(ingest) for d in deletes)
+
+
+async def test_a_named_models_calls_are_reported_by_the_gateway_inside_the_cycle(
+        exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch) -> None:
+    observed = "<observations>\nDate: Mar 2, 2026\n* 🔴 (09:00) User planned a trip.\n</observations>"
+    with FakeOpenAI(default=lambda _request: Reply(observed)) as provider_api:
+        monkeypatch.setenv("OPENAI_API_BASE", provider_api.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        tracing = Tracing.from_provider(provider_into(exporter))
+        async with Memory(OBSERVING, model="openai/gpt-5-mini", clock=ManualClock(int(START.timestamp() * 1000)),
+                          tracing=tracing) as om:
+            for index in range(12):
+                await om.add_message(said(index))
+                await om.settle()
+                if spans_named(exporter, "om.observe"):
+                    break
+    (observe,) = spans_named(exporter, "om.observe")
+    (call,) = spans_named(exporter, "chat openai/gpt-5-mini")
+    assert parent_of(call) == span_id(observe)
+    attributes = call.attributes or {}
+    assert attributes["gen_ai.provider.name"] == "openai"
+    assert attributes["gen_ai.usage.output_tokens"] > 0  # type: ignore[operator]
+    assert "zanzibar" not in attribute_values(exporter)
