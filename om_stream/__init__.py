@@ -8,8 +8,9 @@ The public API for Python agents (``tests/unit/test_public_api.py`` pins it; any
         context = await om.add_message(Message(...))   # or the same fields as a dict
         send_to_model(context.to_chat_messages())
 
-* in-process memory: :class:`Memory`, what it returns (:class:`ContextRecord`) and its options (:class:`OMConfig`,
-  :class:`ObserveHooks`);
+* in-process memory: :class:`Memory`, what it returns (:class:`ContextRecord`), its options (:class:`OMConfig`,
+  :class:`ObserveHooks`) and its tracing on the application's OpenTelemetry provider (:class:`Tracing`,
+  :class:`TracingSettings`);
 * messages: :class:`Message`, its parts (:class:`TextPart`, :class:`ImagePart`, :class:`FilePart`,
   :class:`ToolCallPart`, :class:`ToolResultPart`, :class:`ReasoningPart`) and, in a shared thread, its
   :class:`Author`;
@@ -55,7 +56,9 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
         ToolCallPart,
         ToolResultPart,
     )
+    from om_stream.observability.tracing import Tracing
     from om_stream.runtime.embedded import Memory
+    from om_stream.settings import TracingSettings
     from om_stream.wire.context import ContextRecord
 
 __all__ = [
@@ -81,6 +84,8 @@ __all__ = [
     "TextPart",
     "ToolCallPart",
     "ToolResultPart",
+    "Tracing",
+    "TracingSettings",
     "WireDecodeError",
     "__version__",
 ]
@@ -103,6 +108,8 @@ _LAZY = {
     "ToolCallPart": "om_stream.core.messages",
     "ToolResultPart": "om_stream.core.messages",
     "ReasoningPart": "om_stream.core.messages",
+    "Tracing": "om_stream.observability.tracing",
+    "TracingSettings": "om_stream.settings",
 }
 
 

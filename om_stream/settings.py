@@ -331,7 +331,9 @@ class GatewaySettings(_Group):
 class TracingSettings(_Group):
     """What om-stream's traces may say (``OM_TRACING_*``). Whether it traces at all, where spans go and how many are
     sampled are the standard ``OTEL_*`` variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_TRACES_SAMPLER``, ...),
-    read by the OpenTelemetry SDK: tracing is off unless an endpoint is set (docs/operate.md, "Tracing")."""
+    read by the OpenTelemetry SDK: tracing is off unless an endpoint is set (docs/operate.md, "Tracing"). The embedded
+    ``Memory`` takes the same rules in code, on the application's provider: ``Tracing.from_provider(provider,
+    TracingSettings(content=True))``."""
 
     content: bool = Field(False, description="Put conversation content into spans: a message's text on its "
                                              "ingest span, the Observer's observations on its cycle's span, a "

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.services import JaegerAddresses, ServicePool
 
-pytest_plugins = ["tests.support.network_guard"]
+pytest_plugins = ["tests.support.network_guard", "tests.support.spans"]
 
 _pool = ServicePool()
 _FIXTURE_SERVICE = {"kafka_bootstrap": "kafka", "cassandra_hosts": "cassandra", "jaeger": "jaeger"}

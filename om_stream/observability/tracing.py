@@ -23,7 +23,8 @@ one conversation's traces from an id they already hold without the traces naming
 their exemplar (``exemplar``); ``/metrics`` serves them to a scraper that asks for OpenMetrics (Prometheus does).
 
 The provider is the worker's own (never installed as the process's global one: importing or building this changes
-nothing around it); the spans' parents travel by the current context (``contextvars``) as usual.
+nothing around it); the spans' parents travel by the current context (``contextvars``) as usual. An application
+that runs the embedded ``Memory`` hands it its own provider instead (``from_provider``), under the same rules.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import NoOpTracer, Tracer, get_current_span
+from opentelemetry.trace import TracerProvider as ApiTracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from om_stream.errors import ConfigError
@@ -128,6 +130,13 @@ class Tracing:
         log.info("tracing on: spans to %s over %s", environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                  or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"), otlp_protocol(environ)[0])
         return cls(tracer=provider.get_tracer(_INSTRUMENTATION), enabled=True, provider=provider).with_rules(settings)
+
+    @classmethod
+    def from_provider(cls, provider: ApiTracerProvider, settings: TracingSettings | None = None) -> Tracing:
+        """Spans on an application's own provider (the embedded runner in a traced application), under the same
+        rules as a worker's: no content unless ``settings.content``, ids only as ``settings.ids`` says (the
+        defaults: neither). The provider stays the application's: ``shutdown()`` leaves it running."""
+        return cls(tracer=provider.get_tracer(_INSTRUMENTATION), enabled=True).with_rules(settings or TracingSettings())
 
     def with_rules(self, settings: TracingSettings) -> Tracing:
         return Tracing(self.tracer, self.enabled, settings.content, settings.ids == "hashed",

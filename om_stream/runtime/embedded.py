@@ -16,7 +16,17 @@ caller: the embedded runner does not retry through outages.
 What it keeps in process grows with the records it holds (their states and latest contexts), never with the
 messages that went through: a message's sequence is kept only until a context that includes it is published, a
 record's lock only while an input of the record runs or waits, and ``rejections`` holds the latest
-``REJECTIONS_KEPT`` refusals (``rejected`` counts them all).
+``REJECTIONS_KEPT`` refusals (``rejected`` counts them all). Traced, it also keeps the ingest spans of the newest
+``MESSAGE_SPANS_KEPT`` messages, which a cycle links to.
+
+**Tracing** (``Memory(tracing=Tracing.from_provider(provider))``, off by default, on the application's own
+provider): each input applied (a message, a command, a model result, a timer) runs in an ``om.ingest`` span, a child
+of the caller's current span, with the host's ``om.decide`` / ``om.store write`` / ``delete_memory`` spans under it.
+A cycle's ``om.observe`` / ``om.reflect`` span is a child of the ingest span of the input that asked for it,
+linked to the ingest spans of the messages it covers, its model calls are its children, and its result's ingest
+span continues its trace. A timer fired by the real clock starts a trace of its own. The spans are the Kafka
+worker's (``runtime/ingest_spans``, ``runtime/cycle_traces``, ``observability/model_spans``), under the same rules:
+no content unless opted in, ids only hashed when asked.
 """
 
 from __future__ import annotations
@@ -35,10 +45,14 @@ from collections.abc import (
     Collection,
     Coroutine,
     Iterable,
+    Iterator,
     Mapping,
 )
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, get_current_span, set_span_in_context
 
 from om_stream.adapters.offline_model import OfflineModel
 from om_stream.adapters.sqlite_store import SqliteContentStore
@@ -57,7 +71,7 @@ from om_stream.core.commands import (
 )
 from om_stream.core.config import OMConfig, RetrievalConfig
 from om_stream.core.engine import new_record, record_config, record_key
-from om_stream.core.erasure import EraseRequested
+from om_stream.core.erasure import EraseRequested, ErasureInput
 from om_stream.core.error_text import cut_error, error_text
 from om_stream.core.events import ErasedEvent, OMEvent, ProgressEvent
 from om_stream.core.inputs import (
@@ -80,6 +94,9 @@ from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, narrowed
 from om_stream.errors import InputRejected, OMError, RecallError, StorageError
+from om_stream.observability.model_metrics import MeteredModel
+from om_stream.observability.model_spans import ModelCallSpans
+from om_stream.observability.tracing import Tracing
 from om_stream.ports import (
     ChatModel,
     Clock,
@@ -91,6 +108,7 @@ from om_stream.ports import (
     RetryingModel,
 )
 from om_stream.runtime.clock import ManualClock, SystemClock
+from om_stream.runtime.cycle_traces import CycleTraces
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded_erasure import EmbeddedErasures
@@ -99,9 +117,11 @@ from om_stream.runtime.embedded_parts import StatesTable, WakingTimers, check_id
 from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
+from om_stream.runtime.ingest_spans import MessageSpans, describe_input
 from om_stream.runtime.named_model import named_model_options, serving_model
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.settled import StateWatch, wait_settled
+from om_stream.runtime.spans import failed, traced
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 
@@ -136,7 +156,7 @@ class Memory:
                  offline: ChatModel | None = None, clock: Clock | None = None,
                  limits: EngineLimits | None = None, on_event: EventListener | None = None,
                  embedder: Embedder | None = None, index: RecallIndex | None = None,
-                 retention_days: int | None = None) -> None:
+                 retention_days: int | None = None, tracing: Tracing | None = None) -> None:
         """``store``: where messages and observations live (default: SQLite in memory; give
         ``SqliteContentStore("om.db")`` to keep them). With ``retrieval`` in the options the recall tool reads that
         store (``recall()``); semantic search also needs an ``embedder`` (the index defaults to Qdrant in memory).
@@ -144,7 +164,8 @@ class Memory:
         context, recall result and event, then purged from the store and the index (``core.expiry``; a thread may
         shorten it, ``override(retention_days=)``). ``model``: a ``ChatModel``, or a model as the options name one
         (a name, ``ModelByInputTokens``, a fallback list: then the Observer's and the Reflector's, through the model
-        gateway); without it the offline model serves."""
+        gateway); without it the offline model serves. ``tracing``: spans on the application's provider
+        (``Tracing.from_provider``); off by default, and then no span work is done at all."""
         self.options = named_model_options(OMConfig.parse(config), model)
         self.config = self.options.resolve().with_retention(retention_days)
         self.counter = TiktokenCounter(self.config.token_encoding)
@@ -153,8 +174,22 @@ class Memory:
         self._owns_store = store is None  # a store the caller gave stays open for the caller
         self.clock: Clock = clock or SystemClock()
         self.recall_service = recall_service_for(self.store, self.config, self.counter, embedder, index, self.clock)
-        self.offline: ChatModel = offline or OfflineModel(self.counter.count)
-        self.model: ChatModel = serving_model(model, self.config) or self.offline
+        self.tracing = tracing or Tracing.off()
+        self.message_spans = MessageSpans()  # the ingest spans a cycle links to (filled only when tracing)
+        self.cycle_traces = CycleTraces(self.tracing, SpanKind.INTERNAL)
+        # each model call a span in its cycle's trace: the gateway reports its attempts to its observers, any
+        # other model is wrapped (as the worker's models are)
+        calls = ModelCallSpans(self.tracing) if self.tracing.enabled else None
+        offline_model = offline or OfflineModel(self.counter.count)
+        self.offline: ChatModel = MeteredModel(offline_model, calls) if calls is not None else offline_model
+        served = serving_model(model, self.config, observers=[calls] if calls is not None else [])
+        self.model: ChatModel
+        if served is None:
+            self.model = self.offline
+        elif calls is not None and served is model:  # the application's own ChatModel: no gateway reports it
+            self.model = MeteredModel(served, calls)
+        else:
+            self.model = served
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,
@@ -185,7 +220,8 @@ class Memory:
         self.host: Host[None] = Host(config=self.config, accountant=self.accountant, effects=self.effects,
                          table=StatesTable(self._states), outlets=lambda: EmbeddedOutlet(self),
                          timers=WakingTimers(self.timers, self._timer_wakeup), clock=self.clock,
-                         limits=self.limits, on_decided=self._decided, erasures=self.erasures)
+                         limits=self.limits, on_decided=self._decided, erasures=self.erasures,
+                         tracing=self.tracing)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -292,8 +328,9 @@ class Memory:
         async with contextlib.AsyncExitStack() as held:  # every record it covers, in key order: no other input
             for key in keys:                                # of them runs meanwhile
                 await held.enter_async_context(self._locks.hold(key))
-            await self.host.apply([Arrival(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
-                                           erase, None)])
+            with self._ingest(keys[0] if keys else thread_id or resource_id or "", resource_id or "",
+                              erase) as arrival:
+                await self.host.apply([arrival])
         for key in keys:
             self._writes.changed(key)  # a settled() waiting on an erased record wakes (and finds nothing)
         return self._receipts.pop(erase.erase_id)
@@ -443,11 +480,32 @@ class Memory:
             raise InputRejected(refused[0].reason, refused[0].detail)
         return decisions[0] if decisions else None
 
+    @contextlib.contextmanager
+    def _ingest(self, key: str, resource_id: str, event: Input | ErasureInput,
+                parent: Context | None = None) -> Iterator[Arrival[None]]:
+        """The arrival of one input, in its ``om.ingest`` span when tracing: a child of ``parent`` (the current
+        context when None: the caller's span), told what came in; the host's spans hang off it."""
+        if not self.tracing.enabled:
+            yield Arrival(key, resource_id, event, None)
+            return
+        with traced(self.tracing.tracer, "om.ingest", context=parent) as span:
+            arrival = Arrival(key, resource_id, event, None, set_span_in_context(span))
+            describe_input(self.tracing, span, arrival, self.message_spans)
+            yield arrival
+
     async def _apply(self, key: str, resource_id: str, event: Input, *,
-                     decisions: list[Decided[None]] | None = None) -> list[RejectInput]:
+                     decisions: list[Decided[None]] | None = None, parent: Context | None = None) -> list[RejectInput]:
         """One input through the host; returns the refusals (the input was not recorded), and adds what was
-        decided to ``decisions``. A failure to handle it is raised here, to the caller."""
-        arrival = Arrival(key, resource_id, event, None)
+        decided to ``decisions``. A failure to handle it is raised here, to the caller. ``parent``: the trace the
+        input continues (the caller's current span when None)."""
+        with self._ingest(key, resource_id, event, parent) as arrival:
+            refused = await self._applied(arrival, decisions)
+            if refused and arrival.trace is not None:  # (no trace: the current span is the caller's, not ours)
+                failed(get_current_span(arrival.trace), refused[0].reason)
+            return refused
+
+    async def _applied(self, arrival: Arrival[None], decisions: list[Decided[None]] | None) -> list[RejectInput]:
+        key = arrival.key
         async with self._locks.hold(key):
             began = time.perf_counter()
             # its own refusals: inputs of other records may be refused meanwhile (their locks are others)
@@ -516,8 +574,9 @@ class Memory:
 
     # -- background work -----------------------------------------------------------------------------------------
 
-    def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
-        self._background(self._run_cycle(key, resource_id, request), f"om-{request.request_id}", key)
+    def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection,
+               asker: Context | None) -> None:
+        self._background(self._run_cycle(key, resource_id, request, asker), f"om-{request.request_id}", key)
 
     def _background(self, work: Coroutine[Any, Any, None], name: str, key: str) -> None:
         if self._closed:
@@ -564,32 +623,40 @@ class Memory:
         except OMError as exc:
             log.warning("recall index still holds cleared record %s: %s", key, exc)
 
-    async def _run_cycle(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None:
+    async def _run_cycle(self, key: str, resource_id: str, request: RequestObservation | RequestReflection,
+                         asker: Context | None) -> None:
+        """One cycle, in the trace of the input that asked for it (``asker``: its ingest span), its result applied
+        in the cycle's trace."""
+        covered = self.message_spans.covering(key, request.message_ids) \
+            if self.tracing.enabled and isinstance(request, RequestObservation) else []
+        with self.cycle_traces.cycle(request, asker, covered, published_at=0.0) as cycle:
+            try:
+                result = await self.runner.run(request)
+            except Exception as exc:  # a bug in a cycle must not leave an agent waiting: it becomes a failure
+                log.exception("cycle %s crashed", request.request_id)
+                result = ModelResultArrived(
+                    cycle_id=request.cycle_id, attempt=request.attempt, ok=False, error_kind="internal",
+                    operation="observation" if isinstance(request, RequestObservation) else "reflection",
+                    error=cut_error(f"internal error: {error_text(exc)}"))
+            cycle.ended(result)
         try:
-            result = await self.runner.run(request)
-        except Exception as exc:  # a bug in a cycle must not leave an agent waiting: it becomes a failure
-            log.exception("cycle %s crashed", request.request_id)
-            result = ModelResultArrived(
-                cycle_id=request.cycle_id, attempt=request.attempt, ok=False, error_kind="internal",
-                operation="observation" if isinstance(request, RequestObservation) else "reflection",
-                error=cut_error(f"internal error: {error_text(exc)}"))
-        try:
-            await self._apply(key, resource_id, result)
+            await self._apply(key, resource_id, result, parent=cycle.context())
         except OMError:
             log.exception("applying the result of %s failed", request.request_id)
 
-    async def _fire_due(self, now_ms: int) -> None:
-        """Every timer due at ``now_ms`` or before, in due order (each wanted by its record at that time)."""
+    async def _fire_due(self, now_ms: int, parent: Context | None = None) -> None:
+        """Every timer due at ``now_ms`` or before, in due order (each wanted by its record at that time), in the
+        trace of ``parent`` (the caller's, of ``advance_to``, when None)."""
         for key, timer in self.timers.due(now_ms):
             state = self._states.get(key)
             if state is not None:
-                await self._apply(key, state.resource_id, timer)
+                await self._apply(key, state.resource_id, timer, parent=parent)
 
     async def _timer_loop(self) -> None:
         while not self._closed:
             self._timer_wakeup.clear()
             now = self.clock.now_ms()
-            await self._fire_due(now)
+            await self._fire_due(now, Context())  # the clock asked, no caller: each a trace of its own
             due = self.timers.next_due()
             delay = (due - now) / 1000 if due is not None else 3600.0
             with contextlib.suppress(TimeoutError):

@@ -10,6 +10,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
+from opentelemetry.context import Context
+
 from om_stream.core.commands import (
     EmitEvent,
     ExpireIndex,
@@ -44,7 +46,8 @@ class OutletTarget(Protocol):
 
     async def _publish(self, command: PublishContext) -> None: ...
 
-    def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection) -> None: ...
+    def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection,
+               asker: Context | None) -> None: ...
 
     def _background(self, work: Coroutine[Any, Any, None], name: str, key: str) -> None: ...
 
@@ -79,7 +82,7 @@ class EmbeddedOutlet:
 
     def _request(self, command: RequestObservation | RequestReflection, arrival: Arrival[None]) -> None:
         self.memory._cycle_retries += command.attempt > 1
-        self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command)
+        self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command, arrival.trace)
 
     async def index(self, command: IndexForRecall, arrival: Arrival[None]) -> None:
         if self.memory._indexing:

@@ -50,11 +50,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from opentelemetry.context import Context
+from opentelemetry.trace import Link, get_current_span
 
 from om_stream.core.commands import (
     STORE,
@@ -383,7 +385,8 @@ class Host(Generic[S]):
         if not writes:
             return batch
         try:
-            await self.store_retry("write", partial(self.effects.write_together, writes))
+            with self._traced_batch_write(arrivals, writes):
+                await self.store_retry("write", partial(self.effects.write_together, writes))
         except StorageError as exc:
             if exc.transient:
                 raise  # only without retry_outages: the store is down, the caller hears of it
@@ -395,6 +398,18 @@ class Host(Generic[S]):
         log.warning("the content store refused a batch of %d inputs' writes (%s: %s); writing them input by input",
                     len(arrivals), type(refusal).__name__, refusal)
         return None
+
+    def _traced_batch_write(self, arrivals: Sequence[Arrival[S]],
+                            writes: Sequence[Command]) -> AbstractContextManager[object]:
+        """The span of a batch's writes committed together: in the trace of its first traced input, linked to the
+        others' (one commit serves them all); nothing when no input of it is traced."""
+        traces = [arrival.trace for arrival in arrivals if recording(arrival.trace)]
+        if not traces:
+            return nullcontext()
+        links = [Link(get_current_span(trace).get_span_context()) for trace in traces[1:]]
+        return traced(self.tracing.tracer, "om.store write", context=traces[0], links=links, attributes={
+            "om.store.operation": "write", "om.store.inputs": len(arrivals),
+            "om.store.commands": sorted({type(c).__name__ for c in writes})})
 
     async def _write_messages(self, batch: _Batch[S]) -> None:
         """Phase 1, end: the message rows, which depend on nothing, written together (one alone needs no task of

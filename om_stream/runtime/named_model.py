@@ -5,7 +5,9 @@ and the model gateway routes each role as the options then say, as a worker's do
 
 from __future__ import annotations
 
-from om_stream.adapters.gateway.gateway import build_gateway
+from collections.abc import Iterable
+
+from om_stream.adapters.gateway.gateway import CallObserver, build_gateway
 from om_stream.core.config import OMConfig, ResolvedConfig
 from om_stream.core.model_spec import ModelByInputTokens
 from om_stream.errors import ConfigError
@@ -42,10 +44,11 @@ def named_model_options(options: OMConfig, model: object) -> OMConfig:
     return named
 
 
-def serving_model(model: object, config: ResolvedConfig) -> ChatModel | None:
+def serving_model(model: object, config: ResolvedConfig,
+                  observers: Iterable[CallObserver] = ()) -> ChatModel | None:
     """The model the cycles call: the ``ChatModel`` given, a gateway routing as ``config`` says when a model was
     named (API bases and keys from the providers' usual environment variables, as for ``om-stream replay
-    --model``), or ``None`` (the offline model serves)."""
+    --model``), or ``None`` (the offline model serves). ``observers`` see each of the gateway's attempts."""
     if isinstance(model, ChatModel):
         return model
-    return build_gateway(config) if _named(model) else None
+    return build_gateway(config, observers=observers) if _named(model) else None

@@ -75,7 +75,7 @@ class RecallEndpoint:
         if not self.tracing.enabled:
             return await self._answer(request, transport)
         tracing = self.tracing
-        # gen_ai.operation.name search_memory: the GenAI conventions' memory search (see worker/cycle_traces.py)
+        # gen_ai.operation.name search_memory: the GenAI conventions' memory search (see cycle_traces.py)
         with traced(tracing.tracer, "search_memory om-stream", context=trace, kind=SpanKind.SERVER, attributes={
                 "gen_ai.operation.name": "search_memory", "gen_ai.memory.store.id": "om-stream",
                 "om.recall.mode": request.arguments.mode, "om.recall.transport": transport,

@@ -11,11 +11,13 @@ import asyncio
 import random
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import set_span_in_context
 
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.adapters.sqlite_store import SqliteContentStore
@@ -34,11 +36,13 @@ from om_stream.core.inputs import MessageAppended, ModelResultArrived
 from om_stream.core.state import RecordState
 from om_stream.core.tokens import TokenAccountant
 from om_stream.errors import StorageError
+from om_stream.observability.tracing import Tracing
 from om_stream.ports import BatchedWrites, ContentStore
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Host, StoreRetry
 from om_stream.runtime.timers import TimerWheel
 from tests.support.sim import word_count
+from tests.support.spans import parent_of, provider_into, spans_named
 from tests.support.store_contract import CHECKS, T0, message
 
 
@@ -174,6 +178,7 @@ class Driver:
     contexts: dict[str, PublishContext] = field(default_factory=dict)
     requests: list[RequestObservation | RequestReflection] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)
+    tracing: Tracing = field(default_factory=Tracing.off)
 
     def __post_init__(self) -> None:
         config = OMConfig.parse(OPTIONS).resolve()
@@ -181,7 +186,7 @@ class Driver:
                                                                    conversation_overhead=0),
                          effects=Effects(self.store, config, count_text=word_count), table=self,
                          outlets=lambda: _Outlet(self), timers=TimerWheel(), clock=self,
-                         store_retry=StoreRetry(retry_outages=True))
+                         store_retry=StoreRetry(retry_outages=True), tracing=self.tracing)
 
     def now_ms(self) -> int:
         return self.now
@@ -317,3 +322,26 @@ async def test_a_refused_batch_is_written_input_by_input_and_only_the_refused_in
         assert sorted(r[0] for r in rows) == sorted(f"m{n}" for n in range(8) if n != 3)
     finally:
         await store.close()
+
+
+async def test_a_batchs_one_commit_is_one_span_in_its_first_inputs_trace_linked_to_the_others(
+        exporter: InMemorySpanExporter) -> None:
+    tracing = Tracing.from_provider(provider_into(exporter))
+    store = SqliteContentStore(":memory:")
+    await store.start()
+    driver = Driver(store, tracing=tracing)
+    rng = random.Random(3)
+    try:
+        agents = [tracing.tracer.start_span(f"agent turn {n}") for n in range(3)]
+        await driver.host.apply([replace(said(rng, n), trace=set_span_in_context(agent))
+                                 for n, agent in enumerate(agents)])
+        for agent in agents:
+            agent.end()
+    finally:
+        await store.close()
+    (write,) = spans_named(exporter, "om.store write")
+    assert parent_of(write) == agents[0].get_span_context().span_id
+    assert [link.context.span_id for link in write.links] == [a.get_span_context().span_id for a in agents[1:]]
+    attributes = write.attributes or {}
+    assert attributes["om.store.inputs"] == 3
+    assert "PersistMessage" in attributes["om.store.commands"]  # type: ignore[operator]

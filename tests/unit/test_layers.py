@@ -173,6 +173,15 @@ def test_the_runtime_has_no_import_cycle() -> None:
     assert _cycles("runtime") == []
 
 
+def test_the_runtime_imports_no_worker() -> None:
+    """The Kafka worker drives the runtime's host, as the embedded runner does: ``runtime/worker`` may import the
+    runtime, never the reverse (what both drivers share, such as their spans, lives in the runtime)."""
+    shared = [p for p in _modules("runtime") if "worker" not in p.relative_to(PACKAGE / "runtime").parts]
+    bad = {str(p.relative_to(PACKAGE)): hits for p in shared
+           if (hits := sorted(m for m in _om_imports(p) if m.startswith("om_stream.runtime.worker")))}
+    assert bad == {}
+
+
 def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = tmp_path / "om_stream" / "demo"
     package.mkdir(parents=True)

@@ -40,6 +40,8 @@ OM_STREAM = [
     "TextPart",
     "ToolCallPart",
     "ToolResultPart",
+    "Tracing",
+    "TracingSettings",
     "WireDecodeError",
     "__version__",
 ]

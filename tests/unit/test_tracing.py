@@ -25,8 +25,8 @@ from om_stream.errors import ConfigError
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.model_spans import ModelCallSpans
 from om_stream.observability.tracing import CONTENT_LIMIT, Tracing, exemplar, otlp_exporter, tracing_enabled
+from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.spans import traced
-from om_stream.runtime.worker.ingest_traces import MessageSpans
 from om_stream.runtime.worker.trace_links import link_header, links_of
 from om_stream.settings import Settings, TracingSettings
 from om_stream.trace_headers import extract, inject, span_context_of

@@ -5,11 +5,9 @@ spans. The whole path with a real broker, worker process and Jaeger is tests/int
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from opentelemetry.context import get_current
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -25,35 +23,29 @@ from om_stream.core.inputs import ModelResultArrived, TimerFired
 from om_stream.core.tokens import TokenAccountant
 from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing
+from om_stream.runtime.cycle_traces import CycleTraces
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.ingest_spans import LINKS_PER_REQUEST
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.cycle_traces import CycleTraces
-from om_stream.runtime.worker.ingest_traces import LINKS_PER_REQUEST
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.runtime.worker.timer_inputs import TimerInputs
+from om_stream.runtime.worker.trace_links import links_of
 from om_stream.settings import KafkaSettings, TracingSettings
-from om_stream.trace_headers import inject, span_context_of
+from om_stream.trace_headers import extract, inject, span_context_of
 from om_stream.wire.codec import encode
 from om_stream.wire.messages import MessageRecord
 from tests.support.processor_doubles import Producer, Table, words
+from tests.support.spans import attribute_values, parent_of, provider_into, span_id, spans_named
 
 KAFKA = KafkaSettings()
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SECRET = "the quartermaster hid zanzibar lanterns beneath the observatory"
 
 
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    yield exporter
-    exporter.shutdown()
-
-
 def tracing_of(exporter: InMemorySpanExporter, settings: TracingSettings | None = None) -> Tracing:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider = provider_into(exporter)
     return Tracing(tracer=provider.get_tracer("om_stream"), enabled=True,
                    provider=provider).with_rules(settings or TracingSettings())
 
@@ -97,28 +89,11 @@ class Worker:
         assert await self.processor.process([self.message(thread, index, headers)])
 
 
-def spans_named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
-    return [s for s in exporter.get_finished_spans() if s.name == name]
-
-
-def parent_of(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
-
-
-def span_id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return span.context.span_id
-
-
 def carried(headers: list[tuple[str, bytes]]) -> SpanContext:
     """The span a record's trace headers name (the record must carry one)."""
     found = span_context_of(headers)
     assert found is not None, headers
     return found
-
-
-def attribute_values(exporter: InMemorySpanExporter) -> str:
-    return " ".join(str(v) for s in exporter.get_finished_spans() for v in (s.attributes or {}).values())
 
 
 async def test_a_message_is_handled_in_its_agents_trace_and_its_context_carries_it_on(
@@ -177,7 +152,8 @@ async def test_an_observation_links_to_the_messages_it_covers_and_its_result_con
 
     # the model worker's side: the cycle in the asker's trace, linked to every covered message's ingest
     traces = CycleTraces(tracing)
-    with traces.cycle(request, request_record.headers, published_at=0.0) as cycle:
+    with traces.cycle(request, extract(request_record.headers), links_of(request_record.headers),
+                      published_at=0.0) as cycle:
         result = ModelResultArrived(cycle_id=request.cycle_id, attempt=request.attempt, operation="observation",
                                     ok=True, observations="* 🔴 (09:00) User planned a trip.")
         cycle.ended(result)

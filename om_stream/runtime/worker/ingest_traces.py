@@ -12,10 +12,9 @@ A thread's context goes out once per batch, its publish span a child of the inge
 it links to the ingest spans of the thread's earlier inputs in the batch (``folded_links``), whose traces would
 otherwise end with no sign of the context that answered them.
 
-A cycle outlives the messages it covers: the Observer's request names them by id, and the cycle's span links to
-their ingest spans. So the worker remembers the span of each message it took in (``MessageSpans``: the newest
-``MESSAGE_SPANS_KEPT``, in memory: after a restart a cycle links to what this process saw), and the outlet hands a
-request the links of the messages it covers (the ``om_trace_links`` header).
+What the span says of its input, and the spans of the messages a cycle links to, are the embedded runner's too
+(``runtime/ingest_spans``); the outlet hands a model request the links of the messages it covers (the
+``om_trace_links`` header).
 
 No span carries content unless ``OM_TRACING_CONTENT`` says so, and ids only as ``OM_TRACING_IDS`` says.
 """
@@ -23,45 +22,21 @@ No span carries content unless ``OM_TRACING_CONTENT`` says so, and ids only as `
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, get_current_span, set_span_in_context
-from opentelemetry.util.types import AttributeValue
+from opentelemetry.trace import Link, Span, SpanKind, get_current_span, set_span_in_context
 
-from om_stream.core.inputs import MessageAppended, ModelResultArrived
 from om_stream.observability.tracing import Tracing
 from om_stream.runtime.host import Arrival
+from om_stream.runtime.ingest_spans import LINKS_PER_REQUEST, MessageSpans, describe_input
 from om_stream.runtime.spans import failed, recording, traced
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.trace_links import link_header
 from om_stream.trace_headers import extract, inject
 
-__all__ = ["LINKS_PER_REQUEST", "MESSAGE_SPANS_KEPT", "IngestSpans", "MessageSpans", "folded_links",
-           "request_headers"]
-
-MESSAGE_SPANS_KEPT = 65_536  # ~100 bytes each: the messages a cycle of this process may still link to
-LINKS_PER_REQUEST = 64  # a cycle (a context) over more inputs links to the newest of them (a span's links are bounded)
-
-
-class MessageSpans:
-    """The ingest span of each message taken in lately, by record and message id."""
-
-    def __init__(self, kept: int = MESSAGE_SPANS_KEPT) -> None:
-        self.kept = kept
-        self._spans: OrderedDict[tuple[str, str], SpanContext] = OrderedDict()
-
-    def remember(self, key: str, message_id: str, span: SpanContext) -> None:
-        self._spans[(key, message_id)] = span
-        self._spans.move_to_end((key, message_id))
-        while len(self._spans) > self.kept:
-            self._spans.popitem(last=False)
-
-    def covering(self, key: str, message_ids: Sequence[str]) -> list[SpanContext]:
-        found = [self._spans.get((key, m)) for m in message_ids[-LINKS_PER_REQUEST:]]
-        return [span for span in found if span is not None]
+__all__ = ["IngestSpans", "folded_links", "request_headers"]
 
 
 class IngestSpans:
@@ -90,25 +65,8 @@ class IngestSpans:
 
     def decoded(self, index: int, arrival: Arrival[SourceRecord]) -> Arrival[SourceRecord]:
         """``arrival`` in its ingest span's trace, the span told what came in."""
-        span, tracing = self.spans[index], self.tracing
-        if not span.is_recording():
-            # sampled out: nothing to tell it, and no cycle should link to a trace the backend never gets; its
-            # context still travels on, so that what follows is sampled out too
-            return Arrival(arrival.key, arrival.resource_id, arrival.input, arrival.source, self.context(index))
-        event = arrival.input
-        attributes: dict[str, AttributeValue] = {"om.input": type(event).__name__}
-        if isinstance(event, MessageAppended):
-            message = event.message
-            attributes.update(tracing.subject_attributes(thread_id=message.thread_id,
-                                                         resource_id=message.resource_id))
-            attributes.update(tracing.content_attributes("om.message.text", message.text))
-            attributes["om.message.role"] = message.role
-            self.messages.remember(arrival.key, message.message_id, span.get_span_context())
-        elif isinstance(event, ModelResultArrived):
-            attributes.update({"om.cycle.operation": event.operation, "om.cycle.ok": event.ok})
-        if arrival.resource_id:
-            attributes.update(tracing.subject_attributes(resource_id=arrival.resource_id))
-        span.set_attributes(attributes)
+        describe_input(self.tracing, self.spans[index], arrival, self.messages)
+        # a sampled-out span's context travels on too, so that what follows is sampled out as well
         return Arrival(arrival.key, arrival.resource_id, arrival.input, arrival.source, self.context(index))
 
     def refused(self, index: int, reason: str) -> None:

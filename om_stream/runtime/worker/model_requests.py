@@ -25,15 +25,17 @@ from om_stream.core.commands import ExpireIndex, IndexForRecall, RequestObservat
 from om_stream.core.erasure import EraseIndexDone
 from om_stream.errors import WireDecodeError
 from om_stream.observability.model_metrics import CycleMetrics
+from om_stream.runtime.cycle_traces import CycleTraces
 from om_stream.runtime.cycles import CycleRunner
 from om_stream.runtime.internal_codec import EraseIndexed, ForgetIndexed, decode_internal, encode_internal
 from om_stream.runtime.recall import RecallEndpoint
-from om_stream.runtime.worker.cycle_traces import CycleTraces
 from om_stream.runtime.worker.deps import WorkerDeps
 from om_stream.runtime.worker.drain import InFlight
 from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.runtime.worker.model_calls import ModelCalls
 from om_stream.runtime.worker.records import header_list
+from om_stream.runtime.worker.trace_links import links_of
+from om_stream.trace_headers import extract
 
 __all__ = ["ModelRequests"]
 
@@ -106,7 +108,7 @@ class ModelRequests:
                 return
             if not isinstance(request, RequestObservation | RequestReflection):
                 raise WireDecodeError("invalid_fields", f"{type(request).__name__} is not a model request")
-            with self.traces.cycle(request, headers, published_at) as cycle:
+            with self.traces.cycle(request, extract(headers), links_of(headers), published_at) as cycle:
                 result = await self.calls.answer(request)
                 if result is None:
                     return  # its record was erased: nothing is published (``model_calls``)

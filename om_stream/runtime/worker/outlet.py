@@ -36,11 +36,12 @@ from om_stream.observability.tracing import Tracing, exemplar
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, StoreRetry
+from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
 from om_stream.runtime.spans import traced
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts, erase_publications, publications
-from om_stream.runtime.worker.ingest_traces import MessageSpans, folded_links, request_headers
+from om_stream.runtime.worker.ingest_traces import folded_links, request_headers
 from om_stream.runtime.worker.kafka_records import Publication, Publisher, SourceRecord, dead_letter, event_headers
 from om_stream.settings import KafkaSettings
 from om_stream.trace_headers import inject

@@ -28,11 +28,12 @@ from om_stream.observability.tracing import Tracing
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, Decided, Erasures, Host, StateTable, StoreRetry
+from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.decoding import InputDecoder
-from om_stream.runtime.worker.ingest_traces import IngestSpans, MessageSpans
+from om_stream.runtime.worker.ingest_traces import IngestSpans
 from om_stream.runtime.worker.kafka_records import Publisher, SourceRecord
 from om_stream.runtime.worker.outlet import KafkaOutlet, OutletParts
 from om_stream.settings import KafkaSettings
