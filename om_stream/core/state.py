@@ -15,7 +15,6 @@ Vocabulary:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, Literal
@@ -139,15 +138,13 @@ class ThreadState:
     derived_from: int | None = None
 
 
-def _shallow_copier(cls: type[Any]) -> Callable[[Any], Any]:
-    """A shallow copy of a (mutable) slots dataclass ``cls``, as one function assigning each slot in turn: several
-    times faster than ``copy.copy`` (which pickles), and than a loop over the slots' names (``decide`` copies the
-    state once per input)."""
-    body = "".join(f"    new.{name} = obj.{name}\n" for name in cls.__slots__)
-    namespace: dict[str, Any] = {"make": object.__new__, "cls": cls}
-    exec(f"def copy(obj):\n    new = make(cls)\n{body}    return new\n", namespace)
-    copy: Callable[[Any], Any] = namespace["copy"]
-    return copy
+def _shallow(obj: Any) -> Any:
+    """A shallow copy of a slots dataclass, several times faster than ``copy.copy`` (which pickles)."""
+    cls = type(obj)
+    new = object.__new__(cls)
+    for name in cls.__slots__:
+        object.__setattr__(new, name, getattr(obj, name))
+    return new
 
 
 def _plain(value: Any) -> dict[str, Any]:
@@ -165,11 +162,8 @@ def _message_ref(raw: list[Any] | tuple[Any, ...] | dict[str, Any]) -> MessageRe
     return MessageRef(**raw) if isinstance(raw, dict) else MessageRef(*raw)
 
 
-_shallow_thread = _shallow_copier(ThreadState)
-
-
 def _copy_thread(thread: ThreadState) -> ThreadState:
-    new: ThreadState = _shallow_thread(thread)
+    new: ThreadState = _shallow(thread)
     new.open_tool_calls = list(thread.open_tool_calls)
     return new
 
@@ -226,7 +220,7 @@ class RecordState:
 
         Containers are copied; the frozen values inside them are shared (they are replaced, never changed).
         """
-        new: RecordState = _shallow_record(self)
+        new: RecordState = _shallow(self)
         new.unobserved = list(self.unobserved)
         new.buffered = list(self.buffered)
         new.log = list(self.log)
@@ -285,8 +279,6 @@ class RecordState:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
 
-
-_shallow_record = _shallow_copier(RecordState)
 
 _CONTAINERS = {"unobserved", "buffered", "log", "cycles", "buffered_reflection", "threads", "recent_ids", "timers",
                "owed_threads"}
