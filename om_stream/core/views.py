@@ -56,9 +56,15 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
     thread whose derived metadata passed the window shows no hints, title or extracted values."""
     before = cutoff(now_ms, config.retention_ms) if now_ms is not None else None
     thread = state.threads[thread_id]
-    raw = [m for m in state.unobserved if m.thread_id == thread_id and (before is None or m.created_at >= before)]
+    # a record of one thread without a window (the usual case; this runs for every published context): every
+    # unobserved message is this thread's (taking one in makes its thread) and none has expired, nothing to filter
+    if before is None and len(state.threads) == 1:
+        raw = state.unobserved
+    else:
+        raw = [m for m in state.unobserved
+               if m.thread_id == thread_id and (before is None or m.created_at >= before)]
     ids = [m.id for m in raw]
-    tokens = sum(m.tokens for m in raw)
+    tokens = sum([m.tokens for m in raw])
     pinned = None if thread.turn_answered else thread.turn_message
     pinned_id = None
     if pinned is not None and pinned.id not in ids and (before is None or pinned.created_at >= before):
@@ -72,12 +78,12 @@ def context_spec(state: RecordState, thread_id: str, config: ResolvedConfig, ver
             if message.thread_id != thread_id and (before is None or message.created_at >= before):
                 grouped.setdefault(message.thread_id, []).append(message.id)
         others = tuple((tid, tuple(mids)) for tid, mids in grouped.items())
-    log = [s for s in state.log if not segment_expired(s.boundary_at, before)]
+    log = state.log if before is None else [s for s in state.log if not segment_expired(s.boundary_at, before)]
     expired = metadata_expired(thread, before)
     return ContextSpec(
         record_key=state.key, thread_id=thread_id, resource_id=state.resource_id, version=version,
         through_message_id=thread.last_message_id, generation=state.generation,
-        segment_ids=tuple(s.id for s in log), segment_boundaries=tuple(s.boundary_at for s in log),
+        segment_ids=tuple([s.id for s in log]), segment_boundaries=tuple([s.boundary_at for s in log]),
         message_ids=tuple(ids), message_tokens=tokens,
         observation_tokens=state.log_tokens if len(log) == len(state.log) else sum(s.tokens for s in log),
         current_task=None if expired else thread.current_task,

@@ -288,17 +288,20 @@ class Effects:
                        expire_before=None), {key: condensed}
 
     async def context(self, spec: ContextSpec, *, now_ms: int) -> ContextRecord:
-        """Render the agent's context. Relative dates use the thread's newest message time when it is known."""
+        """Render the agent's context. Relative dates use the thread's newest message time when it is known. The
+        system blocks are the thread's last ones when nothing they are made of changed (``_remembered_blocks``):
+        most publications add a message and leave the log, the hints and the day as they were."""
         messages = await self.messages(spec.message_ids, spec.resource_id)
-        shown, rendered = await self._blocks(spec, now_ms=now_ms)
-        before = shown.expire_before
+        made = await self._remembered_blocks(spec, now_ms=now_ms)
+        rendered = made.rendered
+        before = made.expire_before
         return ContextRecord(
             thread_id=spec.thread_id, resource_id=spec.resource_id, version=spec.version,
             through_message_id=spec.through_message_id, observations=observation_log(rendered),
             hints=ContextHints(current_task=spec.current_task, suggested_response=spec.suggested_response),
             messages=[m for m in messages if before is None or m.created_at_ms >= before],
             system_blocks=list(rendered.system_blocks), continuation=rendered.continuation,
-            tokens=ContextTokens(messages=spec.message_tokens, observations=shown.observation_tokens),
+            tokens=ContextTokens(messages=spec.message_tokens, observations=made.observation_tokens),
             generation=spec.generation, thread_title=spec.thread_title)
 
     async def by_reference(self, spec: ContextSpec, *, now_ms: int, previous: Sent | None) -> tuple[ByReference, Sent]:
@@ -342,16 +345,12 @@ class Effects:
             continuation=rendered.continuation)
         return ByReference(listed.blocks, listed.index, cursor, listed.dropped), Sent(listed.held, held)
 
-    async def _blocks(self, spec: ContextSpec, *, now_ms: int) -> tuple[ContextSpec, RenderedBlocks]:
-        """The context's system blocks, and the spec as shown (a log over its bound condensed into one segment,
-        shown without a retention cutoff)."""
-        return await self._render_blocks(spec, await self._conversation_now(spec, now_ms), await self._extracted(spec))
-
     async def _remembered_blocks(self, spec: ContextSpec, *, now_ms: int) -> ThreadBlocks:
-        """``_blocks`` with their digests, made again only when what they are made of changed since the thread's
-        last publication (``RenderedThreads``): the segments (their texts never change under one id; a purge or an
-        erase evicts from the content cache, and the eviction count is part of the key), the cutoff, the hints,
-        the extracted values, the other threads' messages, and the conversation's day (relative dates)."""
+        """The context's system blocks (``_render_blocks``) with their digests, made again only when what they are
+        made of changed since the thread's last publication (``RenderedThreads``): the segments (their texts never
+        change under one id; a purge or an erase evicts from the content cache, and the eviction count is part of
+        the key), the cutoff, the hints, the extracted values, the other threads' messages, and the conversation's
+        day (relative dates)."""
         now_ms = await self._conversation_now(spec, now_ms)
         extracted = await self._extracted(spec)
         made_of = (spec.resource_id, spec.segment_ids, spec.segment_boundaries, spec.segment_dated_from,

@@ -3,10 +3,10 @@ order they reached the memory (their position order).
 
 Conversations of ``om_stream.replay.shapes`` go through ``tests.support.sim.Sim`` (the real host on the in-memory
 store, model outcomes scripted per seed: successes, failures, degenerate output, lost and late results). At each
-publication the context is rendered as the worker renders it (``Effects.context``) at that moment, beside its spec
-and the thread's position order then. Variations a seed picks: buffering or not, dated observations, a retention
-window, messages stamped out of order (``created_at`` earlier than the one before), a clear in the middle, and
-resource scope with two threads of one user interleaved.
+publication the context is rendered as the worker renders it (``Effects.context``, its system blocks made anew:
+``rendered_afresh``) at that moment, beside its spec and the thread's position order then. Variations a seed picks:
+buffering or not, dated observations, a retention window, messages stamped out of order (``created_at`` earlier
+than the one before), a clear in the middle, and resource scope with two threads of one user interleaved.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from om_stream.core.inputs import ClearRecord, MessageAppended
 from om_stream.core.messages import Message
 from om_stream.core.state import RecordState
 from om_stream.replay.shapes import SHAPES, generate
+from om_stream.runtime.reference_memo import RenderedThreads
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.context_refs import ByReference, Sent, by_reference
 from tests.support.sim import Outcome, Sim
 
-__all__ = ["Replayed", "Variation", "first_thread_by_reference", "replayed_contexts", "variation"]
+__all__ = ["Replayed", "Variation", "first_thread_by_reference", "rendered_afresh", "replayed_contexts", "variation"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,18 @@ def _messages(v: Variation) -> list[Message]:
     return out
 
 
+def rendered_afresh(sim: Sim, spec: ContextSpec) -> ContextRecord:
+    """The context ``spec`` renders at this moment from the store alone, as the definition: the system blocks made
+    anew, not taken from what the worker remembers of the thread's last ones (``Effects.rendered_threads``, which
+    this leaves as it found)."""
+    effects = sim.host.effects
+    remembered, effects.rendered_threads = effects.rendered_threads, RenderedThreads()
+    try:
+        return sim._loop.run_until_complete(effects.context(spec, now_ms=sim.now))
+    finally:
+        effects.rendered_threads = remembered
+
+
 def replayed_contexts(v: Variation, on_publish: Callable[[Sim, ContextSpec, ContextRecord], None] | None = None,
                       ) -> Iterator[Replayed]:
     """Every context the variation publishes, in publication order. ``on_publish`` sees each one at the moment it is
@@ -133,7 +146,7 @@ def replayed_contexts(v: Variation, on_publish: Callable[[Sim, ContextSpec, Cont
         for command in commands:
             if isinstance(command, PublishContext):
                 spec = command.spec
-                record = sim_._loop.run_until_complete(sim_.host.effects.context(spec, now_ms=sim_.now))
+                record = rendered_afresh(sim_, spec)
                 if on_publish is not None:
                     on_publish(sim_, spec, record)
                 thread = after.threads[spec.thread_id]

@@ -25,7 +25,7 @@ from om_stream.runtime.reference_memo import BlockDigests, MessageDates
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
 from om_stream.wire.context_refs import Sent, by_reference
-from tests.support.replayed_contexts import replayed_contexts, variation
+from tests.support.replayed_contexts import rendered_afresh, replayed_contexts, variation
 from tests.support.sim import Sim
 
 
@@ -72,7 +72,7 @@ def test_the_worker_path_publishes_what_the_full_render_publishes(seed: int) -> 
         previous = sent.get(spec.thread_id)
         if spec.message_ids and rng.random() < 0.1:
             leave_store(sim, spec.resource_id, rng.choice(spec.message_ids))
-            record = sim._loop.run_until_complete(effects.context(spec, now_ms=sim.now))
+            record = rendered_afresh(sim, spec)
         if spec.message_ids and rng.random() < 0.3:  # compared only: readers are not told
             odd = spec
             if rng.random() < 0.5:
@@ -88,7 +88,7 @@ def test_the_worker_path_publishes_what_the_full_render_publishes(seed: int) -> 
             if rng.random() < 0.5:
                 odd = replace(odd, current_task=rng.choice([None, "the task changed"]),
                               suggested_response=rng.choice([None, "say so"]))
-            compare(sim, odd, sim._loop.run_until_complete(effects.context(odd, now_ms=sim.now)), previous)
+            compare(sim, odd, rendered_afresh(sim, odd), previous)
         sent[spec.thread_id] = compare(sim, spec, record, previous)
         compared += 1
 
