@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, get_current_span, set_span_in_context
@@ -60,8 +60,13 @@ class IngestSpans:
     def context(self, index: int) -> Context:
         return set_span_in_context(self.spans[index])
 
-    def decode(self, index: int) -> AbstractContextManager[Span]:
-        return traced(self.tracing.tracer, "om.decode", context=self.context(index))
+    def decode(self, index: int) -> AbstractContextManager[object]:
+        """The ``om.decode`` span of a record, or nothing when its ingest span is sampled out (the children of an
+        unsampled span are skipped, not made: ``runtime/spans.recording``)."""
+        span = self.spans[index]
+        if not span.is_recording():
+            return nullcontext()
+        return traced(self.tracing.tracer, "om.decode", context=set_span_in_context(span))
 
     def decoded(self, index: int, arrival: Arrival[SourceRecord]) -> Arrival[SourceRecord]:
         """``arrival`` in its ingest span's trace, the span told what came in."""

@@ -38,7 +38,7 @@ from om_stream.runtime.effects import Effects
 from om_stream.runtime.host import Arrival, StoreRetry
 from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
-from om_stream.runtime.spans import traced
+from om_stream.runtime.spans import recording, traced
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts, erase_publications, publications
 from om_stream.runtime.worker.ingest_traces import folded_links, request_headers
@@ -106,6 +106,10 @@ class KafkaOutlet:
                       folded: Sequence[Arrival[SourceRecord]] = ()) -> None:
         if arrival.trace is None:
             await self._context(command, arrival, folded, [])
+            return
+        if not recording(arrival.trace):
+            # sampled out: no span, but the agent's consumer is told so (the unsampled context travels on)
+            await self._context(command, arrival, folded, inject(arrival.trace))
             return
         # the agent's consumer continues the trace from this span (the context record's trace headers); the
         # thread's earlier inputs of the batch, whose context this is too, are its links
