@@ -94,8 +94,6 @@ from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.core.views import context_spec, narrowed
 from om_stream.errors import InputRejected, OMError, RecallError, StorageError
-from om_stream.observability.model_metrics import MeteredModel
-from om_stream.observability.model_spans import ModelCallSpans
 from om_stream.observability.tracing import Tracing
 from om_stream.ports import (
     ChatModel,
@@ -113,12 +111,12 @@ from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.embedded_erasure import EmbeddedErasures
 from om_stream.runtime.embedded_outlet import EmbeddedOutlet
-from om_stream.runtime.embedded_parts import StatesTable, WakingTimers, check_id, recall_service_for
+from om_stream.runtime.embedded_parts import StatesTable, WakingTimers, check_id, cycle_models, recall_service_for
 from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
 from om_stream.runtime.host import Arrival, Decided, Host
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.ingest_spans import MessageSpans, describe_input
-from om_stream.runtime.named_model import named_model_options, serving_model
+from om_stream.runtime.named_model import named_model_options
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.settled import StateWatch, wait_settled
 from om_stream.runtime.spans import failed, traced
@@ -177,19 +175,8 @@ class Memory:
         self.tracing = tracing or Tracing.off()
         self.message_spans = MessageSpans()  # the ingest spans a cycle links to (filled only when tracing)
         self.cycle_traces = CycleTraces(self.tracing, SpanKind.INTERNAL)
-        # each model call a span in its cycle's trace: the gateway reports its attempts to its observers, any
-        # other model is wrapped (as the worker's models are)
-        calls = ModelCallSpans(self.tracing) if self.tracing.enabled else None
-        offline_model = offline or OfflineModel(self.counter.count)
-        self.offline: ChatModel = MeteredModel(offline_model, calls) if calls is not None else offline_model
-        served = serving_model(model, self.config, observers=[calls] if calls is not None else [])
-        self.model: ChatModel
-        if served is None:
-            self.model = self.offline
-        elif calls is not None and served is model:  # the application's own ChatModel: no gateway reports it
-            self.model = MeteredModel(served, calls)
-        else:
-            self.model = served
+        self.offline, self.model = cycle_models(model, offline or OfflineModel(self.counter.count), self.config,
+                                                self.tracing)
         self.limits = limits or EngineLimits()
         self.stats = CycleStats()
         self.effects = Effects(self.store, self.config, count_text=self.counter.count,

@@ -1,6 +1,6 @@
 """The small pieces ``Memory`` is assembled from: its state table (the states in a dict), its timers (a wheel that
-wakes the timer loop), the check of an id the wire contract would refuse, and the recall service its options ask
-for."""
+wakes the timer loop), the check of an id the wire contract would refuse, the recall service its options ask
+for, and the models its cycles call."""
 
 from __future__ import annotations
 
@@ -12,13 +12,17 @@ from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.state import RecordState
 from om_stream.errors import InputRejected
-from om_stream.ports import Clock, ContentStore, Embedder, RecallIndex, RecallStore
+from om_stream.observability.model_metrics import MeteredModel
+from om_stream.observability.model_spans import ModelCallSpans
+from om_stream.observability.tracing import Tracing
+from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore
 from om_stream.runtime.host import Arrival
+from om_stream.runtime.named_model import serving_model
 from om_stream.runtime.recall_retention import RecallRetention
 from om_stream.runtime.recall_service import RecallService
 from om_stream.runtime.timers import TimerWheel
 
-__all__ = ["MAX_ID_LENGTH", "StatesTable", "WakingTimers", "check_id", "recall_service_for"]
+__all__ = ["MAX_ID_LENGTH", "StatesTable", "WakingTimers", "check_id", "cycle_models", "recall_service_for"]
 
 MAX_ID_LENGTH = 256  # thread and resource ids, as in messages and om.command/v1
 
@@ -67,3 +71,18 @@ def recall_service_for(store: ContentStore, config: ResolvedConfig, counter: Tik
         return RecallService(store, counter.count, retention=retention)
     return RecallService(store, counter.count, embedder=embedder, retention=retention,
                          index=index or QdrantRecallIndex(embedder.model_id, embedder.dimension))
+
+
+def cycle_models(model: object, offline: ChatModel, config: ResolvedConfig,
+                 tracing: Tracing) -> tuple[ChatModel, ChatModel]:
+    """The offline model and the model the cycles call (the offline one when none is given or named). Traced, each
+    model call is a span in its cycle's trace: the gateway reports its attempts to its observers, any other model
+    is wrapped (as the worker's models are)."""
+    calls = ModelCallSpans(tracing) if tracing.enabled else None
+    metered: ChatModel = MeteredModel(offline, calls) if calls is not None else offline
+    served = serving_model(model, config, observers=[calls] if calls is not None else [])
+    if served is None:
+        return metered, metered
+    if calls is not None and served is model:  # the application's own ChatModel: no gateway reports it
+        return metered, MeteredModel(served, calls)
+    return metered, served
