@@ -31,7 +31,8 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
 
 Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
 (JSON) and the plot (PNG) go to ``--out`` (default ``docs/soak-<minutes>min``: ``docs/soak-60min.csv``, ``.json``,
-``.png``).
+``.png``). ``w0`` runs under tracemalloc (``bench/heap_worker.py``, ``--heap-every``): every snapshot's heap growth
+by line and by file goes to ``<out>-w0-heap.txt``, to tell a leak from state that grows until it is condensed.
 """
 
 from __future__ import annotations
@@ -301,6 +302,12 @@ class Soak:
                                  keyspace=cluster_keyspace(cluster.hosts), partitions=args.partitions,
                                  options=OPTIONS, extra=worker_env(server.base_url))
         self.members = [Member(f"w{n}", self.group.add(start=False)) for n in range(3)]
+        if args.heap_every:
+            # the sentinel under tracemalloc: where its heap grows (``bench/heap_worker.py``)
+            sentinel = self.members[0].process
+            sentinel.module = "bench.heap_worker"
+            sentinel.env.update(OM_SOAK_HEAP_OUT=str(folder / "w0-heap.txt"),
+                                OM_SOAK_HEAP_EVERY_S=str(args.heap_every))
         self.rows: list[dict[str, Any]] = []
         self.counts = {"kills": 0, "leaves": 0, "joins": 0, "crashes": 0, "cassandra_restarts": 0,
                        "disturbances_failed": 0}
@@ -546,6 +553,9 @@ async def soak(args: argparse.Namespace) -> None:
                 figures = summary(result, run.rows, args, capacity, rate, run.latencies)
             finally:
                 write_outputs(out, run.rows, run.timeline.events, figures, found, title)
+                heap = run_dir / "w0-heap.txt"
+                if heap.exists():
+                    shutil.copy(heap, f"{out}-w0-heap.txt")
             assert figures is not None  # the run returned
             report(figures, found, run.timeline.events)
             print(f"samples, figures and plot: {out}.csv, .json, .png")
@@ -585,6 +595,9 @@ def main() -> None:
     parser.add_argument("--drain-timeout", type=seconds, default=900.0,
                         help="after the traffic: how long to wait for the group to read every input before judging")
     parser.add_argument("--keep", action="store_true", help="keep the run folder (logs, data)")
+    parser.add_argument("--heap-every", type=seconds, default=600.0,
+                        help="w0 under tracemalloc: seconds between heap snapshots, written to <out>-w0-heap.txt "
+                             "(0: no tracing)")
     args = parser.parse_args()
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks stop the JVMs and the workers
         signal.signal(sig, _interrupted)
