@@ -49,7 +49,7 @@ from om_stream.replay.runner import replay
 from om_stream.replay.shapes import SHAPES, Conversation, generate
 from om_stream.replay.synthetic import PLANTED_FACTS, write_jsonl
 from om_stream.runtime import host
-from om_stream.runtime.host import Decided
+from om_stream.runtime.host_ports import Decided
 
 OPTIONS: dict[str, Any] = {
     "observation": {"messageTokens": 2000, "bufferTokens": 0.2, "bufferActivation": 0.8, "blockAfter": 1.2},

@@ -40,7 +40,7 @@ from om_stream.replay.shapes import SHAPES, generate
 from om_stream.replay.synthetic import write_jsonl
 from om_stream.runtime import host
 from om_stream.runtime.embedded import Memory
-from om_stream.runtime.host import Decided
+from om_stream.runtime.host_ports import Decided
 from om_stream.wire.context import ContextRecord
 
 OPTIONS: dict[str, Any] = {  # bench/engine.py's

@@ -30,7 +30,7 @@ from om_stream.replay.conversation import Turn
 from om_stream.runtime.clock import ManualClock
 from om_stream.runtime.cycles import RoleStats
 from om_stream.runtime.embedded import Memory
-from om_stream.runtime.host import Decided
+from om_stream.runtime.host_ports import Decided
 from om_stream.wire.context import ContextRecord
 
 __all__ = ["PublishedLogs", "ReplayResult", "TurnRecord", "observation_limit", "replay"]

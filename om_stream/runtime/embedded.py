@@ -43,12 +43,10 @@ from collections.abc import (
     Awaitable,
     Callable,
     Collection,
-    Coroutine,
     Iterable,
     Iterator,
     Mapping,
 )
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from opentelemetry.context import Context
@@ -59,10 +57,7 @@ from om_stream.adapters.sqlite_store import SqliteContentStore
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
 from om_stream.core.commands import (
     ActivateChunks,
-    ContextSpec,
     EmitEvent,
-    ExpireIndex,
-    IndexForRecall,
     PersistMessage,
     PublishContext,
     RejectInput,
@@ -109,11 +104,21 @@ from om_stream.runtime.clock import ManualClock, SystemClock
 from om_stream.runtime.cycle_traces import CycleTraces
 from om_stream.runtime.cycles import CycleRunner, CycleStats
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.embedded_background import BackgroundWork, RecallIndexWork
 from om_stream.runtime.embedded_erasure import EmbeddedErasures
 from om_stream.runtime.embedded_outlet import EmbeddedOutlet
-from om_stream.runtime.embedded_parts import StatesTable, WakingTimers, check_id, cycle_models, recall_service_for
+from om_stream.runtime.embedded_parts import (
+    PublishedThread,
+    StatesTable,
+    Waiter,
+    WakingTimers,
+    check_id,
+    cycle_models,
+    recall_service_for,
+)
 from om_stream.runtime.exporter import ExportRetention, ExportSpec, HeldStates, export_lines
-from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.host import Host
+from om_stream.runtime.host_ports import Arrival, Decided
 from om_stream.runtime.importer import AppliedRestorer, ImportReport, RecallTarget, import_lines
 from om_stream.runtime.ingest_spans import MessageSpans, describe_input
 from om_stream.runtime.named_model import named_model_options
@@ -128,22 +133,6 @@ __all__ = ["ManualClock", "Memory", "SystemClock"]
 log = logging.getLogger(__name__)
 REJECTIONS_KEPT = 1000  # the latest refusals kept for inspection (``Memory.rejections``)
 EventListener = Callable[[OMEvent, str], Awaitable[None] | None]
-
-
-@dataclass
-class _Waiter:
-    seq: int
-    future: asyncio.Future[ContextRecord]
-
-
-@dataclass
-class _Thread:
-    published_seq: int = -1
-    spec: ContextSpec | None = None  # the latest published context, rendered only when someone reads it
-    rendered: ContextRecord | None = None
-    waiters: list[_Waiter] = field(default_factory=list)
-    # message id -> seq of the thread's messages no published context includes yet (a caller may wait for them)
-    unpublished: dict[str, int] = field(default_factory=dict)
 
 
 class Memory:
@@ -190,9 +179,9 @@ class Memory:
         self.engine_seconds = 0.0  # time spent in decide() and executing its commands (model calls excluded)
         self._states: dict[str, RecordState] = {}
         self._locks = RecordLocks()
-        self._threads: dict[str, _Thread] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._record_tasks: dict[str, set[asyncio.Task[None]]] = {}  # a record's model calls and indexing
+        self._threads: dict[str, PublishedThread] = {}
+        self.background = BackgroundWork()  # cycles and recall-index work, by record
+        self.index_work = RecallIndexWork(self.recall_service) if self.recall_service is not None else None
         self._receipts: dict[str, ErasedEvent] = {}  # erase id -> its receipt, until ``erase`` returns it
         self.timers = TimerWheel()
         self._timer_wakeup = asyncio.Event()
@@ -226,9 +215,7 @@ class Memory:
             self._timer_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._timer_task
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.background.close()
         if self._owns_store:
             await self.store.close()
 
@@ -240,7 +227,7 @@ class Memory:
         ``InputRejected`` when the memory refuses it (a thread belongs to one resource)."""
         msg = message if isinstance(message, Message) else Message.model_validate(message)
         key = record_key(self.config.scope, msg.thread_id, msg.resource_id)
-        thread = self._threads.setdefault(msg.thread_id, _Thread())
+        thread = self._threads.setdefault(msg.thread_id, PublishedThread())
         future: asyncio.Future[ContextRecord] = asyncio.get_running_loop().create_future()
         refused = await self._apply(key, msg.resource_id, MessageAppended(msg))
         if refused:
@@ -249,7 +236,7 @@ class Memory:
         seq = thread.unpublished.get(msg.message_id, -1)
         if not wait or (thread.published_seq >= seq and thread.spec is not None):
             return await self.context(msg.thread_id)
-        thread.waiters.append(_Waiter(seq, future))
+        thread.waiters.append(Waiter(seq, future))
         return await asyncio.wait_for(future, timeout)
 
     async def context(self, thread_id: str) -> ContextRecord | None:
@@ -438,8 +425,7 @@ class Memory:
 
     async def settle(self) -> None:
         """Wait until no Observer/Reflector call is running (their results applied)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.background.settle()
 
     async def advance_to(self, now_ms: int) -> None:
         """Manual clock: move time forward, firing every timer that comes due on the way."""
@@ -520,7 +506,7 @@ class Memory:
             watching.append(decided)
         for command in decided.commands:
             if isinstance(command, PersistMessage):
-                thread = self._threads.setdefault(command.message.thread_id, _Thread())
+                thread = self._threads.setdefault(command.message.thread_id, PublishedThread())
                 thread.unpublished[command.message.message_id] = command.seq
 
     async def _emit(self, event: OMEvent, command: EmitEvent) -> None:
@@ -535,7 +521,7 @@ class Memory:
 
     async def _publish(self, command: PublishContext) -> None:
         spec = command.spec
-        thread = self._threads.setdefault(spec.thread_id, _Thread())
+        thread = self._threads.setdefault(spec.thread_id, PublishedThread())
         thread.spec = spec
         thread.published_seq = max(thread.published_seq, thread.unpublished.get(spec.through_message_id or "", -1))
         if any(seq <= thread.published_seq for seq in thread.unpublished.values()):
@@ -563,52 +549,7 @@ class Memory:
 
     def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection,
                asker: Context | None) -> None:
-        self._background(self._run_cycle(key, resource_id, request, asker), f"om-{request.request_id}", key)
-
-    def _background(self, work: Coroutine[Any, Any, None], name: str, key: str) -> None:
-        if self._closed:
-            work.close()
-            return
-        task = asyncio.create_task(work, name=name)
-        self._tasks.add(task)
-        of_record = self._record_tasks.setdefault(key, set())
-        of_record.add(task)
-
-        def done(finished: asyncio.Task[None]) -> None:
-            self._tasks.discard(finished)
-            of_record.discard(finished)
-            if not of_record and self._record_tasks.get(key) is of_record:
-                del self._record_tasks[key]
-
-        task.add_done_callback(done)
-
-    async def _cancel_work(self, keys: list[str]) -> None:
-        """Stop the model calls and indexing running for these records (an erase), and wait until they have."""
-        tasks = [task for key in keys for task in self._record_tasks.get(key, ())]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _index(self, command: IndexForRecall) -> None:
-        assert self.recall_service is not None
-        try:
-            await self.recall_service.index_segment(command)
-        except OMError as exc:  # a weaker search, never a lost conversation
-            log.warning("segment %s left out of the recall index: %s", command.segment_id, exc)
-
-    async def _expire_index(self, command: ExpireIndex) -> None:
-        assert self.recall_service is not None
-        try:
-            await self.recall_service.expire(command)
-        except OMError as exc:  # the next purge removes what is past the cutoff again; recall never shows it
-            log.warning("recall index purge of %s failed: %s", command.record_key, exc)
-
-    async def _forget(self, resource_id: str, key: str) -> None:
-        assert self.recall_service is not None
-        try:
-            await self.recall_service.forget(resource_id, key)
-        except OMError as exc:
-            log.warning("recall index still holds cleared record %s: %s", key, exc)
+        self.background.start(self._run_cycle(key, resource_id, request, asker), f"om-{request.request_id}", key)
 
     async def _run_cycle(self, key: str, resource_id: str, request: RequestObservation | RequestReflection,
                          asker: Context | None) -> None:

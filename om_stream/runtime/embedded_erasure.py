@@ -18,8 +18,10 @@ from om_stream.core.inputs import ClearRecord
 from om_stream.core.state import RecordState
 from om_stream.ports import Clock, ContentStore
 from om_stream.runtime.effects import Effects
+from om_stream.runtime.embedded_background import BackgroundWork
 from om_stream.runtime.erasure import Sweeper, receipt
-from om_stream.runtime.host import Arrival, Host, Outlet, StoreRetry
+from om_stream.runtime.host import Host
+from om_stream.runtime.host_ports import Arrival, Outlet, StoreRetry
 from om_stream.runtime.recall_service import RecallService
 
 __all__ = ["EmbeddedErasures", "ErasingMemory"]
@@ -38,7 +40,7 @@ class ErasingMemory(Protocol):
 
     def _erased_keys(self, erase: EraseRequested) -> list[str]: ...
 
-    async def _cancel_work(self, keys: list[str]) -> None: ...
+    background: BackgroundWork
 
 
 class EmbeddedErasures:
@@ -66,7 +68,7 @@ class EmbeddedErasures:
         erase = arrival.input
         assert isinstance(erase, EraseRequested)
         keys = memory._erased_keys(erase)
-        await memory._cancel_work(keys)
+        await memory.background.cancel(keys)
         states = [state for key in keys if (state := memory._states.get(key)) is not None]
         resource = erase.resource_id or (states[0].resource_id if states else None)
         if resource is None and erase.thread_id is not None:

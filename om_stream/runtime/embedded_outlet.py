@@ -22,7 +22,8 @@ from om_stream.core.commands import (
     RequestReflection,
 )
 from om_stream.core.events import ErasedEvent, OMEvent
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.embedded_background import BackgroundWork, RecallIndexWork
+from om_stream.runtime.host_ports import Arrival
 
 __all__ = ["EmbeddedOutlet", "OutletTarget"]
 
@@ -49,13 +50,8 @@ class OutletTarget(Protocol):
     def _spawn(self, key: str, resource_id: str, request: RequestObservation | RequestReflection,
                asker: Context | None) -> None: ...
 
-    def _background(self, work: Coroutine[Any, Any, None], name: str, key: str) -> None: ...
-
-    async def _index(self, command: IndexForRecall) -> None: ...
-
-    async def _expire_index(self, command: ExpireIndex) -> None: ...
-
-    async def _forget(self, resource_id: str, key: str) -> None: ...
+    background: BackgroundWork
+    index_work: RecallIndexWork | None  # None without a recall service
 
     def _forget_thread(self, thread_id: str) -> None: ...
 
@@ -85,19 +81,19 @@ class EmbeddedOutlet:
         self.memory._spawn(arrival.key, arrival.resource_id or command.resource_id, command, arrival.trace)
 
     async def index(self, command: IndexForRecall, arrival: Arrival[None]) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._index(command),
-                                                                    f"om-index-{command.segment_id}", arrival.key))
+        self._index_work(lambda work: work.index(command), f"om-index-{command.segment_id}", arrival.key)
 
     async def expire_index(self, command: ExpireIndex, arrival: Arrival[None]) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._expire_index(command),
-                                                                    f"om-expire-{command.record_key}", arrival.key))
+        self._index_work(lambda work: work.expire(command), f"om-expire-{command.record_key}", arrival.key)
 
     async def forget(self, resource_id: str, key: str, arrival: Arrival[None]) -> None:
-        if self.memory._indexing:
-            self._deliveries.append(lambda: self.memory._background(self.memory._forget(resource_id, key),
-                                                                    f"om-forget-{key}", key))
+        self._index_work(lambda work: work.forget(resource_id, key), f"om-forget-{key}", key)
+
+    def _index_work(self, call: Callable[[RecallIndexWork], Coroutine[Any, Any, None]], name: str, key: str) -> None:
+        """Recall-index work, as a background task of record ``key`` once the batch commits (none without search)."""
+        work = self.memory.index_work
+        if work is not None and self.memory._indexing:
+            self._deliveries.append(lambda: self.memory.background.start(call(work), name, key))
 
     async def forget_context(self, thread_id: str, arrival: Arrival[None]) -> None:
         self._deliveries.append(functools.partial(self.memory._forget_thread, thread_id))

@@ -1,4 +1,5 @@
-"""The small pieces ``Memory`` is assembled from: its state table (the states in a dict), its timers (a wheel that
+"""The small pieces ``Memory`` is assembled from: what it knows of each thread's contexts and their waiters, its
+state table (the states in a dict), its timers (a wheel that
 wakes the timer loop), the check of an id the wire contract would refuse, the recall service its options ask
 for, and the models its cycles call."""
 
@@ -6,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from om_stream.adapters.qdrant_index import QdrantRecallIndex
 from om_stream.adapters.tiktoken_counter import TiktokenCounter
+from om_stream.core.commands import ContextSpec
 from om_stream.core.config import ResolvedConfig
 from om_stream.core.state import RecordState
 from om_stream.errors import InputRejected
@@ -16,15 +19,37 @@ from om_stream.observability.model_metrics import MeteredModel
 from om_stream.observability.model_spans import ModelCallSpans
 from om_stream.observability.tracing import Tracing
 from om_stream.ports import ChatModel, Clock, ContentStore, Embedder, RecallIndex, RecallStore
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.named_model import serving_model
 from om_stream.runtime.recall_retention import RecallRetention
 from om_stream.runtime.recall_service import RecallService
 from om_stream.runtime.timers import TimerWheel
+from om_stream.wire.context import ContextRecord
 
-__all__ = ["MAX_ID_LENGTH", "StatesTable", "WakingTimers", "check_id", "cycle_models", "recall_service_for"]
+__all__ = ["MAX_ID_LENGTH", "PublishedThread", "StatesTable", "Waiter", "WakingTimers", "check_id", "cycle_models",
+           "recall_service_for"]
 
 MAX_ID_LENGTH = 256  # thread and resource ids, as in messages and om.command/v1
+
+
+@dataclass
+class Waiter:
+    """A caller of ``add_message`` waiting for the context that includes its message (``seq``)."""
+
+    seq: int
+    future: asyncio.Future[ContextRecord]
+
+
+@dataclass
+class PublishedThread:
+    """What the embedded runner knows of one thread's contexts: the latest published, and who waits for one."""
+
+    published_seq: int = -1
+    spec: ContextSpec | None = None  # the latest published context, rendered only when someone reads it
+    rendered: ContextRecord | None = None
+    waiters: list[Waiter] = field(default_factory=list)
+    # message id -> seq of the thread's messages no published context includes yet (a caller may wait for them)
+    unpublished: dict[str, int] = field(default_factory=dict)
 
 
 class StatesTable:

@@ -29,7 +29,7 @@ from om_stream.core.events import ErasedCounts, ErasedEvent
 from om_stream.core.state import RecordState
 from om_stream.ports import ContentStore
 from om_stream.runtime.effects import Effects, message_prefix
-from om_stream.runtime.host import StoreRetry
+from om_stream.runtime.host_ports import StoreRetry
 
 __all__ = ["Sweeper", "Swept", "receipt"]
 

@@ -22,7 +22,7 @@ from opentelemetry.util.types import AttributeValue
 
 from om_stream.core.inputs import MessageAppended, ModelResultArrived
 from om_stream.observability.tracing import Tracing
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 
 __all__ = ["LINKS_PER_REQUEST", "MESSAGE_SPANS_KEPT", "MessageSpans", "describe_input"]
 

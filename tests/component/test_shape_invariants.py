@@ -22,7 +22,7 @@ from om_stream.core.config import OMConfig
 from om_stream.core.engine import new_record
 from om_stream.core.inputs import ObserveNow
 from om_stream.replay.shapes import SHAPES, generate
-from om_stream.runtime.host import Arrival, Decided
+from om_stream.runtime.host_ports import Arrival, Decided
 from tests.support.reflectors import BEHAVIOURS, MisbehavingReflector
 from tests.support.shape_invariants import (
     ContextWatch,

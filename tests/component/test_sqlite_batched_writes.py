@@ -39,7 +39,8 @@ from om_stream.errors import StorageError
 from om_stream.observability.tracing import Tracing
 from om_stream.ports import BatchedWrites, ContentStore
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Host, StoreRetry
+from om_stream.runtime.host import Host
+from om_stream.runtime.host_ports import Arrival, StoreRetry
 from om_stream.runtime.timers import TimerWheel
 from tests.support.sim import word_count
 from tests.support.spans import parent_of, provider_into, spans_named

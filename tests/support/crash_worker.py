@@ -39,7 +39,8 @@ from om_stream.core.inputs import Input, MessageAppended, ModelResultArrived, Ti
 from om_stream.core.messages import Message
 from om_stream.core.state import RecordState
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Host
+from om_stream.runtime.host import Host
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.timers import TimerWheel
 from om_stream.wire.context import ContextRecord
 

@@ -51,7 +51,7 @@ from om_stream.core.messages import Message, TextPart, ToolCallPart, ToolResultP
 from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
 from om_stream.runtime.worker.model_calls import request_key
 from om_stream.wire.context import ContextRecord

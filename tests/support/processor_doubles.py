@@ -4,7 +4,7 @@ dict, a producer that keeps what it is asked to send, and a word counter for tok
 from __future__ import annotations
 
 from om_stream.core.state import RecordState
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.worker.kafka_records import Publication, SourceRecord
 
 __all__ = ["Producer", "Table", "words"]

@@ -42,7 +42,7 @@ from om_stream.replay.facts import PlantedFact
 from om_stream.replay.runner import ReplayResult, observation_limit, replay
 from om_stream.replay.shapes import Conversation
 from om_stream.runtime.embedded import Memory
-from om_stream.runtime.host import Decided
+from om_stream.runtime.host_ports import Decided
 from om_stream.wire.context import ContextRecord
 from tests.support.reflectors import MisbehavingReflector
 

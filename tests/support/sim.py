@@ -36,7 +36,8 @@ from om_stream.core.state import RecordState
 from om_stream.core.step import EngineLimits
 from om_stream.core.tokens import TokenAccountant
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Decided, Host
+from om_stream.runtime.host import Host
+from om_stream.runtime.host_ports import Arrival, Decided
 from om_stream.runtime.timers import TimerWheel
 
 

@@ -238,7 +238,7 @@ def test_clear_in_resource_scope_gives_back_every_thread_of_the_resource() -> No
 
 def test_a_clear_batched_after_a_message_gives_that_message_back_too() -> None:
     from om_stream.core.messages import Message, TextPart
-    from om_stream.runtime.host import Arrival
+    from om_stream.runtime.host_ports import Arrival
 
     sim = Sim(sync_only(1_000))
     first = sim.say("t1", "user", TEN)

@@ -7,7 +7,7 @@ from om_stream.core.commands import EmitEvent
 from om_stream.core.events import ProgressEvent
 from om_stream.core.inputs import ClearRecord, ModelResultArrived, ObserveNow, ReflectNow, ReportProgress
 from om_stream.core.progress import place, progress_event, quiescent, settled
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from tests.support.engine_cases import TEN, buffered, sync_only
 from tests.support.progress_checks import ProgressChecks, ask
 from tests.support.sim import Outcome, Sim

@@ -18,7 +18,7 @@ from om_stream.core.commands import PublishContext, RequestObservation, RequestR
 from om_stream.core.erasure import record_digest
 from om_stream.core.inputs import MessageAppended
 from om_stream.observability.metrics import Metrics
-from om_stream.runtime.host import Arrival, StoreRetry
+from om_stream.runtime.host_ports import Arrival, StoreRetry
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.kafka_records import Publication, SourceRecord

@@ -45,7 +45,7 @@ from om_stream.retention import changelog_config, fence_window_ms, segment_roll_
 from om_stream.runtime.clock import SystemClock
 from om_stream.runtime.effects import Effects
 from om_stream.runtime.erasure import Sweeper
-from om_stream.runtime.host import StoreRetry
+from om_stream.runtime.host_ports import StoreRetry
 from om_stream.runtime.recall import RecallEndpoint
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.timers import TimerWheel

@@ -41,7 +41,7 @@ from om_stream.client.partitioning import partition_for
 from om_stream.core.erasure import record_digest
 from om_stream.observability.metrics import Metrics
 from om_stream.ports import ContentStore
-from om_stream.runtime.host import StoreRetry
+from om_stream.runtime.host_ports import StoreRetry
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.kafka_records import Publication, Publisher
 from om_stream.settings import KafkaSettings

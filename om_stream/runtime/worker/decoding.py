@@ -27,7 +27,7 @@ from om_stream.core.inputs import (
     TimerFired,
 )
 from om_stream.errors import WireDecodeError
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.internal_codec import decode_internal
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.settings import KafkaSettings

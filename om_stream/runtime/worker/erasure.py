@@ -59,7 +59,7 @@ from om_stream.observability.metrics import Metrics
 from om_stream.ports import Clock, ContentStore
 from om_stream.runtime.effects import message_prefix
 from om_stream.runtime.erasure import Sweeper, receipt
-from om_stream.runtime.host import Arrival, Outlet, StoreRetry
+from om_stream.runtime.host_ports import Arrival, Outlet, StoreRetry
 from om_stream.runtime.internal_codec import EraseIndexed
 from om_stream.runtime.worker.context_sweep import ContextSweep
 from om_stream.runtime.worker.faust_internals import in_event

@@ -29,7 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, get_current_span, set_span_in_context
 
 from om_stream.observability.tracing import Tracing
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.ingest_spans import LINKS_PER_REQUEST, MessageSpans, describe_input
 from om_stream.runtime.spans import failed, recording, traced
 from om_stream.runtime.worker.kafka_records import SourceRecord

@@ -35,7 +35,7 @@ from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing, exemplar
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, StoreRetry
+from om_stream.runtime.host_ports import Arrival, StoreRetry
 from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
 from om_stream.runtime.spans import recording, traced

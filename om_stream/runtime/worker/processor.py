@@ -27,7 +27,8 @@ from om_stream.observability.metrics import Metrics
 from om_stream.observability.tracing import Tracing
 from om_stream.ports import Clock
 from om_stream.runtime.effects import Effects
-from om_stream.runtime.host import Arrival, Decided, Erasures, Host, StateTable, StoreRetry
+from om_stream.runtime.host import Host
+from om_stream.runtime.host_ports import Arrival, Decided, Erasures, StateTable, StoreRetry
 from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker.context_sweep import LatePublications

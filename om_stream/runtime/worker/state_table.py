@@ -27,7 +27,7 @@ from faust.stores import rocksdb as faust_rocksdb
 from faust.types import EventT
 
 from om_stream.core.state import RecordState
-from om_stream.runtime.host import Arrival
+from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.worker.faust_internals import in_event, rocksdb_databases
 from om_stream.runtime.worker.kafka_records import SourceRecord
 
