@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocol
 from prometheus_client.parser import text_string_to_metric_families
@@ -186,13 +186,15 @@ def _observer(request: RecordedRequest) -> Response:
 
 
 @asynccontextmanager
-async def two_workers(kafka_bootstrap: str, tmp: Path, model: FakeOpenAI) -> AsyncIterator[list[Member]]:
-    """Two workers on one partition (one holds it, the other waits), one SQLite content store."""
+async def two_workers(kafka_bootstrap: str, tmp: Path, model: FakeOpenAI,
+                      **extra: str) -> AsyncIterator[list[Member]]:
+    """Two workers on one partition (one holds it, the other waits), one SQLite content store (``extra``: more
+    settings)."""
     template = worker_process(kafka_bootstrap, tmp, options=OPTIONS, store="sqlite", partitions=1, extra={
         "OM_MEMORY_MODEL": "openai/gpt-4o-mini", "OM_MEMORY_API_BASE": model.base_url, "OM_MEMORY_API_KEY": "test",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OM_GATEWAY_TIMEOUT_S": "300", "OM_GATEWAY_DEADLINE_S": "600",
         "OM_WORKER_CYCLE_TIMEOUT_S": "600", "OM_WORKER_BLOCKING_TIMEOUT_S": "600",
-        "OM_WORKER_DRAIN_TIMEOUT_S": str(DRAIN_S), "OM_WORKER_SHUTDOWN_TIMEOUT_S": str(SHUTDOWN_S)})
+        "OM_WORKER_DRAIN_TIMEOUT_S": str(DRAIN_S), "OM_WORKER_SHUTDOWN_TIMEOUT_S": str(SHUTDOWN_S), **extra})
     members = [member_of(template, tmp / name) for name in ("a", "b")]
     for member in members:
         member.process.start()
@@ -283,6 +285,61 @@ async def test_sigterm_drains_in_flight_model_calls_and_hands_the_stalled_ones_b
         # the lease (10 s, renewed every 3.3 s) would have kept the next owner waiting at least 6.7 s past the end
         # of the drain; handed back, the next owner asks as soon as it holds the partition
         assert calls[1] < DRAIN_S + 6.0, logs
+
+
+async def _until_records(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:
+    """Until the one-partition ``topic`` holds ``count`` records."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        partition = TopicPartition(topic, 0)
+        deadline = time.monotonic() + timeout
+        while (held := (await consumer.end_offsets([partition]))[partition]) < count:
+            assert time.monotonic() < deadline, f"{topic} holds {held} records, not {count}"
+            await asyncio.sleep(0.2)
+    finally:
+        await consumer.stop()
+
+
+async def _send_turns(agent: Any, thread: str) -> None:
+    for index in range(6):
+        record = message_record(thread, index, "user" if index % 2 == 0 else "assistant",
+                                f"turn {index}: the lighthouse keeper moved the meeting to Friday, and the ferry "
+                                f"timetable changes next week for the whole island")
+        await agent.send(record, key=thread.encode())
+
+
+async def test_a_request_waiting_for_a_slot_when_the_drain_begins_is_left_to_the_next_owner_without_holding_the_stop(
+        kafka_bootstrap: str, tmp_path: Path) -> None:
+    """One slot for model calls: the first observation's call stalls, the second request waits in the topic behind
+    it. The drain hands the stalled call back, and the freed slot lets the agent take the second request, which it
+    may no longer run. Faust's stop waits for every request an agent took to be acknowledged: before the fix it waited
+    on that one until the worker's deadline (drain + shutdown) ended the process, so a graceful leave took as long
+    as the deadline allows and left as a crash does (the soak's "drain hang", ``wait_empty: Waiting for tasks``).
+    Now the stop goes on at once, and the next owner runs both requests: the request was left uncommitted."""
+    with FakeOpenAI(default=_observer) as model:
+        model.enqueue(Reply(_observation(0), usage=Usage(200, 40), delay=600.0))  # the first call stalls
+        async with two_workers(kafka_bootstrap, tmp_path, model, OM_WORKER_MODEL_CONCURRENCY="1") as members, \
+                agent_for(members[0].process) as agent:
+            first, second = (f"slot-{name}-{uuid.uuid4().hex[:6]}" for name in ("a", "b"))
+            await _send_turns(agent, first)
+            await agent.until(lambda _: len(model.requests) >= 1, timeout=60)
+            owner, other = await _owner(members)
+            await _send_turns(agent, second)
+            # the second observation is asked for (its request is in the topic) and waits for the one slot
+            await _until_records(kafka_bootstrap, owner.process.topics["model_requests"], 2)
+            assert len(model.requests) == 1, "one slot: the second call waits for the first"
+
+            status, stopped_in = await _sigterm_and_wait(owner)
+            assert status == 0, owner.process.tail()
+            for thread in (first, second):
+                await agent.until(lambda a, t=thread: any(OBSERVED in c["observations"] for c in a.contexts.get(t, [])),
+                                  timeout=120)
+
+    logs = f"stopped in {stopped_in:.1f}s\n{owner.process.tail(20_000)}\n--- next owner ---\n{other.process.tail()}"
+    assert "wait_empty" not in owner.process.tail(200_000), logs
+    assert DRAIN_S <= stopped_in < DRAIN_S + 5.0, f"the stop waited for the request left to the next owner\n{logs}"
+    assert len(model.requests) == 3, f"the stalled call, then both calls again by the next owner\n{logs}"
 
 
 # -- every stop is bounded by drain + shutdown -------------------------------------------------------------------

@@ -43,6 +43,15 @@ Private members, and why each is needed:
   waited forever for records already taken (the fresh-clone CI hang of 2026-12-05; ``test_recovery_late_fetch.py``
   forces it). The override puts such records back: it seeks each partition to its first record drained, and hands
   Faust nothing, as Faust would have dropped them.
+* ``Message.acked`` set by hand (:func:`leave_unacknowledged`): Faust's stop waits, with no deadline, until every
+  message handed to an agent and still referenced is marked acknowledged (``Consumer.wait_empty`` drops the marked
+  ones from its weak set of pending messages). The request a calls agent holds when a drain begins is never run,
+  so it was never marked: the stop waited on it until the worker's own deadline ended the process, still in the
+  group (the "drain hang" of issue 28, caught with its stack dump in the soak). Marked by hand, without telling the
+  consumer (whose acknowledged offsets are what it commits), the stop goes on and the offset stays uncommitted, so
+  the partition's next owner reads the request again. The stream's own acknowledgement of the event, when the
+  cancelled agent's stream is closed, then finds it marked and does nothing, so the request is not committed then
+  either.
 * ``mode.Worker._schedule_shutdown`` (:class:`SignalledWorker`): the one place SIGINT and SIGTERM pass before the stop
   begins; the worker arms its stop deadline there.
 
@@ -73,9 +82,9 @@ from faust.web.drivers.aiohttp import Web as AiohttpWeb
 from faust.worker import Worker as FaustWorker
 
 __all__ = ["FAUST_CHECKED", "SignalledWorker", "Tables", "aiohttp_application", "aiohttp_request", "commit_offsets",
-           "connect", "fetch_flags", "group_coordinator", "heartbeat_now", "in_event", "noack_batches",
-           "observe_heartbeats", "recovery_completed", "recovery_remaining", "rocksdb_databases", "seek_targets",
-           "sought_offset", "use_returning_consumer"]
+           "connect", "fetch_flags", "group_coordinator", "heartbeat_now", "in_event", "leave_unacknowledged",
+           "noack_batches", "observe_heartbeats", "recovery_completed", "recovery_remaining", "rocksdb_databases",
+           "seek_targets", "sought_offset", "use_returning_consumer"]
 
 FAUST_CHECKED = "faust-streaming 0.15.3, mode-streaming 0.7.1, aiokafka 0.14.0"
 
@@ -155,6 +164,13 @@ class SignalledWorker(FaustWorker):
 
 
 # -- public members typed too loosely ------------------------------------------------------------------------------
+
+
+def leave_unacknowledged(event: EventT[bytes]) -> None:
+    """``event`` will not be handled here: Faust's wait for every handed-out message to be acknowledged (its stop)
+    no longer waits for it, and its offset is never acknowledged to the consumer, so it is not committed and the
+    partition's next owner reads it."""
+    event.message.acked = True
 
 
 def recovery_completed(app: faust.App) -> bool:

@@ -16,10 +16,11 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 import faust
+from faust.types import EventT
 
 from om_stream.core.commands import ExpireIndex, IndexForRecall, RequestObservation, RequestReflection
 from om_stream.core.erasure import EraseIndexDone
@@ -66,15 +67,15 @@ class ModelRequests:
                    concurrency=1)
         @watched("model_workers")
         async def model_workers(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            async for event in stream.events():
-                await self.slots.acquire()
-                await self.in_flight.admitted()
-                message = event.message
-                self.in_flight.start(self.run(message.key, message.value, message.partition,
-                                              header_list(message.headers), message.timestamp or 0.0))
-                yield None
+            async for done in self.in_flight.serve(stream, self.slots, self._call):
+                yield done
 
         return model_workers
+
+    def _call(self, event: EventT[bytes]) -> Coroutine[Any, Any, None]:
+        message = event.message
+        return self.run(message.key, message.value, message.partition, header_list(message.headers),
+                        message.timestamp or 0.0)
 
     async def run(self, key: bytes | None, value: bytes | None, partition: int,
                   headers: Sequence[tuple[str, bytes]] = (), published_at: float = 0.0) -> None:

@@ -47,11 +47,9 @@ class RecallRequests:
         @app.agent(app.topic(kafka.topic_recall_requests, **raw), name="recall", concurrency=1)
         @watched("recall")
         async def recall(stream: faust.StreamT[bytes]) -> AsyncIterator[None]:
-            async for event in stream.events():
-                await self.slots.acquire()
-                await self.in_flight.admitted()
-                self.in_flight.start(self.answer(source_record(event), responses_topic))
-                yield None
+            async for done in self.in_flight.serve(
+                    stream, self.slots, lambda event: self.answer(source_record(event), responses_topic)):
+                yield done
 
         return recall
 
