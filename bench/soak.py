@@ -53,13 +53,13 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import soak_judge as judge  # noqa: E402
+from soak_probe import open_fds, rss_mb, scrape  # noqa: E402
 from soak_report import HELD, report, slopes, summary, write_outputs  # noqa: E402
 
 from om_stream.devservices import cassandra_cluster, kafka  # noqa: E402
@@ -89,41 +89,6 @@ def worker_env(model_url: str) -> dict[str, str]:
             "OM_GATEWAY_MAX_RETRIES": "3", "OM_GATEWAY_BACKOFF_INITIAL_S": "0.2", "OM_GATEWAY_BACKOFF_MAX_S": "2",
             "OM_GATEWAY_RETRY_AFTER_MAX_S": "1", "OM_GATEWAY_BREAKER_FAILURES": "10",
             "OM_WORKER_CYCLE_TIMEOUT_S": "90", **CLUSTER_ENV}
-
-
-# -- processes ---------------------------------------------------------------------------------------------------
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-async def scrape(port: int, timeout: float = 5.0) -> dict[str, float]:
-    """A worker's /metrics, summed per series name (and per ``map`` label for ``om_held_entries``)."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
-    try:
-        writer.write(b"GET /metrics HTTP/1.0\r\n\r\n")
-        await writer.drain()
-        response = await asyncio.wait_for(reader.read(), timeout)
-    finally:
-        writer.close()
-    found: dict[str, float] = {}
-    for family in text_string_to_metric_families(response.partition(b"\r\n\r\n")[2].decode()):
-        for sample in family.samples:
-            name = sample.name
-            if name == "om_held_entries":
-                name = f"held:{sample.labels['map']}"
-            elif name == "om_consumer_group_lag_records" and ".model_requests" in sample.labels.get("topic", ""):
-                continue  # the models' own group: its lag is the calls waiting, not inputs
-            found[name] = found.get(name, 0.0) + sample.value
-    return found
 
 
 @dataclass
