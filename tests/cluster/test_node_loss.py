@@ -19,7 +19,7 @@ from pathlib import Path
 
 from om_stream.devservices import cassandra_cluster
 from om_stream.devservices.cassandra_cluster import CassandraCluster
-from tests.cluster.conftest import TURNS, conversation
+from tests.cluster.conftest import THREADS, TURNS, conversation
 from tests.support.cassandra_cluster import (
     CLUSTER_ENV,
     PhasedConversation,
@@ -39,6 +39,10 @@ from tests.support.cluster import Outcome, WorkerGroup
 NO_STALL_S = 10.0
 STALL_TIMEOUT_S = 5.0  # the worker's: a stall is noticed soon, so that the budget alone keeps /livez healthy
 BUDGET_S = 45.0
+# the agents' pause between turns while the quorum is lost: without one, an idle machine plays the phase's 16 turns
+# in about a second, and a kill that came after the last of them left nothing to write without a quorum (CI of
+# 4f9f08e, docs/ci.md); with it, the kill comes at the phase's second turn with 14 x THINK_S still to play
+THINK_S = 0.3
 # why the store fails, as the worker says it: a level (plain writes, or the lightweight transactions' serial level)
 # out of reach, or replicas that did not answer in time (before the coordinator counts the dead nodes out)
 QUORUM_OUT_OF_REACH = re.compile(r"LOCAL_(QUORUM|SERIAL) (cannot be reached, it needs 2 replicas and 1 is alive|"
@@ -103,15 +107,17 @@ async def test_two_nodes_down_stall_the_worker_which_says_why_loses_nothing_and_
                                "OM_WORKER_STORE_OUTAGE_BUDGET_S": str(BUDGET_S)})
     worker = group.add()
     await group.wait_ready()
-    talk = conversation()
+    talk = conversation(think_s=THINK_S)
     try:
         async with PhasedConversation(talk, group.bootstrap, group.topics) as phases, ProbeMonitor(worker) as probes:
             await phases.play("before", range(16))
             stalled = asyncio.create_task(phases.play("quorum lost", range(16, 32)))
-            await asyncio.sleep(1.0)
+            while len(phases.sent.get("quorum lost", ())) < 2 * THREADS:  # two turns of every thread under way
+                await asyncio.sleep(0.05)
             down_at = time.monotonic()
             cluster.kill(1)
             cluster.kill(2)
+            assert not stalled.done(), "the phase ended before the quorum was lost: the test proved nothing"
 
             # within the budget: stalled and live, and both the metric and /livez say which store and why
             said = await probes.until(lambda s: s.unavailable == 1, 30, "om_store_unavailable{store=cassandra} 1")

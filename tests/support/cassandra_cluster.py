@@ -176,7 +176,9 @@ class ProbeMonitor:
             seen = len(self.samples)
             await asyncio.sleep(self.interval_s / 2)
         last = self.samples[-1] if self.samples else None
-        raise AssertionError(f"{what}: not seen in {timeout:.0f}s (last sample: {last})\n{self.worker.tail()}")
+        await asyncio.to_thread(self.worker.dump_stacks)  # where the worker is, in its log
+        raise AssertionError(f"{what}: not seen in {timeout:.0f}s (last sample: {last}; the worker's threads and "
+                             f"tasks dumped to {self.worker.log})\n{self.worker.tail()}")
 
 
 async def dead_letters(bootstrap: str, topic: str) -> list[bytes]:
