@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -230,10 +231,33 @@ async def test_a_request_asked_again_is_answered_from_the_stored_result() -> Non
     again = await calls.answer(_request())
     assert model.calls == 1 and again == first
     assert _value(metrics, "om_model_calls_saved_total", reason="stored") == 1
-    await calls.answer(_request(attempt=2))  # another attempt is another request
-    await calls.answer(_request(messages=("m1",)))  # so is the same id over other messages
-    assert model.calls == 3
+    await calls.answer(_request(messages=("m1",)))  # the same cycle over other messages is another request
+    assert model.calls == 2
     assert request_key(_request()) != request_key(_request(messages=("m1",)))
+
+
+async def test_a_deadline_re_ask_of_a_request_still_waiting_is_answered_by_the_first_call_not_paid_again() -> None:
+    # the model workers fell behind: attempt 1 waited in the requests topic past the cycle's deadline, so the engine
+    # asked again (attempt 2, same question, a later deadline); both are taken, in order, and the provider is paid once
+    store, model, metrics = InMemoryContentStore(), _Model(), Metrics.create()
+    calls = ModelCalls(model, store, metrics, owner="w1")
+    first = await calls.answer(_request())
+    again = await calls.answer(replace(_request(attempt=2), deadline_at=180_000))
+    assert model.calls == 1
+    assert again is not None and first is not None
+    assert again.attempt == 2 and first.attempt == 1  # each answers its own attempt
+    assert replace(again, attempt=1) == first
+    assert request_key(_request()) == request_key(replace(_request(attempt=3), deadline_at=9))
+    assert _value(metrics, "om_model_calls_saved_total", reason="stored") == 1
+
+
+async def test_a_deadline_re_ask_while_the_first_attempt_is_called_elsewhere_waits_for_that_call() -> None:
+    store, model, metrics = InMemoryContentStore(), _Model(delay=0.3), Metrics.create()
+    first = ModelCalls(model, store, metrics, owner="w1", lease_s=1.0, poll_s=0.05)
+    second = ModelCalls(model, store, metrics, owner="w2", lease_s=1.0, poll_s=0.05)
+    a, b = await asyncio.gather(first.answer(_request()), second.answer(_request(attempt=2)))
+    assert model.calls == 1 and a is not None and b is not None
+    assert (a.attempt, b.attempt) == (1, 2) and a.observations == b.observations
 
 
 async def test_a_request_another_worker_is_calling_waits_for_its_result_instead_of_paying_twice() -> None:

@@ -11,9 +11,13 @@ A model worker looks a request up in the content store's ``CycleResults`` before
    to the least the store keeps (``HAND_BACK_LEASE_S``: at once in memory and SQLite, ~2 s on Cassandra, which
    counts whole seconds), so the next owner asking again calls the model without waiting out ``lease_s``.
 
-The key is the request id (cycle and attempt) with a digest of the whole request, so a request that differs in
-anything is never answered with another's result. The store failing never stops model work: the call is made
-(and may then be paid twice), and the failure is logged. Nor does a store too slow to answer: each of these steps
+The key is the request's cycle with a digest of the whole request but its attempt and deadline, so a request that
+differs in what the model is asked is never answered with another's result, while a deadline's re-ask (the next
+attempt of a cycle whose result did not come in time) is the same request: when the model workers fall behind, a
+cycle's first attempt may still wait in the requests topic past ``worker.cycle_timeout_s``, and the re-ask then queued
+behind it is answered from the first one's result instead of paying the provider again. A result is handed back
+stamped with the attempt it answers. The store failing never stops model work: the call is made (and may then be
+paid twice), and the failure is logged. Nor does a store too slow to answer: each of these steps
 waits ``store_wait_s`` at most. On Cassandra the lease is a lightweight transaction, and while a node that just died
 is not yet counted down by the others (up to ~20 s), a transaction can wait for it and time out again and again
 although a quorum of replicas is up; an Observer call behind it would hold its thread's context that long.
@@ -31,6 +35,7 @@ import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from dataclasses import replace
 from typing import TypeVar
 
 from om_stream.core.commands import RequestObservation, RequestReflection
@@ -51,8 +56,10 @@ STORE_WAIT_S = 2.0  # longest wait for one step of the bookkeeping (a stored res
 
 
 def request_key(request: Request) -> str:
-    digest = hashlib.sha256(encode_internal(request)).hexdigest()[:24]
-    return f"{request.request_id}:{digest}"
+    """The request's cycle and a digest of what it asks, whatever its attempt."""
+    asked = replace(request, request_id=request.cycle_id, attempt=0, deadline_at=0)
+    digest = hashlib.sha256(encode_internal(asked)).hexdigest()[:24]
+    return f"{request.cycle_id}:{digest}"
 
 
 class ModelCalls:
@@ -74,7 +81,14 @@ class ModelCalls:
         return len(self._in_flight)
 
     async def answer(self, request: Request) -> ModelResultArrived | None:
-        """The result of ``request``; None when its record was erased (nothing to publish)."""
+        """The result of ``request``, stamped with its attempt; None when its record was erased (nothing to
+        publish)."""
+        result = await self._answer_once(request)
+        if result is None or result.attempt == request.attempt:
+            return result
+        return replace(result, attempt=request.attempt)  # another attempt's answer to the same question
+
+    async def _answer_once(self, request: Request) -> ModelResultArrived | None:
         if await self._erased(request) is True:  # unknown: answered (the check after the call decides again)
             self.metrics.erasure_writes_undone.labels("model_call_skipped").inc()
             return None
