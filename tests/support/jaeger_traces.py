@@ -54,7 +54,7 @@ class Trace:
         shown = ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.response.model",
                  "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.response.finish_reasons",
                  "om.input", "om.commands", "om.store.commands", "om.cycle.kind", "om.context.version",
-                 "messaging.destination.name")
+                 "messaging.destination.name", "om.decode.duration_ms")
 
         def walk(span: TraceSpan, depth: int) -> None:
             tags = ", ".join(f"{k}={span.tags[k]}" for k in shown if k in span.tags)

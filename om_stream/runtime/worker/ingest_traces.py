@@ -3,7 +3,8 @@
 A record's ``traceparent``/``tracestate`` headers (``om_stream.trace_headers``: the agent's span, or for a model
 result the cycle's) make its ingest span a child of that span; a record without them starts a trace of its own,
 sampled as the worker's sampler says. The ingest span covers the record's whole handling in its batch: decode
-(``om.decode``), decide (``om.decide``), the store writes (``om.store write``) and the publications it caused
+(the attribute ``om.decode.duration_ms``: a span of its own cost more to record than the decode it measured),
+decide (``om.decide``), the store writes (``om.store write``) and the publications it caused
 (``om.context publish``; the model requests carry its context on). Those children are opened by the host and the
 outlet from the context the record's ``Arrival`` carries (``Arrival.trace``). The span ends when the batch has
 committed, or was fenced off (``om.fenced``: a rebalance took it; its records are read again elsewhere).
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, get_current_span, set_span_in_context
@@ -31,7 +31,7 @@ from opentelemetry.trace import Link, Span, SpanKind, get_current_span, set_span
 from om_stream.observability.tracing import Tracing
 from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.ingest_spans import LINKS_PER_REQUEST, MessageSpans, describe_input
-from om_stream.runtime.spans import failed, recording, traced
+from om_stream.runtime.spans import failed, recording
 from om_stream.runtime.worker.kafka_records import SourceRecord
 from om_stream.runtime.worker.trace_links import link_header
 from om_stream.trace_headers import extract, inject
@@ -60,17 +60,13 @@ class IngestSpans:
     def context(self, index: int) -> Context:
         return set_span_in_context(self.spans[index])
 
-    def decode(self, index: int) -> AbstractContextManager[object]:
-        """The ``om.decode`` span of a record, or nothing when its ingest span is sampled out (the children of an
-        unsampled span are skipped, not made: ``runtime/spans.recording``)."""
+    def decoded(self, index: int, arrival: Arrival[SourceRecord], seconds: float) -> Arrival[SourceRecord]:
+        """``arrival`` in its ingest span's trace, the span told what came in and how long its decode took
+        (``seconds``)."""
         span = self.spans[index]
-        if not span.is_recording():
-            return nullcontext()
-        return traced(self.tracing.tracer, "om.decode", context=set_span_in_context(span))
-
-    def decoded(self, index: int, arrival: Arrival[SourceRecord]) -> Arrival[SourceRecord]:
-        """``arrival`` in its ingest span's trace, the span told what came in."""
-        describe_input(self.tracing, self.spans[index], arrival, self.messages)
+        if span.is_recording():
+            span.set_attribute("om.decode.duration_ms", round(seconds * 1000, 3))
+        describe_input(self.tracing, span, arrival, self.messages)
         # a sampled-out span's context travels on too, so that what follows is sampled out as well
         return Arrival(arrival.key, arrival.resource_id, arrival.input, arrival.source, self.context(index))
 
