@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export LITELLM_LOCAL_MODEL_COST_MAP ?= True
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-unit test-clients lint type bench bench-engine bench-e2e bench-wire demo services-up services-down services-status clean
+.PHONY: help install test test-unit test-clients lint type bench bench-engine bench-e2e bench-tracing-cpu bench-wire demo services-up services-down services-status clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ bench-faults: ## 300 turns through litellm to a local server failing 30% of call
 
 bench-tracing: ## one worker with tracing off, at 10 % and at 100 % sampling into a real Jaeger, in the same trials: throughput and p99 publish->context (medians of 3)
 	$(PY) bench/e2e.py --trials 3 --workers 1 --wire v1 --traced 0.1,1
+
+bench-tracing-cpu: ## the memory agent's CPU per message with tracing off, at 10 % and at 100 % (in process, spans encoded as OTLP; medians of 5 interleaved rounds)
+	$(PY) bench/tracing_cpu.py --rounds 5
 
 bench-wire: ## CPU microseconds per context publication, om.context/v1 against om.context/v2 (as first built, and the worker's path), on a long conversation of each shape (medians of 5)
 	$(PY) bench/wire.py --runs 5
