@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.jaeger_traces import Trace, TraceSpan, wait_trace
+from tests.support.jaeger_traces import Trace, TraceSpan, answered, wait_trace
 from tests.support.services import JaegerAddresses
 from tests.support.worker import WorkerProcess, running_worker
 
@@ -71,7 +71,7 @@ async def test_an_agent_trace_runs_through_the_worker_to_its_consumer_span(
     written = json.loads(report.read_text())
 
     def complete(trace: Trace) -> bool:
-        return bool(trace.named("agent reads context")) and bool(trace.named("om.context publish"))
+        return bool(trace.named("agent reads context")) and answered(trace)
 
     trace = await wait_trace(jaeger.query, written["trace_id"], complete, timeout=60)
     tree = trace.tree()

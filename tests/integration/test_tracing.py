@@ -31,7 +31,7 @@ from opentelemetry.trace import Tracer, format_trace_id
 from om_stream.client import ClientTopics, OMClient
 from om_stream.testing.fake_openai import FakeOpenAI, RecordedRequest, Reply, Response, Usage
 from om_stream.wire.messages import MessageRecord
-from tests.support.jaeger_traces import Trace, TraceSpan, wait_trace
+from tests.support.jaeger_traces import Trace, TraceSpan, answered, wait_trace
 from tests.support.services import JaegerAddresses
 from tests.support.worker import WorkerProcess, http_exchange, message_record, worker_process
 
@@ -109,7 +109,8 @@ async def test_a_blocking_observation_is_one_trace_from_the_agent_to_its_consume
             provider.force_flush()
 
             def complete(trace: Trace) -> bool:
-                return bool(trace.named("agent reads context")) and bool(trace.named(f"chat {MODEL}"))
+                return bool(trace.named("agent reads context")) and bool(trace.named(f"chat {MODEL}")) \
+                    and answered(trace)
 
             trace = await wait_trace(jaeger.query, crossing, complete, timeout=60)
             # exemplars: the model call's duration links to this trace (OpenMetrics, as Prometheus scrapes)
@@ -184,8 +185,7 @@ async def test_a_message_read_again_after_a_sigkill_shows_both_handlings_in_its_
             trace_id = await traced_turn(client, tracer, thread)
             provider.force_flush()
             # the first handling's spans are exported before the kill (the worker's batch schedule is 100 ms)
-            await wait_trace(jaeger.query, trace_id,
-                             lambda t: bool(t.named("om.context publish")) and bool(t.named("om.ingest")), timeout=60)
+            await wait_trace(jaeger.query, trace_id, answered, timeout=60)
             worker.kill()
             worker.start()
             await worker.wait_ready(timeout=240)
@@ -235,7 +235,7 @@ async def test_a_worker_exports_its_spans_over_otlp_grpc(
         async with OMClient(kafka_bootstrap, topics=topics(worker)) as client:
             trace_id = await traced_turn(client, tracer, thread)
         provider.force_flush()
-        trace = await wait_trace(jaeger.query, trace_id, lambda t: bool(t.named("om.context publish")), timeout=60)
+        trace = await wait_trace(jaeger.query, trace_id, answered, timeout=60)
     finally:
         worker.stop()
     ingest = only(trace.children(only(trace.named("agent turn"), "agent turn"), "om.ingest"), trace.tree())

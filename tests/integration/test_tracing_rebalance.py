@@ -32,7 +32,7 @@ from opentelemetry.trace import Tracer, format_span_id, format_trace_id
 from om_stream.client import ClientTopics, OMClient
 from om_stream.wire.messages import MessageRecord
 from tests.support.cluster import WorkerGroup
-from tests.support.jaeger_traces import Trace, find_traces, wait_trace
+from tests.support.jaeger_traces import Trace, answered, find_traces, wait_trace
 from tests.support.services import JaegerAddresses
 from tests.support.worker import message_record
 
@@ -119,7 +119,7 @@ async def test_traces_stay_whole_across_a_rebalance(
         provider.force_flush()
 
         def whole(trace: Trace) -> bool:
-            return bool(trace.named("agent reads context")) and bool(trace.named("om.context publish"))
+            return bool(trace.named("agent reads context")) and answered(trace)
 
         traces = [await wait_trace(jaeger.query, turn.trace_id, whole, timeout=60) for turn in turns]
         # a rebalance's spans end before the messages of the last round are handled, and a worker exports its spans

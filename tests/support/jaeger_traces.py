@@ -109,6 +109,16 @@ def find_traces(query: str, service: str, operation: str, *, since_us: int, limi
     return [_parse(raw) for raw in _get(f"{query}/api/traces?{params}").get("data") or []]
 
 
+def answered(trace: Trace) -> bool:
+    """The trace holds a handling of a message whole: an ``om.ingest`` span with an ``om.context publish`` under it.
+
+    What a wait asserts on must be what it waits for: a span reaches the backend in the exporter's batch after it
+    ends, and an ingest span ends after its children, once its batch has committed, which can be after the agent
+    read the context it published. A trace with the publish can therefore still miss its ingest.
+    """
+    return any(trace.children(ingest, "om.context publish") for ingest in trace.named("om.ingest"))
+
+
 async def wait_trace(query: str, trace_id: str, complete: Callable[[Trace], bool], *,
                      timeout: float = 60.0) -> Trace:
     """The trace once ``complete`` holds for it (spans arrive in the exporters' batches)."""
