@@ -123,9 +123,12 @@ async def test_a_request_re_asked_at_its_deadline_while_it_waits_in_the_topic_is
                     await asyncio.sleep(0.5)
                 await asyncio.sleep(2 * CYCLE_TIMEOUT_S)  # a third attempt, if any, would have been asked by now
                 questions = Counter(_question(r) for r in model.requests if r.path.endswith("/chat/completions"))
+                requests = Counter(await _attempts(kafka_bootstrap, worker.topics["model_requests"]))
                 log = worker.tail(20_000)
         finally:
             asked_again.set()  # the server's thread is never left waiting
 
     assert len(questions) == 2, f"{len(questions)} distinct questions\n{log}"
     assert all(n == 1 for n in questions.values()), f"paid twice: {sorted(questions.values())}\n{log}"
+    # each attempt was asked once: the worker's take-over at start asks again only for calls it did not ask itself
+    assert all(n == 1 for n in requests.values()), f"requests asked more than once: {requests}\n{log}"

@@ -16,9 +16,10 @@ Partitions (``Handover``), in the order Faust tells of them:
 
 Records (``TakeOver``), once the table has recovered after a rebalance, before any timer fires: the records of
 partitions no longer held leave the local store and the processor, the recent contexts and the timer wheel keep the
-held ones only; the HTTP API's waits look again; every model call in flight is asked again (its answer may have
-gone to the previous owner); a retention purge the record never scheduled is. The local copies of the table
-(RocksDB) of the partitions held are marked in step, and a stale copy of one not held is wiped.
+held ones only; the HTTP API's waits look again; every model call in flight is asked again unless this process asked
+for it itself (its request may never have left the previous owner: ``asked_cycles``); a retention purge the record
+never scheduled is. The local copies of the table (RocksDB) of the partitions held are marked in step, and a stale
+copy of one not held is wiped.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from om_stream.observability.tracing import Tracing
 from om_stream.runtime.settled import StateWatch
 from om_stream.runtime.spans import traced
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.asked_cycles import to_resend
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.faust_internals import connect
 from om_stream.runtime.worker.kafka_records import SourceRecord
@@ -191,10 +193,13 @@ class TakeOver:
         self.watch.changed_all()  # the records held here, recovered: waits look again (or learn they moved)
         # a model call in flight when its record changed hands may be lost with the previous owner; asked
         # again, it is answered from the stored result or waits for the call still running elsewhere
+        # (a call asked from here is in the requests topic already: ``asked_cycles``)
+        asked = self.processor.asked
+        asked.keep(cycle for record in held for cycle in record.state.cycles)
         resent = 0
         recovery = get_current()  # traced: the recovery's span, which each firing sent here links to
         for record in held:
-            for cycle in record.state.cycles:
+            for cycle in to_resend(record.state.cycles, asked):
                 await self.send_timer(record.key, record.partition, TimerFired(f"resend:{cycle.id}"), cause=recovery)
                 resent += 1
             if purge_missing(record.state, record_config(self.config, record.state)):

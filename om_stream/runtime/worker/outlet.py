@@ -39,6 +39,7 @@ from om_stream.runtime.host_ports import Arrival, StoreRetry
 from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.internal_codec import ForgetIndexed, InternalRecord, encode_internal
 from om_stream.runtime.spans import recording, traced
+from om_stream.runtime.worker.asked_cycles import AskedCycles
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts, erase_publications, publications
 from om_stream.runtime.worker.ingest_traces import folded_links, request_headers
@@ -73,6 +74,7 @@ class OutletParts:
     message_spans: MessageSpans = field(default_factory=MessageSpans)  # the ingest spans a cycle links to
     by_reference: PublishedContexts | None = None  # OM_CONTEXT_WIRE=v2: contexts by reference (``context_wire``)
     late: LatePublications | None = None  # v2: told of what went out, checked against the erasure ledger later
+    asked: AskedCycles | None = None  # the model calls whose request the broker acknowledged (a take-over skips them)
 
 
 class KafkaOutlet:
@@ -87,6 +89,7 @@ class KafkaOutlet:
         self._on_queued: list[Callable[[], None]] = []  # what is told once they are all on the producer
         # v2: what this batch leaves each thread's readers holding once it commits (None: erased in this batch)
         self._sent: dict[str, Sent | None] = {}
+        self._requests: dict[int, tuple[str, int]] = {}  # id of a queued request -> its call (cycle, attempt)
 
     def dead_letter(self, record: SourceRecord, reason: str, detail: str) -> None:
         parts = self.parts
@@ -170,10 +173,11 @@ class KafkaOutlet:
     async def request(self, command: RequestObservation | RequestReflection, arrival: Arrival[SourceRecord]) -> None:
         covered = command.message_ids if isinstance(command, RequestObservation) else ()
         trace = request_headers(self.parts.message_spans, arrival, command.record_key, covered)
-        self._queued.append(Publication(self.parts.kafka.topic_model_requests, command.record_key.encode(),
-                                        encode_internal(command),
-                                        [("om_request_id", command.request_id.encode()), *trace],
-                                        partition=arrival.source.partition))
+        publication = Publication(self.parts.kafka.topic_model_requests, command.record_key.encode(),
+                                  encode_internal(command), [("om_request_id", command.request_id.encode()), *trace],
+                                  partition=arrival.source.partition)
+        self._requests[id(publication)] = (command.cycle_id, command.attempt)
+        self._queued.append(publication)
 
     async def index(self, command: IndexForRecall, arrival: Arrival[SourceRecord]) -> None:
         if self.parts.index_for_recall:
@@ -251,17 +255,23 @@ class KafkaOutlet:
         queued, self._queued = self._queued, []
         sent, self._on_sent = self._on_sent, []
         on_queued, self._on_queued = self._on_queued, []
+        requests, self._requests = self._requests, {}
         for count in sent:
             count()
+        asked = self.parts.asked
         for publication in queued:
             acknowledged = await self.parts.publisher.send(publication)
             if isinstance(acknowledged, asyncio.Future):
                 acknowledged.add_done_callback(self._check_sent)
+                call = requests.get(id(publication))
+                if call is not None and asked is not None:
+                    acknowledged.add_done_callback(partial(_note_asked, asked, call))
         for tell in on_queued:  # after the sends: a flush begun from now on covers them
             tell()
 
     def discard(self) -> None:
         self._queued.clear()
+        self._requests.clear()
         self._on_sent.clear()
         self._on_queued.clear()
         self._sent.clear()
@@ -270,3 +280,9 @@ class KafkaOutlet:
         if not future.cancelled() and future.exception() is not None:
             self.parts.metrics.store_errors.labels("publish").inc()
             log.error("a publication was not acknowledged: %r", future.exception())
+
+
+def _note_asked(asked: AskedCycles, call: tuple[str, int], future: asyncio.Future[object]) -> None:
+    """A model request the broker acknowledged: in the requests topic, whoever holds its record next."""
+    if not future.cancelled() and future.exception() is None:
+        asked.asked(*call)

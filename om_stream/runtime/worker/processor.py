@@ -32,6 +32,7 @@ from om_stream.runtime.host import Host
 from om_stream.runtime.host_ports import Arrival, Decided, Erasures, StateTable, StoreRetry
 from om_stream.runtime.ingest_spans import MessageSpans
 from om_stream.runtime.timers import TimerWheel
+from om_stream.runtime.worker.asked_cycles import AskedCycles
 from om_stream.runtime.worker.context_sweep import LatePublications
 from om_stream.runtime.worker.context_wire import PublishedContexts
 from om_stream.runtime.worker.decoding import InputDecoder
@@ -62,6 +63,7 @@ class MemoryProcessor:
         self.kafka = kafka
         self.tracing = tracing or Tracing.off()
         self.message_spans = MessageSpans()
+        self.asked = AskedCycles()  # the model calls asked from here: a take-over does not ask for them again
         self.config = config
         self.metrics = metrics
         self.near_limit: set[str] = set()
@@ -74,7 +76,8 @@ class MemoryProcessor:
         self.outlet_parts = OutletParts(
             kafka=kafka, effects=effects, publisher=publisher, clock=clock, metrics=metrics, store_retry=store_retry,
             source=source, index_for_recall=index_for_recall, on_context=on_context, on_forget=on_forget,
-            tracing=self.tracing, message_spans=self.message_spans, by_reference=by_reference, late=late)
+            tracing=self.tracing, message_spans=self.message_spans, by_reference=by_reference, late=late,
+            asked=self.asked)
         self.host: Host[SourceRecord] = Host(
             config=config, accountant=accountant, effects=effects, table=_Metered(table, self),
             outlets=self.new_outlet, timers=timers, clock=clock, limits=limits, store_retry=store_retry,
