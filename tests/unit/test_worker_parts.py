@@ -438,3 +438,38 @@ async def test_a_ledger_that_cannot_be_read_after_the_call_leaves_no_stored_resu
     result = await calls.answer(_request())
     assert result is not None and result.ok and model.calls == 1
     assert store.cycle_results.result_count() == 0
+
+
+class _SlowResults(InMemoryContentStore):
+    """A results store whose writes take ``write_s`` (a saturated Cassandra)."""
+
+    def __init__(self, write_s: float) -> None:
+        super().__init__()
+        self.write_s = write_s
+
+    async def put_result(self, key: str, payload: bytes, *, record_key: str | None = None) -> None:
+        await asyncio.sleep(self.write_s)
+        await super().put_result(key, payload, record_key=record_key)
+
+
+async def test_a_result_stored_slower_than_the_wait_is_published_and_a_repeat_is_not_paid_again() -> None:
+    store, model, metrics = _SlowResults(write_s=0.5), _Model(), Metrics.create()
+    calls = ModelCalls(model, store, metrics, owner="w1", lease_s=3.0, poll_s=0.05, store_wait_s=0.1)
+    began = asyncio.get_running_loop().time()
+    first = await calls.answer(_request())
+    assert first is not None and asyncio.get_running_loop().time() - began < 0.4  # not held by the slow write
+    # asked again at once (a deadline's re-ask, another worker's take-over): the write has not landed yet
+    other = ModelCalls(model, store, metrics, owner="w2", lease_s=3.0, poll_s=0.05, store_wait_s=1.0)
+    again = await asyncio.wait_for(other.answer(_request(attempt=2)), 5)
+    assert model.calls == 1, "the repeat paid the provider again"
+    assert again is not None and again.observations == first.observations
+
+
+async def test_a_result_that_lands_late_after_its_record_was_erased_is_removed() -> None:
+    store, model, metrics = _SlowResults(write_s=0.3), _Model(), Metrics.create()
+    calls = ModelCalls(model, store, metrics, owner="w1", ledger=store, lease_s=3.0, store_wait_s=0.05)
+    result = await calls.answer(_request())
+    assert result is not None  # the ledger said nothing yet: published
+    await store.mark_erased(record_digest("t-1"), 0, 3600)  # erased while the write is still on its way
+    await asyncio.sleep(0.6)
+    assert store.cycle_results.result_count() == 0

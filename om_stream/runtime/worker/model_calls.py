@@ -17,10 +17,13 @@ attempt of a cycle whose result did not come in time) is the same request: when 
 cycle's first attempt may still wait in the requests topic past ``worker.cycle_timeout_s``, and the re-ask then queued
 behind it is answered from the first one's result instead of paying the provider again. A result is handed back
 stamped with the attempt it answers. The store failing never stops model work: the call is made (and may then be
-paid twice), and the failure is logged. Nor does a store too slow to answer: each of these steps
-waits ``store_wait_s`` at most. On Cassandra the lease is a lightweight transaction, and while a node that just died
-is not yet counted down by the others (up to ~20 s), a transaction can wait for it and time out again and again
-although a quorum of replicas is up; an Observer call behind it would hold its thread's context that long.
+paid twice), and the failure is logged. Nor does a store too slow to answer: each of these steps waits
+``store_wait_s`` at most. On Cassandra the lease is a lightweight transaction, and while a node that just died is not
+yet counted down by the others (up to ~20 s), a transaction can wait for it and time out again and again although a
+quorum of replicas is up; an Observer call behind it would hold its thread's context that long. A result that takes
+longer than that to store is published at once, but its write goes on for ``lease_s`` more with the lease renewed: a
+repeat meanwhile waits on the lease and then finds the result, instead of paying the provider again. Once the write
+lands the ledger is read again, as the next paragraph says.
 
 A request of a record incarnation that was erased (``core.erasure``; the content store's ledger says so) is not
 answered: before the call, nothing is called; after it, the result written meanwhile is removed again and
@@ -75,6 +78,7 @@ class ModelCalls:
         self.poll_s = poll_s
         self.store_wait_s = store_wait_s
         self._in_flight: dict[str, asyncio.Future[ModelResultArrived | None]] = {}  # this process's calls, by key
+        self._late_writes: set[asyncio.Task[None]] = set()  # results still being stored after their answer went out
 
     def __len__(self) -> int:
         """Requests this process is calling a model for now."""
@@ -160,12 +164,16 @@ class ModelCalls:
             raise
         finally:
             await _stopped(renewal)
+        write = asyncio.ensure_future(self.results.put_result(key, encode_internal(result),
+                                                              record_key=request.record_key))
         try:
-            await self._bounded(self.results.put_result(key, encode_internal(result), record_key=request.record_key))
-        except (StorageError, TimeoutError) as exc:  # the lease then ends by itself within lease_s
+            await self._bounded(asyncio.shield(write))
+        except TimeoutError:  # the answer goes out now; the write goes on, and is checked once it lands
+            self._late_writes.add(late := asyncio.create_task(self._landed(write, key, request)))
+            late.add_done_callback(self._late_writes.discard)
+        except StorageError as exc:  # the lease then ends by itself within lease_s
             log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
-                        request.request_id, exc if isinstance(exc, StorageError) else
-                        f"no answer in {self.store_wait_s:.0f} s")
+                        request.request_id, exc)
         erased = await self._erased(request)
         if erased is None:
             # unknown: an erase may have swept the results before this one was stored, and then nothing would
@@ -178,6 +186,22 @@ class ModelCalls:
             await self._drop(key, request)
             return None
         return result
+
+    async def _landed(self, write: asyncio.Future[None], key: str, request: Request) -> None:
+        """A result stored later than ``store_wait_s``: given ``lease_s`` more to land (a repeat meanwhile waits on
+        the lease, then finds it), then the ledger is read again, as after any write of a result."""
+        renewal = asyncio.create_task(self._renew(key))  # the lease is held until the result is stored
+        try:
+            await asyncio.wait_for(write, self.lease_s)
+        except (StorageError, TimeoutError) as exc:
+            log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
+                        request.request_id, exc if isinstance(exc, StorageError) else
+                        f"no answer in {self.store_wait_s + self.lease_s:.0f} s")
+            return
+        finally:
+            await _stopped(renewal)
+        if await self._erased(request) is not False:  # erased meanwhile, or unknown: no stored copy is left
+            await self._drop(key, request)
 
     async def _drop(self, key: str, request: Request) -> None:
         """The result just stored may hold an erased record's text: removed."""
