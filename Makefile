@@ -66,8 +66,9 @@ bench-faults: ## 300 turns through litellm to a local server failing 30% of call
 bench-tracing: ## one worker with tracing off, at 10 % and at 100 % sampling into a real Jaeger, in the same trials: throughput and p99 publish->context (medians of 3)
 	$(PY) bench/e2e.py --trials 3 --workers 1 --wire v1 --traced 0.1,1
 
-bench-tracing-cpu: ## the memory agent's CPU per message with tracing off, at 10 % and at 100 % (in process, spans encoded as OTLP; medians of 5 interleaved rounds)
+bench-tracing-cpu: ## the memory agent's CPU per message with tracing off, at 0, 10 and 100 % (in process, spans encoded as OTLP; medians of 5 interleaved rounds), records without and with a traced agent's headers
 	$(PY) bench/tracing_cpu.py --rounds 5
+	$(PY) bench/tracing_cpu.py --rounds 5 --upstream
 
 bench-wire: ## CPU microseconds per context publication, om.context/v1 against om.context/v2 (as first built, and the worker's path), on a long conversation of each shape (medians of 5)
 	$(PY) bench/wire.py --runs 5

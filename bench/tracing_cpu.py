@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import random
 import statistics
 import sys
 import time
@@ -79,26 +80,36 @@ def tracing(ratio: float | None) -> tuple[Tracing, TracerProvider | None, Encode
     exporter = EncodeAndDrop()
     provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=65_536, schedule_delay_millis=200))
-    traced = Tracing(tracer=provider.get_tracer("om_stream"), enabled=True, provider=provider)
+    traced = Tracing(tracer=provider.get_tracer("om_stream"), enabled=True, provider=provider, follows_parent=True)
     return traced.with_rules(TracingSettings()), provider, exporter
 
 
-def batches(messages: int, threads: int, batch: int) -> list[list[SourceRecord]]:
+def batches(messages: int, threads: int, batch: int, upstream: float | None = None) -> list[list[SourceRecord]]:
+    """The workload; with ``upstream``, each record carries the ``traceparent`` of a traced agent whose own sampler
+    kept that share of its traces (the worker's parent-based sampler then follows it)."""
+    chance = random.Random(7)
     records = []
     for n in range(messages):
+        headers = [("content-type", b"application/json")]
+        if upstream is not None:
+            flags = "01" if chance.random() < upstream else "00"
+            headers.append(("traceparent", f"00-{chance.getrandbits(128):032x}-{chance.getrandbits(64):016x}-"
+                                           f"{flags}".encode()))
         thread, index = f"t{n % threads}", n // threads
         message = MessageRecord.model_validate({
             "message_id": f"t{n % threads}-m{index}", "thread_id": thread, "resource_id": f"r{n % threads}",
             "role": "user" if index % 2 == 0 else "assistant", "created_at": START + timedelta(minutes=index),
             "parts": [{"type": "text", "text": f"{TEXT} ({n})"}]})
         records.append(SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=n, key=thread.encode(),
-                                    value=encode(message), headers=[("content-type", b"application/json")],
+                                    value=encode(message), headers=headers,
                                     received_at=time.monotonic()))
     return [records[i:i + batch] for i in range(0, len(records), batch)]
 
 
-async def one_run(ratio: float | None, messages: int, threads: int, batch: int) -> tuple[float, int]:
-    """CPU seconds per message of one fresh processor over the workload, and the spans it exported."""
+async def one_run(ratio: float | None, messages: int, threads: int, batch: int,
+                  upstream: bool = False) -> tuple[float, int]:
+    """CPU seconds per message of one fresh processor over the workload, and the spans it exported. ``upstream``:
+    the records come from agents traced at ``ratio`` (tracing off: from agents traced at 10 %)."""
     traced, provider, exporter = tracing(ratio)
     config = OMConfig.parse(OPTIONS).resolve()
     clock = Clock()
@@ -106,7 +117,7 @@ async def one_run(ratio: float | None, messages: int, threads: int, batch: int) 
         kafka=KAFKA, config=config, accountant=TokenAccountant(words, message_overhead=1, conversation_overhead=0),
         effects=Effects(InMemoryContentStore(), config, count_text=words), publisher=Producer(), table=Table(),
         clock=clock, metrics=Metrics.create(), timers=TimerWheel(), tracing=traced)
-    work = batches(messages, threads, batch)
+    work = batches(messages, threads, batch, (0.1 if ratio is None else ratio) if upstream else None)
     gc.collect()  # the previous run's garbage is not this run's cost
     began = time.process_time()
     for records in work:
@@ -126,6 +137,8 @@ async def main() -> None:
     parser.add_argument("--threads", type=int, default=200)
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--upstream", action="store_true",
+                        help="records carry a traced agent's traceparent, sampled by the agent at the same ratio")
     args = parser.parse_args()
     modes: dict[str, float | None] = {"off": None, "0 %": 0.0, "10 %": 0.1, "100 %": 1.0}
     per_message: dict[str, list[float]] = {mode: [] for mode in modes}
@@ -133,14 +146,15 @@ async def main() -> None:
     await one_run(None, args.messages // 4, args.threads, args.batch)  # imports and caches warm
     for round_no in range(args.rounds):
         for mode, ratio in modes.items():
-            seconds, exported = await one_run(ratio, args.messages, args.threads, args.batch)
+            seconds, exported = await one_run(ratio, args.messages, args.threads, args.batch, args.upstream)
             per_message[mode].append(seconds)
             spans[mode].append(exported)
         print(f"round {round_no + 1}: " + ", ".join(f"{mode} {per_message[mode][-1] * 1e6:.0f} µs"
                                                     for mode in modes), flush=True)
     off = statistics.median(per_message["off"])
     print(f"\nCPU per message, medians of {args.rounds} interleaved rounds of {args.messages} messages "
-          f"({args.threads} threads, batches of {args.batch}):")
+          f"({args.threads} threads, batches of {args.batch}; "
+          f"{'agents traced upstream' if args.upstream else 'no trace headers'}):")
     for mode in modes:
         median = statistics.median(per_message[mode])
         extra = [t - o for t, o in zip(per_message[mode], per_message["off"], strict=True)]

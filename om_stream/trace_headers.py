@@ -19,18 +19,20 @@ starts a trace of its own, sampled as the process's sampler says).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from opentelemetry import propagate
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
-from opentelemetry.trace import SpanContext, get_current_span
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, get_current_span, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 __all__ = ["TRACE_HEADERS", "client_headers", "extract", "inject", "span_context_of"]
 
 TRACE_HEADERS = ("traceparent", "tracestate")
 _W3C = TraceContextTextMapPropagator()
+_TRACEPARENT_00 = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
 class _HeaderGetter(Getter[dict[str, str]]):
@@ -52,12 +54,32 @@ _SET = _HeaderSetter()
 
 
 def extract(headers: Iterable[tuple[str, bytes | None]]) -> Context:
-    """The trace context a record's headers carry (an empty context when they carry none, or a malformed one)."""
+    """The trace context a record's headers carry (an empty context when they carry none, or a malformed one).
+
+    The common case, a version-00 ``traceparent`` alone, is read here directly: the worker reads one per record, and
+    the propagator's general path costs several microseconds of it. It gives exactly what the propagator gives
+    (``tests/unit/test_trace_headers``); anything else (a ``tracestate``, another version, a malformed value) is left
+    to the propagator."""
     carrier: dict[str, str] = {}
     for name, value in headers:
         if name in TRACE_HEADERS and value is not None:
             carrier[name] = value.decode("utf-8", "replace")
-    return _W3C.extract(carrier, getter=_GET) if carrier else Context()
+    if not carrier:
+        return Context()
+    if len(carrier) == 1 and (parent := _plain_traceparent(carrier.get("traceparent"))) is not None:
+        return set_span_in_context(NonRecordingSpan(parent), Context())
+    return _W3C.extract(carrier, getter=_GET)
+
+
+def _plain_traceparent(value: str | None) -> SpanContext | None:
+    """The remote span a version-00 ``traceparent`` names; None for anything the propagator should judge."""
+    found = _TRACEPARENT_00.fullmatch(value) if value is not None else None
+    if found is None:
+        return None
+    trace_id, span_id = int(found[1], 16), int(found[2], 16)
+    if not trace_id or not span_id:
+        return None
+    return SpanContext(trace_id=trace_id, span_id=span_id, is_remote=True, trace_flags=TraceFlags(int(found[3], 16)))
 
 
 def inject(context: Context | None = None) -> list[tuple[str, bytes]]:

@@ -40,6 +40,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased
 from opentelemetry.trace import NoOpTracer, Tracer, get_current_span
 from opentelemetry.trace import TracerProvider as ApiTracerProvider
 from opentelemetry.util.types import AttributeValue
@@ -110,6 +111,9 @@ class Tracing:
     hashed_ids: bool = False  # OM_TRACING_IDS=hashed
     id_key: bytes = b""
     provider: TracerProvider | None = None  # the SDK's, when on
+    # the sampler decides a span with a parent as the parent was decided (the SDK's parent-based samplers, its
+    # default): a record whose trace was sampled out upstream needs no span of its own to stay sampled out
+    follows_parent: bool = False
 
     @classmethod
     def off(cls) -> Tracing:
@@ -129,7 +133,8 @@ class Tracing:
         provider.add_span_processor(BatchSpanProcessor(exporter))
         log.info("tracing on: spans to %s over %s", environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                  or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"), otlp_protocol(environ)[0])
-        return cls(tracer=provider.get_tracer(_INSTRUMENTATION), enabled=True, provider=provider).with_rules(settings)
+        return cls(tracer=provider.get_tracer(_INSTRUMENTATION), enabled=True, provider=provider,
+                   follows_parent=isinstance(provider.sampler, ParentBased)).with_rules(settings)
 
     @classmethod
     def from_provider(cls, provider: ApiTracerProvider, settings: TracingSettings | None = None) -> Tracing:
@@ -141,7 +146,7 @@ class Tracing:
     def with_rules(self, settings: TracingSettings) -> Tracing:
         return Tracing(self.tracer, self.enabled, settings.content, settings.ids == "hashed",
                        settings.id_key.get_secret_value().encode() if settings.id_key is not None else b"",
-                       self.provider)
+                       self.provider, self.follows_parent)
 
     def subject_attributes(self, *, thread_id: str | None = None,
                            resource_id: str | None = None) -> dict[str, AttributeValue]:

@@ -70,6 +70,7 @@ def test_the_sdk_reads_the_standard_variables(monkeypatch: pytest.MonkeyPatch) -
     try:
         assert tracing.provider is not None
         assert "0.1" in tracing.provider.sampler.get_description()
+        assert not tracing.follows_parent  # a plain ratio sampler may sample a child of a sampled-out parent
         attributes = tracing.provider.resource.attributes
         assert attributes["service.name"] == "om-stream"  # no name given: om-stream's own
         assert attributes["deployment.environment"] == "staging"
@@ -238,3 +239,19 @@ def test_grpc_without_its_package_stops_the_worker_naming_the_variable_and_the_p
     with pytest.raises(ConfigError, match=r"^OTEL_EXPORTER_OTLP_PROTOCOL: grpc needs the package "
                                           r"opentelemetry-exporter-otlp-proto-grpc"):
         Tracing.from_environment(TracingSettings(), environ)
+
+
+@pytest.mark.parametrize(("sampler", "follows"), [(None, True), ("parentbased_traceidratio", True),
+                                                  ("parentbased_always_off", True), ("always_on", False)])
+def test_the_worker_knows_whether_its_sampler_follows_the_parent(
+        monkeypatch: pytest.MonkeyPatch, sampler: str | None, follows: bool) -> None:
+    if sampler is None:
+        monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)  # the SDK's default: parent-based always-on
+    else:
+        monkeypatch.setenv("OTEL_TRACES_SAMPLER", sampler)
+    tracing = Tracing.from_environment(TracingSettings(), {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    try:
+        assert tracing.follows_parent is follows
+        assert tracing.with_rules(TracingSettings(content=True)).follows_parent is follows
+    finally:
+        tracing.shutdown()

@@ -12,8 +12,8 @@ from opentelemetry.context import get_current
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.trace import SpanContext
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 from pydantic import SecretStr
 
 from om_stream.adapters.memory_store import InMemoryContentStore
@@ -331,3 +331,29 @@ async def test_untraced_timers_carry_no_headers_and_make_no_span(exporter: InMem
     await timer_inputs(worker, traced_off).send_due()
     (fired,) = worker.producer.to(KAFKA.topic_model_results)
     assert fired.headers == [] and exporter.get_finished_spans() == ()
+
+
+async def test_a_message_sampled_out_by_its_agent_makes_no_span_and_its_context_carries_that_on(
+        exporter: InMemorySpanExporter) -> None:
+    """A parent-based sampler (the SDK's default) follows the agent's decision: the worker makes no span for the
+    record at all, and the context and model requests carry the agent's trace on, sampled out."""
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_ON))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(tracer=provider.get_tracer("om_stream"), enabled=True, provider=provider,
+                      follows_parent=True).with_rules(TracingSettings())
+    worker = Worker({"observation": {"messageTokens": 30, "bufferTokens": False}}, tracing)
+    agent = SpanContext(trace_id=0xA1, span_id=0xB2, is_remote=False, trace_flags=TraceFlags(0))
+    for index in range(4):  # the fourth message asks for a synchronous observation
+        await worker.say("t1", index, inject(set_span_in_context(NonRecordingSpan(agent))))
+    assert exporter.get_finished_spans() == ()
+    contexts = worker.producer.to(KAFKA.topic_context)
+    (request,) = worker.producer.to(KAFKA.topic_model_requests)
+    for record in [*contexts, request]:
+        carried_on = carried(record.headers)
+        assert (carried_on.trace_id, carried_on.trace_flags.sampled) == (0xA1, False)
+
+    # a message its agent sampled is traced as before, the span a child of the agent's
+    sampled = SpanContext(trace_id=0xC3, span_id=0xD4, is_remote=False, trace_flags=TraceFlags(1))
+    await worker.say("t1", 4, inject(set_span_in_context(NonRecordingSpan(sampled))))
+    (ingest,) = spans_named(exporter, "om.ingest")
+    assert parent_of(ingest) == 0xD4

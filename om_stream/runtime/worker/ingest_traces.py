@@ -2,11 +2,13 @@
 
 A record's ``traceparent``/``tracestate`` headers (``om_stream.trace_headers``: the agent's span, or for a model
 result the cycle's) make its ingest span a child of that span; a record without them starts a trace of its own,
-sampled as the worker's sampler says. The ingest span covers the record's whole handling in its batch: decode
-(the attribute ``om.decode.duration_ms``: a span of its own cost more to record than the decode it measured),
-decide (``om.decide``), the store writes (``om.store write``) and the publications it caused
-(``om.context publish``; the model requests carry its context on). Those children are opened by the host and the
-outlet from the context the record's ``Arrival`` carries (``Arrival.trace``). The span ends when the batch has
+sampled as the worker's sampler says. A record whose upstream span was sampled out makes no span at all when the
+sampler follows the parent (``Tracing.follows_parent``, the SDK's default): the upstream span's context stands for
+its ingest, so what follows stays sampled out at the cost of no span. The ingest span covers the record's whole
+handling in its batch: decode (the attribute ``om.decode.duration_ms``: a span of its own cost more to record than
+the decode it measured), decide (``om.decide``), the store writes (``om.store write``) and the publications it
+caused (``om.context publish``; the model requests carry its context on). Those children are opened by the host and
+the outlet from the context the record's ``Arrival`` carries (``Arrival.trace``). The span ends when the batch has
 committed, or was fenced off (``om.fenced``: a rebalance took it; its records are read again elsewhere).
 
 A thread's context goes out once per batch, its publish span a child of the ingest of the thread's newest input;
@@ -48,6 +50,11 @@ class IngestSpans:
         self.spans: list[Span] = []
         for record in records:
             parent = extract(record.headers)
+            if tracing.follows_parent and _sampled_out(parent):
+                # the sampler would only make a span that records nothing: the upstream span stands for it, and
+                # what this record causes (its context, its model requests) carries that trace on, sampled out
+                self.spans.append(get_current_span(parent))
+                continue
             received_ns = time.time_ns() - int(max(0.0, time.monotonic() - record.received_at) * 1e9) \
                 if record.received_at else None
             self.spans.append(tracing.tracer.start_span(
@@ -97,3 +104,9 @@ def request_headers(messages: MessageSpans, arrival: Arrival[SourceRecord],
     if arrival.trace is None:
         return []
     return [*inject(arrival.trace), *link_header(messages.covering(key, message_ids))]
+
+
+def _sampled_out(parent: Context) -> bool:
+    """The record's headers name an upstream span that was not sampled."""
+    span = get_current_span(parent).get_span_context()
+    return span.is_valid and not span.trace_flags.sampled
