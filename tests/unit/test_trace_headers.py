@@ -1,15 +1,22 @@
-"""``trace_headers.extract`` reads a plain ``traceparent`` itself and gives exactly what the W3C propagator gives, for
-any header value, well-formed or not."""
+"""``trace_headers`` reads a plain ``traceparent`` and writes the headers itself, and gives exactly what the W3C
+propagator gives: ``extract`` for any header value, well-formed or not, and ``inject`` for any span context."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.context import Context
-from opentelemetry.trace import SpanContext, get_current_span
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    TraceFlags,
+    TraceState,
+    get_current_span,
+    set_span_in_context,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from om_stream.trace_headers import extract
+from om_stream.trace_headers import TRACE_HEADERS, extract, inject
 
 HEX = "0123456789abcdef"
 
@@ -49,3 +56,17 @@ def test_extract_gives_what_the_propagator_gives(traceparent: str, tracestate: s
 
 def test_a_record_without_trace_headers_gives_an_empty_context() -> None:
     assert extract([("content-type", b"application/json")]) == Context()
+
+
+@settings(max_examples=300)
+@given(trace_id=st.one_of(st.just(0), st.integers(1, 2**128 - 1)),
+       span_id=st.one_of(st.just(0), st.integers(1, 2**64 - 1)), flags=st.integers(0, 255),
+       state=st.sampled_from([None, [], [("vendor", "opaque")], [("a", "1"), ("b", "2")]]))
+def test_inject_writes_what_the_propagator_writes(trace_id: int, span_id: int, flags: int,
+                                                  state: list[tuple[str, str]] | None) -> None:
+    span = SpanContext(trace_id=trace_id, span_id=span_id, is_remote=False, trace_flags=TraceFlags(flags),
+                       trace_state=TraceState(state) if state is not None else None)
+    context = set_span_in_context(NonRecordingSpan(span))
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier, context=context)
+    assert inject(context) == [(name, carrier[name].encode()) for name in TRACE_HEADERS if name in carrier]
