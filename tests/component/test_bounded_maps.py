@@ -32,6 +32,7 @@ from om_stream.runtime.worker.state_table import RecordTable, encode_held
 from om_stream.testing import FunctionModel
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
+from tests.support.processor_doubles import CommandWorker
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SMALL = {"observation": {"messageTokens": 400, "bufferTokens": False}, "reflection": {"observationTokens": 4000}}
@@ -192,9 +193,7 @@ def test_the_workers_latest_contexts_are_bounded_and_the_last_stored_are_kept(pu
 
 
 async def test_a_rebalance_forgets_the_records_near_block_after_that_went_elsewhere() -> None:
-    from tests.unit.test_worker_commands import Worker as CommandsWorker
-
-    worker = CommandsWorker({"observation": {"messageTokens": 100, "bufferTokens": False}})
+    worker = CommandWorker({"observation": {"messageTokens": 100, "bufferTokens": False}})
     state = RecordState(key="k", scope="thread", resource_id="r1", unobserved_tokens=100_000)
     for index in range(3000):
         worker.processor.observe_record(f"record-{index}", state)

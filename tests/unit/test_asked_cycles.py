@@ -16,7 +16,7 @@ from om_stream.runtime.host_ports import Arrival
 from om_stream.runtime.internal_codec import decode_internal
 from om_stream.runtime.worker.asked_cycles import AskedCycles, to_resend
 from om_stream.runtime.worker.kafka_records import Publication, SourceRecord
-from tests.unit.test_worker_commands import KAFKA, Worker
+from tests.support.processor_doubles import KAFKA, CommandWorker
 
 
 def cycle(cycle_id: str, attempt: int = 1) -> Cycle:
@@ -45,8 +45,8 @@ class AckingProducer:
         return found
 
 
-def worker_with(producer: AckingProducer) -> Worker:
-    worker = Worker({"observation": {"messageTokens": 1_000, "bufferTokens": False}})
+def worker_with(producer: AckingProducer) -> CommandWorker:
+    worker = CommandWorker({"observation": {"messageTokens": 1_000, "bufferTokens": False}})
     parts = worker.processor.outlet_parts
     worker.processor.outlet_parts = dataclasses.replace(parts, publisher=producer)
     return worker

@@ -8,62 +8,15 @@ gives the thread's stored conversation back."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import RequestObservation
-from om_stream.core.config import OMConfig
 from om_stream.core.inputs import ModelResultArrived
-from om_stream.core.tokens import TokenAccountant
-from om_stream.observability.metrics import Metrics
-from om_stream.runtime.effects import Effects
 from om_stream.runtime.internal_codec import decode_internal, encode_internal
-from om_stream.runtime.timers import TimerWheel
-from om_stream.runtime.worker.kafka_records import SourceRecord
-from om_stream.runtime.worker.processor import MemoryProcessor
-from om_stream.settings import KafkaSettings
-from om_stream.wire.codec import encode
-from om_stream.wire.commands import CommandRecord
-from om_stream.wire.messages import MessageRecord
-from tests.support.processor_doubles import Producer, Table, words
-
-KAFKA = KafkaSettings()
-START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-WORDS = "the staging cluster needs a new partition plan before the launch on friday"
-
-
-class Worker:
-    def __init__(self, options: dict[str, Any]) -> None:
-        self.config = OMConfig.parse(options).resolve()
-        self.table, self.producer, self.offset = Table(), Producer(), 0
-        self.processor = MemoryProcessor(
-            kafka=KAFKA, config=self.config, accountant=TokenAccountant(words, message_overhead=1,
-                                                                       conversation_overhead=0),
-            effects=Effects(InMemoryContentStore(), self.config, count_text=words), publisher=self.producer,
-            table=self.table, clock=self, metrics=Metrics.create(), timers=TimerWheel())
-
-    def now_ms(self) -> int:
-        return int(START.timestamp() * 1000) + self.offset * 1000
-
-    async def send(self, topic: str, key: str, value: bytes) -> None:
-        self.offset += 1
-        record = SourceRecord(topic=topic, partition=0, offset=self.offset, key=key.encode(), value=value)
-        assert await self.processor.process([record])
-
-    async def say(self, thread: str, index: int, role: str = "user") -> None:
-        message = MessageRecord.model_validate({
-            "message_id": f"{thread}-m{index}", "thread_id": thread, "resource_id": "r1", "role": role,
-            "created_at": START + timedelta(minutes=index), "parts": [{"type": "text", "text": WORDS}]})
-        await self.send(KAFKA.topic_messages, thread, encode(message))
-
-    async def command(self, thread: str, command: str, **fields: Any) -> None:
-        record = CommandRecord(command_id=f"c{self.offset}", thread_id=thread, command=command, **fields)
-        await self.send(KAFKA.topic_commands, thread, encode(record))
+from tests.support.processor_doubles import KAFKA, CommandWorker
 
 
 async def test_an_override_for_a_thread_no_message_reached_is_dead_lettered_as_unknown_thread() -> None:
-    worker = Worker({"observation": {"messageTokens": 1_000}})
+    worker = CommandWorker({"observation": {"messageTokens": 1_000}})
     await worker.command("nobody", "override", message_tokens=2_000)
     (letter,) = worker.producer.to(KAFKA.topic_dlq)
     assert dict(letter.headers)["om_dlq_reason"] == b"unknown_thread"
@@ -75,7 +28,7 @@ async def test_an_override_for_a_thread_no_message_reached_is_dead_lettered_as_u
 
 
 async def test_overrides_merge_and_replace_reaches_the_engine() -> None:
-    worker = Worker({"observation": {"messageTokens": 1_000}})
+    worker = CommandWorker({"observation": {"messageTokens": 1_000}})
     await worker.say("t1", 0)
     await worker.command("t1", "override", message_tokens=2_000)
     await worker.command("t1", "override", observation_tokens=3_000)
@@ -88,7 +41,7 @@ async def test_overrides_merge_and_replace_reaches_the_engine() -> None:
 
 
 async def test_observe_waits_for_the_threshold_unless_forced() -> None:
-    worker = Worker({"observation": {"messageTokens": 1_000, "bufferTokens": False}})
+    worker = CommandWorker({"observation": {"messageTokens": 1_000, "bufferTokens": False}})
     for index in range(3):
         await worker.say("t1", index, "user" if index % 2 == 0 else "assistant")
     await worker.command("t1", "observe")
@@ -99,7 +52,7 @@ async def test_observe_waits_for_the_threshold_unless_forced() -> None:
 
 
 async def test_clear_gives_the_stored_conversation_back_to_the_context() -> None:
-    worker = Worker({"observation": {"messageTokens": 1_000, "bufferTokens": False}})
+    worker = CommandWorker({"observation": {"messageTokens": 1_000, "bufferTokens": False}})
     for index in range(3):
         await worker.say("t1", index, "user" if index % 2 == 0 else "assistant")
     await worker.command("t1", "observe", force=True)

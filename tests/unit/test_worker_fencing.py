@@ -25,7 +25,7 @@ from om_stream.runtime.worker.membership import Membership
 from om_stream.runtime.worker.offsets import STRANDED_AFTER_S, OffsetLedger
 from om_stream.runtime.worker.processor import MemoryProcessor
 from om_stream.settings import KafkaSettings
-from tests.unit.test_worker_commands import Table
+from tests.support.processor_doubles import Table
 
 KAFKA = KafkaSettings()
 
