@@ -172,8 +172,7 @@ class ModelCalls:
             self._late_writes.add(late := asyncio.create_task(self._landed(write, key, request)))
             late.add_done_callback(self._late_writes.discard)
         except StorageError as exc:  # the lease then ends by itself within lease_s
-            log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
-                        request.request_id, exc)
+            _not_stored(request, exc)
         erased = await self._erased(request)
         if erased is None:
             # unknown: an erase may have swept the results before this one was stored, and then nothing would
@@ -193,10 +192,11 @@ class ModelCalls:
         renewal = asyncio.create_task(self._renew(key))  # the lease is held until the result is stored
         try:
             await asyncio.wait_for(write, self.lease_s)
-        except (StorageError, TimeoutError) as exc:
-            log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
-                        request.request_id, exc if isinstance(exc, StorageError) else
-                        f"no answer in {self.store_wait_s + self.lease_s:.0f} s")
+        except StorageError as exc:
+            _not_stored(request, exc)
+            return
+        except TimeoutError:
+            _not_stored(request, f"no answer in {self.store_wait_s + self.lease_s:.0f} s")
             return
         finally:
             await _stopped(renewal)
@@ -246,3 +246,8 @@ async def _stopped(task: asyncio.Task[None]) -> None:
     task.cancel()
     with suppress(asyncio.CancelledError):
         await task
+
+
+def _not_stored(request: Request, why: object) -> None:
+    log.warning("model result of %s could not be stored (a repeat would call the model again): %s",
+                request.request_id, why)
