@@ -13,7 +13,9 @@ change measured against its parent in the same trials). Each trial prints what a
 Latency (for each one-worker deployment): messages published at a steady rate (default 200/s), each timed from its
 send to the first context that includes it.
 ``--wire v1,v2`` measures each deployment with whole contexts (``om.context/v1``) and by reference (``v2``); a v2
-run's bytes count its cursors and, once the run is over, everything on the index and blocks topics. The last lines,
+run's bytes count its cursors and, once the run is over, everything on the index and blocks topics. ``--traced
+0.1,1`` adds one worker traced at each sampling ratio; ``--upstream 0.1`` gives every record (of every pipeline) the
+``traceparent`` of an agent that sampled a tenth of its traces, as traced agents send them. The last lines,
 one per deployment, are stable: ``store=... workers=... wire=... msgs_per_s=... faust_ratio=... p99_ms=...
 bytes_per_msg=...`` (bytes: output value bytes per input message, median).
 Every figure is the median of several trials, run round-robin. Targets (runtime issue): om-stream ≥ 0.6× the
@@ -61,6 +63,15 @@ def payload(thread: str, index: int, rng: random.Random) -> dict[str, Any]:
             "resource_id": f"user-{thread}", "role": "user" if index % 2 == 0 else "assistant",
             "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
             "parts": [{"type": "text", "text": text}]}
+
+
+def agent_headers(chance: random.Random, upstream: float | None) -> list[tuple[str, bytes]] | None:
+    """With ``upstream``, the W3C ``traceparent`` of an agent traced upstream whose own sampler kept that share of its
+    traces (a traced worker's parent-based sampler then follows it); without, no headers, as an untraced agent."""
+    if upstream is None:
+        return None
+    flags = "01" if chance.random() < upstream else "00"
+    return [("traceparent", f"00-{chance.getrandbits(128):032x}-{chance.getrandbits(64):016x}-{flags}".encode())]
 
 
 async def create_topics(bootstrap: str, names: list[str], partitions: int,
@@ -111,8 +122,9 @@ async def topic_bytes(bootstrap: str, topics: list[str]) -> tuple[int, int]:
     return records, size
 
 
-async def preload(bootstrap: str, topic: str, threads: int, per_thread: int) -> dict[str, str]:
-    rng = random.Random(7)
+async def preload(bootstrap: str, topic: str, threads: int, per_thread: int,
+                  upstream: float | None = None) -> dict[str, str]:
+    rng, chance = random.Random(7), random.Random(11)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     last: dict[str, str] = {}
@@ -121,7 +133,8 @@ async def preload(bootstrap: str, topic: str, threads: int, per_thread: int) -> 
             for t in range(threads):
                 thread = f"th{t}"
                 record = payload(thread, index, rng)
-                await producer.send(topic, json.dumps(record).encode(), key=thread.encode())
+                await producer.send(topic, json.dumps(record).encode(), key=thread.encode(),
+                                    headers=agent_headers(chance, upstream))
                 last[thread] = record["message_id"]
         await producer.flush()
     finally:
@@ -291,7 +304,8 @@ async def _healthy(port: int) -> bool:
 
 
 async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, per_thread: int, partitions: int,
-                     store: str, cassandra: str | None, deployment: Deployment = Deployment()) -> tuple[float, Outputs]:
+                     store: str, cassandra: str | None, deployment: Deployment = Deployment(),
+                     upstream: float | None = None) -> tuple[float, Outputs]:
     """Messages per second from the first output to the last thread's last one, and what was written meanwhile.
     om-stream's processes are started and settled first, then the messages are published (with several workers a
     late join would rebalance the group mid-run); a baseline starts on the preloaded topic."""
@@ -306,14 +320,14 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
                                 om_topic_configs(env))
             processes, ports = start_workers(deployment, env, folder, prefix)
             await wait_ready(processes, ports)
-            last = await preload(bootstrap, source, threads, per_thread)
+            last = await preload(bootstrap, source, threads, per_thread, upstream)
         else:
             source, sink, through = f"{prefix}.in", f"{prefix}.out", False
             await create_topics(bootstrap, [source, sink], partitions)
             env = {"BENCH_BOOTSTRAP": bootstrap, "BENCH_IN": source, "BENCH_OUT": sink, "BENCH_GROUP": prefix,
                    "BENCH_PARTITIONS": str(partitions), "BENCH_WEB_PORT": str(free_port()),
                    "BENCH_DATA_DIR": str(folder / f"{prefix}-data")}
-            last = await preload(bootstrap, source, threads, per_thread)
+            last = await preload(bootstrap, source, threads, per_thread, upstream)
             processes.append(spawn([sys.executable, str(ROOT / "bench" / "pipelines.py"), kind], env,
                                    folder / f"{prefix}-{kind}.log"))
         outputs = await wait_outputs(bootstrap, sink, last, timeout=600, through=through)
@@ -329,7 +343,8 @@ async def throughput(kind: str, bootstrap: str, folder: Path, *, threads: int, p
 
 
 async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, threads: int, partitions: int,
-                  store: str, cassandra: str | None, deployment: Deployment = Deployment()) -> tuple[float, float]:
+                  store: str, cassandra: str | None, deployment: Deployment = Deployment(),
+                  upstream: float | None = None) -> tuple[float, float]:
     prefix = f"l{uuid.uuid4().hex[:8]}"
     env = worker_env(bootstrap, prefix, partitions, store, folder, cassandra)
     source, sink = env["OM_KAFKA_TOPIC_MESSAGES"], env["OM_KAFKA_TOPIC_CONTEXT"]
@@ -344,7 +359,7 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
     sent: dict[str, float] = {}
     order: dict[str, list[str]] = {}
     latencies: list[float] = []
-    rng = random.Random(3)
+    rng, chance = random.Random(3), random.Random(13)
 
     async def read() -> None:
         covered: dict[str, int] = {}
@@ -382,7 +397,8 @@ async def latency(bootstrap: str, folder: Path, *, rate: int, seconds: int, thre
             if delay > 0:
                 await asyncio.sleep(delay)
             sent[record["message_id"]] = time.monotonic()
-            await producer.send(source, json.dumps(record).encode(), key=thread.encode())
+            await producer.send(source, json.dumps(record).encode(), key=thread.encode(),
+                                headers=agent_headers(chance, upstream))
         await asyncio.sleep(5)
         reader.cancel()
     finally:
@@ -436,6 +452,9 @@ def main() -> None:
                                                      "commit): its workers are measured too, in the same trials")
     parser.add_argument("--traced", default="", help="also one worker with tracing on at these sampling ratios, "
                                                      "e.g. 0.1,1 (spans exported over OTLP to --otlp)")
+    parser.add_argument("--upstream", type=float, default=None,
+                        help="every record carries the traceparent of an agent traced upstream that sampled this "
+                             "share of its traces, e.g. 0.1 (as agents in production send; default: no headers)")
     parser.add_argument("--otlp", default=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
                         help="the OTLP/HTTP endpoint of the traced deployments (a Jaeger of devservices' is "
                              "started when none is given)")
@@ -476,7 +495,7 @@ def main() -> None:
                     rate, outputs = asyncio.run(throughput(
                         kind, bootstrap, folder, threads=args.threads, per_thread=args.per_thread,
                         partitions=args.partitions, store=args.store, deployment=deployment,
-                        cassandra=cassandra if args.store == "cassandra" else None))
+                        cassandra=cassandra if args.store == "cassandra" else None, upstream=args.upstream))
                     results[name].append(rate)
                     written[name].append(outputs.value_bytes / total)
                     print(f"trial {trial + 1}: {name:28s} {rate:8.0f} msgs/s  ({outputs.records / total:.2f} "
@@ -487,7 +506,8 @@ def main() -> None:
                     p50, p99 = asyncio.run(latency(bootstrap, folder, rate=args.rate, seconds=args.seconds,
                                                    threads=args.threads, partitions=args.partitions,
                                                    store=args.store, deployment=deployment,
-                                                   cassandra=cassandra if args.store == "cassandra" else None))
+                                                   cassandra=cassandra if args.store == "cassandra" else None,
+                                                   upstream=args.upstream))
                     p50s[deployment.label].append(p50)
                     p99s[deployment.label].append(p99)
                     print(f"trial {trial + 1}: publish->context at {args.rate} msgs/s, {deployment.label}: "
@@ -497,7 +517,8 @@ def main() -> None:
             services.stop()
     median = {name: statistics.median(values) for name, values in results.items()}
     print(f"\n{total} messages of ~1 KB over {args.threads} threads, {args.partitions} partitions, store "
-          f"{args.store}, offline model; medians of {args.trials} trials")
+          f"{args.store}, offline model; medians of {args.trials} trials"
+          + ("" if args.upstream is None else f"; agents traced upstream at {args.upstream:.0%}"))
     print(f"  bare aiokafka loop            {median['aiokafka']:8.0f} msgs/s")
     print(f"  bare Faust passthrough        {median['faust']:8.0f} msgs/s")
     for _, name, _ in pipelines[2:]:
