@@ -17,7 +17,7 @@ from om_stream.core.messages import TextPart
 from om_stream.core.prompts.parsing import parse_observer_output
 from om_stream.core.prompts.tasks import ObserverTask
 from tests.support.config_options import resolve
-from tests.unit.test_cycle_flows import OBSERVED, Driver, message, observation, reflected, reflection, run
+from tests.support.cycle_driver import OBSERVED, Driver, message, observation, reflected, reflection, run
 
 
 def _extracting(*extractors: Extractor, **options: Any) -> Any:
