@@ -31,6 +31,7 @@ from om_stream.errors import ModelError
 from om_stream.ports import ChatRequest
 from om_stream.testing.function_model import FunctionModel
 from tests.support.leak_property import HashEmbedder
+from tests.support.store_scans import files_bytes
 
 SEEDS = range(int(os.environ.get("OM_ERASURE_SEEDS", "24")))
 OPTIONS = {"observation": {"messageTokens": 160, "bufferTokens": 0.25, "bufferActivation": 0.8},
@@ -108,10 +109,6 @@ async def run(world: World, om: Memory, steps: int) -> None:
         world.erased |= erase
         for mark in erase:
             del world.live[mark]
-
-
-def files_bytes(folder: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file())
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -32,6 +32,7 @@ from om_stream.core.step import EngineLimits
 from om_stream.errors import InputRejected
 from om_stream.runtime.clock import ManualClock
 from tests.support.leak_property import HashEmbedder
+from tests.support.store_scans import files_bytes
 
 SEEDS = range(int(os.environ.get("OM_RETENTION_SEEDS", "10")))
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 220, "bufferTokens": 0.25},
@@ -44,10 +45,6 @@ WORDS = ("ferry", "invoice", "tide", "lighthouse", "budget", "hotel", "pastry", 
 
 def markers_in(text: str) -> set[str]:
     return {word.strip(".,:;()\"'") for word in text.split() if "MK" in word and word.rstrip(".,:;()\"'").endswith("Q")}
-
-
-def files_bytes(folder: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file())
 
 
 def sqlite_bytes(folder: Path) -> bytes:

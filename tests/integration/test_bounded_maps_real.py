@@ -19,7 +19,7 @@ from om_stream.client.client import ClientTopics, OMClient
 from om_stream.core.messages import Message
 from om_stream.runtime.worker.topics import ensure_topics
 from om_stream.settings import CassandraSettings, KafkaSettings, LifecycleSettings
-from tests.integration.test_cassandra_store import _cql
+from tests.support.store_scans import cql
 
 START_MS = int(datetime(2026, 3, 2, 9, 0, tzinfo=UTC).timestamp() * 1000)
 KEPT = 64
@@ -31,7 +31,7 @@ def settings(cassandra_hosts: str) -> Iterator[CassandraSettings]:
     configured = CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace, retry_deadline_s=20)
     migrate(configured)
     yield configured
-    _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+    cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from datetime import timedelta
 
 import hypothesis
 import pytest
-from cassandra.cluster import Cluster
 from hypothesis import strategies as st
 
 from om_stream.adapters.cassandra_store import CassandraContentStore, load_migrations, migrate
@@ -40,18 +39,9 @@ from tests.support.store_contract import (
     check_results_expire,
     message,
 )
+from tests.support.store_scans import cql
 
 COUNTER = TiktokenCounter()
-
-
-def _cql(hosts: str, *statements: str) -> list[object]:
-    (host, port), = CassandraSettings(hosts=hosts).contact_points()
-    cluster = Cluster([host], port=port, protocol_version=5)
-    try:
-        session = cluster.connect()
-        return [session.execute(s, timeout=60) for s in statements]
-    finally:
-        cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +51,7 @@ def settings(cassandra_hosts: str) -> Iterator[CassandraSettings]:
     report = migrate(configured)
     assert report.created_keyspace and report.applied == [m.version for m in load_migrations()]
     yield configured
-    _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+    cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 @pytest.fixture
@@ -82,7 +72,7 @@ def _prefix() -> str:
 def test_migrate_again_changes_nothing(settings: CassandraSettings) -> None:
     report = migrate(settings)
     assert not report.created_keyspace and report.applied == [] and report.already == [1, 2, 3, 4, 5]
-    rows = _cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
+    rows = cql(settings.hosts, f"SELECT version, name, checksum FROM {settings.keyspace}.schema_migrations")[0]
     assert sorted((r.version, r.name) for r in rows) == [  # type: ignore[attr-defined]
         (1, "initial"), (2, "cycle_results"), (3, "working_memory"), (4, "erasure"), (5, "retention")]
 
@@ -97,33 +87,33 @@ async def test_a_missing_keyspace_is_refused_with_the_command_that_fixes_it(cass
 
 async def test_an_unmigrated_keyspace_is_refused(cassandra_hosts: str) -> None:
     keyspace = f"it_bare_{uuid.uuid4().hex[:8]}"
-    _cql(cassandra_hosts, f"CREATE KEYSPACE {keyspace} WITH replication = "
-                          "{'class': 'SimpleStrategy', 'replication_factor': 1}")
+    cql(cassandra_hosts, f"CREATE KEYSPACE {keyspace} WITH replication = "
+                         "{'class': 'SimpleStrategy', 'replication_factor': 1}")
     try:
         store = CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace))
         with pytest.raises(StorageError, match=r"is not migrated .*run `om-stream migrate`"):
             await store.start()
-        _cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
-                              "checksum text, applied_at timestamp)")
+        cql(cassandra_hosts, f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, "
+                             "checksum text, applied_at timestamp)")
         with pytest.raises(StorageError, match=r"missing 0001_initial, 0002_cycle_results, 0003_working_memory, "
                                                r"0004_erasure, 0005_retention"):
             await CassandraContentStore(CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)).start()
     finally:
-        _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+        cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 async def test_start_refuses_a_keyspace_migrated_only_to_0001_until_migrate_runs(cassandra_hosts: str) -> None:
     keyspace = f"it_v1_{uuid.uuid4().hex[:8]}"
     configured = CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)
     first = load_migrations()[0]
-    _cql(cassandra_hosts, f"CREATE KEYSPACE {keyspace} WITH replication = "
-                          "{'class': 'SimpleStrategy', 'replication_factor': 1}",
-         f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, checksum text, "
-         "applied_at timestamp)",
-         *(s.replace("CREATE TABLE IF NOT EXISTS ", f"CREATE TABLE IF NOT EXISTS {keyspace}.", 1)
-           for s in first.statements),
-         f"INSERT INTO {keyspace}.schema_migrations (version, name, checksum) VALUES (1, 'initial', "
-         f"'{first.checksum}')")
+    cql(cassandra_hosts, f"CREATE KEYSPACE {keyspace} WITH replication = "
+                         "{'class': 'SimpleStrategy', 'replication_factor': 1}",
+        f"CREATE TABLE {keyspace}.schema_migrations (version int PRIMARY KEY, name text, checksum text, "
+        "applied_at timestamp)",
+        *(s.replace("CREATE TABLE IF NOT EXISTS ", f"CREATE TABLE IF NOT EXISTS {keyspace}.", 1)
+          for s in first.statements),
+        f"INSERT INTO {keyspace}.schema_migrations (version, name, checksum) VALUES (1, 'initial', "
+        f"'{first.checksum}')")
     try:
         store = CassandraContentStore(configured)
         with pytest.raises(StorageError, match=rf"keyspace '{keyspace}' is not migrated \(missing "
@@ -141,7 +131,7 @@ async def test_start_refuses_a_keyspace_migrated_only_to_0001_until_migrate_runs
         with pytest.raises(StorageError, match="closed"):
             await store.start()
     finally:
-        _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+        cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 async def test_start_refuses_an_unreachable_contact_point_naming_it() -> None:
@@ -157,11 +147,11 @@ def test_a_migration_changed_after_it_was_applied_is_refused(cassandra_hosts: st
     configured = CassandraSettings(hosts=cassandra_hosts, keyspace=keyspace)
     try:
         migrate(configured)
-        _cql(cassandra_hosts, f"UPDATE {keyspace}.schema_migrations SET checksum = 'edited' WHERE version = 1")
+        cql(cassandra_hosts, f"UPDATE {keyspace}.schema_migrations SET checksum = 'edited' WHERE version = 1")
         with pytest.raises(StorageError, match="was changed after it was applied"):
             migrate(configured)
     finally:
-        _cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
+        cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
 # -- the store contract ------------------------------------------------------------------------------------------

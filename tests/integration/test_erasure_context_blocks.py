@@ -20,8 +20,8 @@ from typing import Any
 
 from om_stream.client.partitioning import partition_for
 from om_stream.wire.context_v2 import split_block_key
-from tests.integration.test_worker_erasure import latest_per_key, receipt_for, started
-from tests.support.worker import Agent, WorkerProcess, agent_for, message_record, worker_process
+from tests.support.store_scans import latest_per_key
+from tests.support.worker import Agent, WorkerProcess, agent_for, message_record, receipt_for, started, worker_process
 
 # no observation unless asked for: the lists change only where the scenario changes them
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 100_000, "bufferTokens": False}}

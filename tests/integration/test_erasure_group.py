@@ -17,16 +17,12 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import uuid
 from pathlib import Path
 from typing import Any
 
-from cassandra.cluster import Cluster
-
-from om_stream.settings import CassandraSettings
-from tests.integration.test_worker_erasure import files_bytes, latest_per_key
 from tests.support.cluster import WorkerGroup, new_keyspace
-from tests.support.worker import Agent, agent_for, http_exchange, message_record
+from tests.support.store_scans import cassandra_rows, files_bytes, holding, latest_per_key
+from tests.support.worker import agent_for, erase, http_exchange, message_record
 
 SEEDS = ([int(s) for s in os.environ["OM_ERASURE_GROUP_SEED_LIST"].split(",")]
          if os.environ.get("OM_ERASURE_GROUP_SEED_LIST") else range(int(os.environ.get("OM_ERASURE_GROUP_SEEDS", "2"))))
@@ -37,35 +33,6 @@ PARTITIONS = 4
 
 def marker(seed: int, index: int) -> str:
     return f"MK{seed}n{index}Q"
-
-
-def cassandra_rows(hosts: str, keyspace: str) -> dict[str, list[str]]:
-    """Every row of every table of the keyspace, as text, by table."""
-    (host, port), = CassandraSettings(hosts=hosts).contact_points()
-    cluster = Cluster([host], port=port, protocol_version=5)
-    try:
-        session = cluster.connect(keyspace)
-        tables = [r.table_name for r in session.execute(
-            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,))]
-        return {table: [str(row) for row in session.execute(f"SELECT * FROM {table}")] for table in tables}
-    finally:
-        cluster.shutdown()
-
-
-def holding(rows: dict[str, list[str]], markers: set[str]) -> dict[str, list[str]]:
-    """The rows (by table) that hold one of ``markers``."""
-    found = {table: [row[:600] for row in held if any(m in row for m in markers)] for table, held in rows.items()}
-    return {table: held for table, held in found.items() if held}
-
-
-async def erase(agent: Agent, seed: int, scope: str, subject: str, resource: str) -> str:
-    erase_id = f"erase-{seed}-{uuid.uuid4().hex[:6]}"
-    command: dict[str, Any] = {"schema": "om.command/v1", "command_id": erase_id, "command": "erase",
-                               "scope": scope, "resource_id": resource}
-    if scope == "thread":
-        command["thread_id"] = subject
-    await agent.send(command, key=subject.encode(), topic="commands")
-    return erase_id
 
 
 async def test_a_worker_group_erases_for_good_through_kills_and_joins(kafka_bootstrap: str, cassandra_hosts: str,

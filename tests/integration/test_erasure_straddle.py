@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_erasure_group import cassandra_rows, erase, holding
-from tests.integration.test_stalled_member import stalling_member
-from tests.support.cluster import WorkerGroup, new_keyspace
-from tests.support.worker import agent_for, message_record
+from tests.support.cluster import WorkerGroup, new_keyspace, stalling_member
+from tests.support.store_scans import cassandra_rows, holding
+from tests.support.worker import agent_for, erase, message_record
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -15,8 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Chaos, Conversation, Outcome, WorkerGroup, new_keyspace, play_uninterrupted
-from tests.support.worker import WorkerProcess
+from tests.support.cluster import (
+    Chaos,
+    Conversation,
+    Outcome,
+    WorkerGroup,
+    new_keyspace,
+    play_uninterrupted,
+    stalling_member,
+)
 
 pytestmark = pytest.mark.timeout(900)
 THREADS, TURNS = 8, 36
@@ -27,14 +34,6 @@ STALL_S = 16.0  # well past the rebalance and session timeouts (6 s): the group 
 def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
     return asyncio.run(play_uninterrupted(kafka_bootstrap, cassandra_hosts, tmp_path_factory.mktemp("reference"),
                                           Conversation(THREADS, TURNS)))
-
-
-def stalling_member(group: WorkerGroup, stall: Path) -> WorkerProcess:
-    member = group.add(start=False)
-    member.module = "tests.support.stalling_worker"
-    member.env["OM_TEST_STALL_FILE"] = str(stall)
-    member.start()
-    return member
 
 
 @pytest.mark.parametrize("table_store", ["memory://", "rocksdb://"])

@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-
 from om_stream.testing.fake_openai import FakeOpenAI, RecordedRequest, Reply, Response, Usage
-from tests.support.worker import Agent, WorkerProcess, agent_for, http_call, message_record, worker_process
+from tests.support.store_scans import files_bytes, latest_per_key
+from tests.support.worker import (
+    Agent,
+    agent_for,
+    http_call,
+    message_record,
+    receipt_for,
+    started,
+    worker_process,
+)
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 150, "bufferTokens": False},
                            "reflection": {"observationTokens": 4000}, "retrieval": {"vector": True}}
@@ -34,16 +39,6 @@ def text(thread: str, index: int) -> str:
             f"wants the report on the tide tables by Friday, item {index}")
 
 
-@asynccontextmanager
-async def started(process: WorkerProcess) -> AsyncIterator[WorkerProcess]:
-    process.start()
-    try:
-        await process.wait_ready()
-        yield process
-    finally:
-        process.stop()
-
-
 async def converse(agent: Agent, thread: str, resource: str, turns: int, *, first: int = 0) -> None:
     for index in range(first, first + turns):
         role = "user" if index % 2 == 0 else "assistant"
@@ -52,55 +47,12 @@ async def converse(agent: Agent, thread: str, resource: str, turns: int, *, firs
     await agent.context_through(thread, f"{thread}-m{first + turns - 1}")
 
 
-async def latest_per_key(bootstrap: str, topic: str) -> dict[str, bytes | None]:
-    """Every key's latest record value on ``topic`` (None: a tombstone), read from the beginning to the end."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                                auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        partitions = consumer.partitions_for_topic(topic) or set()
-        for _ in range(50):
-            if partitions:
-                break
-            await asyncio.sleep(0.2)
-            await consumer._client.force_metadata_update()  # a topic created a moment ago
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in partitions]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        latest: dict[str, bytes | None] = {}
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for records in (await consumer.getmany(timeout_ms=1000)).values():
-                for record in records:
-                    latest[(record.key or b"").decode("utf-8", "replace")] = record.value
-        return latest
-    finally:
-        await consumer.stop()
-
-
-def files_bytes(folder: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file())
-
-
 async def until_in(folder: Path, markers: list[str], timeout: float = 120.0) -> None:
     """Until every marker is in the folder's files (the recall index is filled beside the memory agent)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while not all(m.encode() in files_bytes(folder) for m in markers):
         assert asyncio.get_running_loop().time() < deadline, f"{markers} never reached {folder}"
         await asyncio.sleep(0.5)
-
-
-async def receipt_for(agent: Agent, erase_id: str, timeout: float = 90.0) -> dict[str, Any]:
-    found: list[dict[str, Any]] = []
-
-    def done(current: Agent) -> bool:
-        found.extend(v for _, v, h in current.events if h.get("ce_type") == b"data-om-erased"
-                     and v.get("eraseId") == erase_id)
-        return bool(found)
-
-    await agent.until(done, timeout=timeout)
-    return found[0]
 
 
 async def test_an_erase_reaches_every_store_and_spares_the_others(kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -29,9 +29,9 @@ import pytest
 from cassandra.cluster import Cluster
 
 from om_stream.settings import CassandraSettings
-from tests.integration.test_worker_erasure import files_bytes, latest_per_key, started
 from tests.support.cluster import drop_keyspace, new_keyspace
-from tests.support.worker import Agent, agent_for, http_call, worker_process
+from tests.support.store_scans import files_bytes, latest_per_key
+from tests.support.worker import Agent, agent_for, http_call, started, worker_process
 
 OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 120, "bufferTokens": False},
                            "reflection": {"observationTokens": 20_000}, "retrieval": {"vector": True}}

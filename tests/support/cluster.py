@@ -30,10 +30,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
-from cassandra.cluster import Cluster
 
 from om_stream.adapters.cassandra_store import migrate
 from om_stream.settings import CassandraSettings
+from tests.support.store_scans import cql
 from tests.support.worker import WorkerProcess, listener_ports, message_record, worker_process
 
 # sync observation only (no buffering) and no reflection: the inputs of a thread then come in an order fixed by the
@@ -52,12 +52,17 @@ def new_keyspace(cassandra_hosts: str) -> str:
 def drop_keyspace(cassandra_hosts: str, keyspace: str) -> None:
     """Every keyspace costs the test node heap (a dozen tables each): a run drops what it created. ``cassandra_hosts``
     may name several nodes of one cluster (one port)."""
-    points = CassandraSettings(hosts=cassandra_hosts).contact_points()
-    cluster = Cluster([host for host, _ in points], port=points[0][1], protocol_version=5)
-    try:
-        cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-    finally:
-        cluster.shutdown()
+    cql(cassandra_hosts, f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+
+
+def stalling_member(group: WorkerGroup, stall: Path) -> WorkerProcess:
+    """A new member of ``group`` whose content-store writes wait while the file ``stall`` exists
+    (``tests.support.stalling_worker``)."""
+    member = group.add(start=False)
+    member.module = "tests.support.stalling_worker"
+    member.env["OM_TEST_STALL_FILE"] = str(stall)
+    member.start()
+    return member
 
 
 class WorkerGroup:

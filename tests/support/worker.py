@@ -131,15 +131,21 @@ def worker_process(bootstrap: str, tmp: Path, *, options: dict[str, Any], store:
 
 
 @asynccontextmanager
-async def running_worker(bootstrap: str, tmp: Path, **options: Any) -> AsyncIterator[WorkerProcess]:
-    """A worker started (``worker_process`` options), ready, and stopped at the end."""
-    process = worker_process(bootstrap, tmp, **options)
+async def started(process: WorkerProcess) -> AsyncIterator[WorkerProcess]:
+    """``process`` started, ready, and stopped at the end."""
     process.start()
     try:
         await process.wait_ready()
         yield process
     finally:
         process.stop()
+
+
+@asynccontextmanager
+async def running_worker(bootstrap: str, tmp: Path, **options: Any) -> AsyncIterator[WorkerProcess]:
+    """A worker started (``worker_process`` options), ready, and stopped at the end."""
+    async with started(worker_process(bootstrap, tmp, **options)) as process:
+        yield process
 
 
 def message_record(thread: str, index: int, role: str, text: str, *, resource: str = "r1",
@@ -252,3 +258,27 @@ async def http_call(port: int, method: str, path: str, body: dict[str, Any] | No
     else:
         assert status in (200, 202), (status, content[:500])
     return content.decode() if raw else json.loads(content)
+
+
+async def erase(agent: Agent, seed: int, scope: str, subject: str, resource: str) -> str:
+    """Sends an ``erase`` command for a thread or a resource on the commands topic; its id (``seed`` in it)."""
+    erase_id = f"erase-{seed}-{uuid.uuid4().hex[:6]}"
+    command: dict[str, Any] = {"schema": "om.command/v1", "command_id": erase_id, "command": "erase",
+                               "scope": scope, "resource_id": resource}
+    if scope == "thread":
+        command["thread_id"] = subject
+    await agent.send(command, key=subject.encode(), topic="commands")
+    return erase_id
+
+
+async def receipt_for(agent: Agent, erase_id: str, timeout: float = 90.0) -> dict[str, Any]:
+    """The ``data-om-erased`` event of ``erase_id``, once the agent has read it."""
+    found: list[dict[str, Any]] = []
+
+    def done(current: Agent) -> bool:
+        found.extend(v for _, v, h in current.events if h.get("ce_type") == b"data-om-erased"
+                     and v.get("eraseId") == erase_id)
+        return bool(found)
+
+    await agent.until(done, timeout=timeout)
+    return found[0]
