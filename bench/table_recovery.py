@@ -8,6 +8,9 @@ For each store:
   * rocksdb:// — the first start reads the changelog into RocksDB; the restart (same data folder) reads only what
     changed since, which is what a pod with its volume sees after ``helm upgrade``.
 Medians of ``--runs`` restarts per figure.
+
+``--versions V`` writes each thread's record V times, as a changelog holds them before the log cleaner compacts it
+(the worker writes a thread's state once per input): a recovery reads every version, and keeps the last.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def template_state() -> str:
     return encode_held(0, state).decode()
 
 
-async def fill_changelog(bootstrap: str, app_id: str, threads: int) -> None:
+async def fill_changelog(bootstrap: str, app_id: str, threads: int, versions: int = 1) -> None:
     topic = f"{app_id}-{TABLE_NAME}-changelog"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
@@ -73,11 +76,12 @@ async def fill_changelog(bootstrap: str, app_id: str, threads: int) -> None:
     await producer.start()
     try:
         await producer.partitions_for(topic)  # the new topic's leaders are known before the first send
-        for n in range(threads):
-            key = f"t-{n:016d}"
-            partition = (murmur2(key.encode()) & 0x7FFFFFFF) % PARTITIONS
-            value = template.replace(TEMPLATE, key).replace('"partition":0', f'"partition":{partition}', 1)
-            await producer.send(topic, value.encode(), key=key.encode(), partition=partition)
+        for _ in range(versions):
+            for n in range(threads):
+                key = f"t-{n:016d}"
+                partition = (murmur2(key.encode()) & 0x7FFFFFFF) % PARTITIONS
+                value = template.replace(TEMPLATE, key).replace('"partition":0', f'"partition":{partition}', 1)
+                await producer.send(topic, value.encode(), key=key.encode(), partition=partition)
         await producer.flush()
     finally:
         await producer.stop()
@@ -95,14 +99,15 @@ def timed_start(worker: WorkerProcess, threads: int) -> float:
     return ready
 
 
-def measure(bootstrap: str, tmp: Path, store: str, threads: int, runs: int) -> tuple[float, list[float]]:
+def measure(bootstrap: str, tmp: Path, store: str, threads: int, runs: int,
+            versions: int = 1) -> tuple[float, list[float]]:
     """(the first start on a new data folder, the restarts after it): seconds from launch to ready."""
     folder = tmp / f"{store.split(':', maxsplit=1)[0]}-{threads}"
     folder.mkdir(parents=True)
     worker = worker_process(bootstrap, folder, options={}, partitions=PARTITIONS,
                             extra={"OM_WORKER_TABLE_STORE": store, "OM_LOG_LEVEL": "warning"})
     if threads:
-        asyncio.run(fill_changelog(bootstrap, worker.env["OM_WORKER_APP_ID"], threads))
+        asyncio.run(fill_changelog(bootstrap, worker.env["OM_WORKER_APP_ID"], threads, versions))
     first = timed_start(worker, threads)  # RocksDB: the changelog is read into the local database
     return first, [timed_start(worker, threads) for _ in range(runs)]
 
@@ -111,6 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument("--versions", type=int, default=1, help="records written per thread (an uncompacted changelog)")
     args = parser.parse_args()
     bootstrap = os.environ.get("OM_KAFKA_BOOTSTRAP")
     services = None
@@ -128,7 +134,7 @@ def main() -> None:
                 results[store], cold[store] = {0: baseline}, {}
                 print(f"{store:11s} empty table: ready {baseline:.1f} s after launch", flush=True)
                 for threads in args.threads:
-                    first, ready = measure(bootstrap, Path(tmp), store, threads, args.runs)
+                    first, ready = measure(bootstrap, Path(tmp), store, threads, args.runs, args.versions)
                     results[store][threads], cold[store][threads] = statistics.median(ready), first
                     print(f"{store:11s} {threads:>7,} threads: first start {first:.1f} s, restarts "
                           f"{json.dumps([round(r, 1) for r in ready])} s after launch; recovery "
@@ -137,7 +143,7 @@ def main() -> None:
         if services is not None:
             services.stop()
     print(f"\ntable recovery after a restart (time to ready minus an empty table's; the readiness poll is 0.3 s), "
-          f"{PARTITIONS} partitions, one worker, medians of {args.runs}:")
+          f"{PARTITIONS} partitions, one worker, {args.versions} record(s) per thread, medians of {args.runs}:")
     for threads in args.threads:
         memory = max(0.0, results["memory://"][threads] - results["memory://"][0])
         rocks = max(0.0, results["rocksdb://"][threads] - results["rocksdb://"][0])
