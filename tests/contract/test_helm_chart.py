@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,71 +19,24 @@ import pytest
 import yaml
 
 from om_stream.observability.settings_doc import CHART_MANAGED, chart_settings_schema, settings_docs
+from tests.support.helm import (
+    CHART,
+    KEDA,
+    MONITORING,
+    ROOT,
+    by_kind,
+    kubeconform,
+    manifests,
+    named,
+    run,
+    template,
+    tools,
+    values_file,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "om-stream"
-INSTALL = ROOT / "infra" / "tools" / "install-helm-tools.sh"
+__all__ = ["tools"]  # the module-scoped fixture of tests/support/helm.py
+
 KUBE_VERSIONS = ("1.30.0", "1.34.0")
-MONITORING = "monitoring.coreos.com/v1"
-KEDA = "keda.sh/v1alpha1"
-
-
-@pytest.fixture(scope="module")
-def tools() -> Path:
-    out = subprocess.run(["bash", str(INSTALL)], check=False, capture_output=True, text=True, timeout=1800)
-    if out.returncode != 0:
-        pytest.fail(f"install-helm-tools.sh failed:\n{out.stderr[-4000:]}", pytrace=False)
-    return Path(out.stdout.strip().splitlines()[-1].split("=", 1)[1])
-
-
-def _run(args: Sequence[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(args), check=False, capture_output=True, text=True, input=stdin, timeout=300)
-
-
-def _values_file(tmp: Path, values: dict[str, Any]) -> Path:
-    path = tmp / f"values-{abs(hash(json.dumps(values, sort_keys=True)))}.yaml"
-    path.write_text(yaml.safe_dump(values))
-    return path
-
-
-def template(tools: Path, tmp: Path, values: dict[str, Any], *, kube: str = "1.34.0",
-             api_versions: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
-    args = [str(tools / "helm"), "template", "om", str(CHART), "--namespace", "agents", "--kube-version", kube,
-            "-f", str(_values_file(tmp, values))]
-    for api in api_versions:
-        args += ["--api-versions", api]
-    return _run(args)
-
-
-def manifests(text: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(text) if doc]
-
-
-def kubeconform(tools: Path, text: str, kube: str) -> subprocess.CompletedProcess[str]:
-    schemas = tools / "kubernetes-json-schema"
-    return _run([str(tools / "kubeconform"), "-strict", "-summary", "-output", "text", "-kubernetes-version", kube,
-                 "-schema-location",
-                 f"{schemas}/{{{{ .NormalizedKubernetesVersion }}}}-standalone{{{{ .StrictSuffix }}}}/"
-                 "{{ .ResourceKind }}{{ .KindSuffix }}.json",
-                 "-schema-location", f"{schemas}/crds/{{{{ .Group }}}}/{{{{ .ResourceKind }}}}_"
-                                     "{{ .ResourceAPIVersion }}.json", "-"], stdin=text)
-
-
-def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [d for d in docs if d["kind"] == kind]
-
-
-def render(tools: Path, tmp: Path, values: dict[str, Any], api_versions: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """The manifests of a render that must succeed."""
-    out = template(tools, tmp, values, api_versions=api_versions)
-    assert out.returncode == 0, out.stderr
-    return manifests(out.stdout)
-
-
-def named(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind}/{name}: {len(found)} rendered"
-    return found[0]
 
 
 FULL: dict[str, Any] = {
@@ -145,8 +96,8 @@ def test_helm_lint(tools: Path, tmp_path: Path) -> None:
     # helm lint cannot declare API versions: the KEDA value sets (which require keda.sh/v1alpha1) are linted as hpa
     for name, given in VALUE_SETS.items():
         values = _without_keda(given)
-        out = _run([str(tools / "helm"), "lint", "--strict", str(CHART), "--kube-version", "1.34.0",
-                    "-f", str(_values_file(tmp_path, values))])
+        out = run([str(tools / "helm"), "lint", "--strict", str(CHART), "--kube-version", "1.34.0",
+                    "-f", str(values_file(tmp_path, values))])
         assert out.returncode == 0, f"{name}:\n{out.stdout}\n{out.stderr}"
 
 

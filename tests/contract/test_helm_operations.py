@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import math
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,76 +19,32 @@ import pytest
 import yaml
 
 from om_stream.observability.metrics import describe_metrics
-from tests.contract.test_helm_chart import (
+from tests.support.helm import (
     CHART,
+    EVERYTHING,
+    FULL,
+    HOOK,
     KEDA,
     MONITORING,
     ROOT,
+    alert_rules,
     by_kind,
-    manifests,
+    env_of,
+    job_pod,
     named,
+    notes,
     render,
+    resolved_env,
+    resolved_mounts,
+    rules_by_port,
     template,
     tools,
+    worker_pod,
 )
 
-__all__ = ["tools"]  # the module-scoped fixture, shared with test_helm_chart.py
+__all__ = ["tools"]  # the module-scoped fixture of tests/support/helm.py
 
-FULL = "om-om-stream"
-HOOK = "om-om-stream-migrate"
 DEFAULT_SELECTOR = {"app.kubernetes.io/name": "om-stream", "app.kubernetes.io/instance": "om"}
-
-
-def worker_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return by_kind(docs, "StatefulSet")[0]["spec"]["template"]["spec"]
-
-
-def job_pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return named(docs, "Job", HOOK)["spec"]["template"]["spec"]
-
-
-def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {e["name"]: e for e in container.get("env", [])}
-
-
-def resolved_env(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, Any]:
-    """What the container's process sees, as far as the render decides it: envFrom ConfigMaps and Secrets of the
-    render read out, explicit env after them (it wins); references to objects not rendered (the user's) kept."""
-    rendered = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] in ("ConfigMap", "Secret")}
-    env: dict[str, Any] = {}
-    for source in container.get("envFrom", []):
-        kind, ref = ("ConfigMap", source["configMapRef"]) if "configMapRef" in source else ("Secret",
-                                                                                            source["secretRef"])
-        obj = rendered.get((kind, ref["name"]))
-        if obj is None:
-            env[f"<envFrom {kind} {ref['name']}>"] = ref
-            continue
-        for key, value in (obj.get("data") or {}).items():
-            env[key] = base64.b64decode(value).decode() if kind == "Secret" else value
-    for item in container.get("env", []):
-        if "value" in item:
-            env[item["name"]] = item["value"]
-            continue
-        key_ref = item["valueFrom"].get("secretKeyRef")
-        obj = rendered.get(("Secret", key_ref["name"])) if key_ref else None
-        env[item["name"]] = (base64.b64decode(obj["data"][key_ref["key"]]).decode() if obj is not None
-                             else item["valueFrom"])
-    return env
-
-
-def resolved_mounts(docs: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
-    """mountPath -> (what is mounted: a rendered ConfigMap's data, or the volume source as written, read-only)."""
-    config_maps = {d["metadata"]["name"]: d["data"] for d in by_kind(docs, "ConfigMap")}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    mounts = {}
-    for mount in container["volumeMounts"]:
-        source = volumes.get(mount["name"], {"volumeClaimTemplate": mount["name"]})  # a StatefulSet's claim
-        volume = {k: v for k, v in source.items() if k != "name"}
-        if "configMap" in volume and volume["configMap"]["name"] in config_maps:
-            volume = {"configMap data": config_maps[volume["configMap"]["name"]]}
-        mounts[mount["mountPath"]] = (volume, mount.get("readOnly", False))
-    return mounts
-
 
 # -- a. the API token ---------------------------------------------------------------------------------------------
 
@@ -138,10 +93,6 @@ def test_a_chart_managed_variables_cannot_be_set_twice(tools: Path, tmp_path: Pa
 
 # -- b. NetworkPolicy ---------------------------------------------------------------------------------------------
 
-def _rules_by_port(policy: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
-    return {port["port"]: rule["from"] for rule in policy["spec"]["ingress"] for port in rule["ports"]}
-
-
 def test_b_network_policy_admits_labelled_clients_to_the_api_and_monitoring_to_metrics(tools: Path,
                                                                                       tmp_path: Path) -> None:
     docs = render(tools, tmp_path, {})
@@ -149,7 +100,7 @@ def test_b_network_policy_admits_labelled_clients_to_the_api_and_monitoring_to_m
     pod_labels = by_kind(docs, "StatefulSet")[0]["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert policy["spec"]["policyTypes"] == ["Ingress"], "egress (Kafka, Cassandra, models) not restricted"
-    rules = _rules_by_port(policy)
+    rules = rules_by_port(policy)
     assert set(rules) == {6066, 6067}
     assert rules[6066] == [{"podSelector": {"matchLabels": {"om-stream-client": "true"}}}], (
         "no namespaceSelector: pods of the release namespace only")
@@ -165,16 +116,16 @@ def test_b_network_policy_selectors_egress_and_off_are_configurable(tools: Path,
         "egress": {"restrict": True, "to": egress}}})
     policy = named(docs, "NetworkPolicy", FULL)["spec"]
     # one peer with both selectors: agent pods in any namespace (two peers would admit every pod of every namespace)
-    assert _rules_by_port({"spec": policy})[6066] == [{"podSelector": {"matchLabels": {"role": "agent"}},
+    assert rules_by_port({"spec": policy})[6066] == [{"podSelector": {"matchLabels": {"role": "agent"}},
                                                        "namespaceSelector": {}}]
-    assert _rules_by_port({"spec": policy})[6067][0]["namespaceSelector"] == {"matchLabels": {"team": "obs"}}
+    assert rules_by_port({"spec": policy})[6067][0]["namespaceSelector"] == {"matchLabels": {"team": "obs"}}
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["egress"][0] == {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]}
     assert policy["egress"][1:] == egress
     assert by_kind(render(tools, tmp_path, {"networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
     # helm merges maps: a label added without nulling the default one is required as well (values.yaml says so)
     added = render(tools, tmp_path, {"networkPolicy": {"api": {"podSelector": {"matchLabels": {"role": "agent"}}}}})
-    assert _rules_by_port(named(added, "NetworkPolicy", FULL))[6066] == [
+    assert rules_by_port(named(added, "NetworkPolicy", FULL))[6066] == [
         {"podSelector": {"matchLabels": {"om-stream-client": "true", "role": "agent"}}}]
 
 
@@ -196,21 +147,6 @@ def test_c_service_monitor_selects_the_headless_service_and_its_metrics_port_onl
 
 
 # -- d, e, f. migrations once, same environment, service links off, extra volumes -----------------------------------
-
-EVERYTHING: dict[str, Any] = {
-    "settings": {"OM_KAFKA_BOOTSTRAP": "kafka:9093", "OM_KAFKA_SECURITY_PROTOCOL": "SSL",
-                 "OM_KAFKA_SSL_CAFILE": "/etc/om-stream/ca/ca.crt", "OM_CASSANDRA_TLS": True},
-    "secrets": {"OM_CASSANDRA_PASSWORD": "pw", "OM_KAFKA_SASL_PASSWORD": "kpw"},
-    "memoryConfig": {"observation": {"messageTokens": 20000}},
-    "extraEnv": [{"name": "GEMINI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "llm", "key": "gemini"}}},
-                 {"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
-    "extraEnvFrom": [{"configMapRef": {"name": "corp-env"}}, {"secretRef": {"name": "corp-secrets"}}],
-    "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca"}}],
-    "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/om-stream/ca", "readOnly": True}],
-    "nodeSelector": {"pool": "om"}, "tolerations": [{"key": "dedicated", "operator": "Exists"}],
-    "serviceAccount": {"annotations": {"iam.example/role": "om"}},
-}
-
 
 def _hook(doc: dict[str, Any]) -> tuple[set[str], int, set[str]]:
     notes = doc["metadata"].get("annotations") or {}
@@ -396,8 +332,7 @@ def test_k_keda_scales_on_the_groups_lag_instead_of_the_hpa(tools: Path, tmp_pat
 
 # -- l. alerts ----------------------------------------------------------------------------------------------------
 
-def _rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for group in by_kind(docs, "PrometheusRule")[0]["spec"]["groups"] for r in group["rules"]]
+
 
 
 _FUNCTIONS_AND_KEYWORDS = {"sum", "max", "min", "by", "rate", "increase", "without", "on", "and", "or", "unless"}
@@ -406,7 +341,7 @@ _FUNCTIONS_AND_KEYWORDS = {"sum", "max", "min", "by", "rate", "increase", "witho
 def test_l_alerts_have_for_severity_runbook_and_use_only_the_workers_metrics(tools: Path, tmp_path: Path) -> None:
     assert by_kind(render(tools, tmp_path, {}), "PrometheusRule") == [], "only where the monitoring API exists"
     docs = render(tools, tmp_path, {}, api_versions=[MONITORING])
-    rules = _rules(docs)
+    rules = alert_rules(docs)
     assert {r["alert"] for r in rules} == {"OMConsumerGroupLag", "OMDeadLetterRecords", "OMTokenBudgetExhausted",
                                            "OMAgentCrashed", "OMWorkerNotLive", "OMRebalanceStorm",
                                            "OMTableRecoverySlow"}
@@ -432,7 +367,7 @@ def test_l_alert_thresholds_base_url_and_switches_are_values(tools: Path, tmp_pa
                    "OMDeadLetterRecords": {"enabled": False}}}},
         "probes": {"startup": {"recoverySeconds": 300}}}, api_versions=[MONITORING])
     assert by_kind(docs, "PrometheusRule")[0]["metadata"]["labels"]["release"] == "kps"
-    rules = {r["alert"]: r for r in _rules(docs)}
+    rules = {r["alert"]: r for r in alert_rules(docs)}
     assert "OMDeadLetterRecords" not in rules
     assert rules["OMConsumerGroupLag"]["expr"].endswith("> 500") and rules["OMConsumerGroupLag"]["for"] == "5m"
     assert rules["OMTableRecoverySlow"]["expr"].endswith("> 240"), "0.8 of the startup budget"
@@ -501,7 +436,7 @@ def test_l_promtool_accepts_the_rules_and_they_fire_on_the_series_the_worker_exp
 
 def _annotations(docs: list[dict[str, Any]], alert: str, value: str, **labels: str) -> dict[str, str]:
     """The rule's annotations as Prometheus expands them ({{ $labels.x }}, {{ $value }})."""
-    rule = next(r for r in _rules(docs) if r["alert"] == alert)
+    rule = next(r for r in alert_rules(docs) if r["alert"] == alert)
     out = {}
     for key, template_text in rule["annotations"].items():
         text = template_text.replace("{{ $value }}", value)
@@ -512,27 +447,6 @@ def _annotations(docs: list[dict[str, Any]], alert: str, value: str, **labels: s
 
 
 # -- m. NOTES.txt -------------------------------------------------------------------------------------------------
-
-def notes(tools: Path, tmp_path: Path, values: dict[str, Any]) -> str:
-    """NOTES.txt as helm renders it after an install: a copy of the chart renders the same text in a ConfigMap
-    (``helm template`` skips NOTES.txt, ``helm install --dry-run`` needs a cluster)."""
-    chart = tmp_path / "chart"
-    if not chart.exists():
-        shutil.copytree(CHART, chart)
-        text = (chart / "templates" / "NOTES.txt").read_text()
-        (chart / "templates" / "_test_notes.tpl").write_text('{{- define "test.notes" -}}\n' + text + "{{- end }}\n")
-        (chart / "templates" / "test-notes.yaml").write_text(
-            'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: test-notes}\n'
-            'data:\n  NOTES.txt: {{ include "test.notes" . | quote }}\n')
-    values_file = tmp_path / "notes-values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
-    out = subprocess.run([str(tools / "helm"), "template", "om", str(chart), "--namespace", "agents",
-                          "--kube-version", "1.34.0", "--api-versions", MONITORING, "-f", str(values_file),
-                          "--show-only", "templates/test-notes.yaml"], check=False, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    return str(manifests(out.stdout)[0]["data"]["NOTES.txt"])
-
 
 def test_m_notes_send_owner_specific_calls_to_the_pod_not_the_balanced_service(tools: Path, tmp_path: Path) -> None:
     text = notes(tools, tmp_path, {"replicaCount": 3})

@@ -12,21 +12,27 @@ from typing import Any
 
 import pytest
 
-from tests.contract.test_helm_chart import KEDA, MONITORING, by_kind, named, render, template, tools
-from tests.contract.test_helm_operations import (
+from tests.support.helm import (
     EVERYTHING,
     FULL,
     HOOK,
-    _rules,
-    _rules_by_port,
+    KEDA,
+    MONITORING,
+    alert_rules,
+    by_kind,
     env_of,
+    named,
     notes,
+    render,
     resolved_env,
     resolved_mounts,
+    rules_by_port,
+    template,
+    tools,
     worker_pod,
 )
 
-__all__ = ["tools"]  # the module-scoped fixture, shared with test_helm_chart.py
+__all__ = ["tools"]  # the module-scoped fixture of tests/support/helm.py
 
 # -- o. worker roles ---------------------------------------------------------------------------------------------------
 
@@ -48,7 +54,7 @@ def test_o_defaults_run_one_worker_of_role_all_and_no_component(tools: Path, tmp
     assert by_kind(docs, "Deployment") == []
     assert [s["metadata"]["name"] for s in by_kind(docs, "Service")] == [FULL, f"{FULL}-headless"]
     assert [p["metadata"]["name"] for p in by_kind(docs, "NetworkPolicy")] == [FULL]
-    assert 'job="om-om-stream-headless"' in _rules(docs)[0]["expr"], "the default selector is unchanged"
+    assert 'job="om-om-stream-headless"' in alert_rules(docs)[0]["expr"], "the default selector is unchanged"
     out = template(tools, tmp_path, {"recall": {"enabled": True}})
     assert out.returncode != 0 and "recall.enabled needs models.enabled" in out.stderr, out.stderr
 
@@ -169,7 +175,7 @@ def test_o_each_pod_is_scraped_once_and_covered_by_the_alerts(tools: Path, tmp_p
                                                                s["metadata"]["labels"])]
     workloads = [d for d in docs if d["kind"] in ("StatefulSet", "Deployment")]
     assert len(workloads) == 1 + len([c for c in ("models", "recall") if values.get(c, {}).get("enabled")])
-    lag = next(r for r in _rules(docs) if r["alert"] == "OMAgentCrashed")["expr"]
+    lag = next(r for r in alert_rules(docs) if r["alert"] == "OMAgentCrashed")["expr"]
     matcher = re.search(r'job(=~?)"([^"]+)"', lag)
     assert matcher, lag
     for workload in workloads:
@@ -196,7 +202,7 @@ def test_o_component_pods_admit_only_the_metrics_port_from_monitoring(tools: Pat
         policy = named(docs, "NetworkPolicy", name)["spec"]
         labels = _pod_template(docs, "Deployment", name)["metadata"]["labels"]
         assert _selects(policy["podSelector"]["matchLabels"], labels)
-        assert _rules_by_port({"spec": policy}) == {6067: [{"namespaceSelector": {"matchLabels": {
+        assert rules_by_port({"spec": policy}) == {6067: [{"namespaceSelector": {"matchLabels": {
             "kubernetes.io/metadata.name": "monitoring"}}, "podSelector": {}}]}, "no API port, no extra ingress"
         assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["egress"] == worker_policy["spec"]["egress"]
         assert policy["egress"][1:] == egress
