@@ -4,6 +4,7 @@ driver on the in-memory store with these, fed one record at a time (messages and
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,10 +46,15 @@ class Table:
 
 
 class Producer:
+    """Keeps what it is asked to send; while ``open`` is clear, a send waits (a broker that stops answering)."""
+
     def __init__(self) -> None:
         self.sent: list[Publication] = []
+        self.open = asyncio.Event()
+        self.open.set()
 
     async def send(self, publication: Publication) -> None:
+        await self.open.wait()
         self.sent.append(publication)
 
     def to(self, topic: str) -> list[Publication]:

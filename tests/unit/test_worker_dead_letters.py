@@ -6,20 +6,21 @@ from __future__ import annotations
 import json
 
 from om_stream.runtime.worker.kafka_records import SourceRecord
-from tests.unit.test_worker_fencing import KAFKA, Driver
+from tests.support.fenced_worker import FencedWorker
+from tests.support.processor_doubles import KAFKA
 
 
-def _malformed(driver: Driver, offset: int) -> SourceRecord:
+def _malformed(driver: FencedWorker, offset: int) -> SourceRecord:
     return SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=offset, key=b"t1", value=b"{not json",
                         generation=driver.generation)
 
 
-def _dead_letters(driver: Driver) -> list[dict[str, object]]:
+def _dead_letters(driver: FencedWorker) -> list[dict[str, object]]:
     return [json.loads(p.value or b"") for p in driver.producer.sent if p.topic == KAFKA.topic_dlq]
 
 
 async def test_a_batch_of_nothing_but_a_malformed_record_sends_its_dead_letter_at_once() -> None:
-    driver = Driver()
+    driver = FencedWorker()
     assert await driver.handle(0)
     async with driver.ledger.batch():
         assert await driver.processor.process([_malformed(driver, 1)])
@@ -28,7 +29,7 @@ async def test_a_batch_of_nothing_but_a_malformed_record_sends_its_dead_letter_a
 
 
 async def test_a_later_fenced_batch_does_not_take_an_earlier_dead_letter_with_it() -> None:
-    driver = Driver()
+    driver = FencedWorker()
     async with driver.ledger.batch():
         assert await driver.processor.process([_malformed(driver, 0)])
     stale = SourceRecord(topic=KAFKA.topic_messages, partition=0, offset=1, key=b"t1", value=b"{}",
@@ -39,7 +40,7 @@ async def test_a_later_fenced_batch_does_not_take_an_earlier_dead_letter_with_it
     assert [letter["source_offset"] for letter in _dead_letters(driver)] == [0]
 
 
-def _message(driver: Driver, offset: int) -> SourceRecord:
+def _message(driver: FencedWorker, offset: int) -> SourceRecord:
     value = json.dumps({"schema": "om.message/v1", "message_id": f"m{offset}", "thread_id": "t1", "resource_id": "r1",
                         "role": "user", "created_at": "2026-03-02T09:00:00Z",
                         "parts": [{"type": "text", "text": f"message {offset}"}]}).encode()
@@ -48,7 +49,7 @@ def _message(driver: Driver, offset: int) -> SourceRecord:
 
 
 async def test_a_batch_with_inputs_and_a_malformed_record_sends_its_dead_letter_once_with_the_batch() -> None:
-    driver = Driver()
+    driver = FencedWorker()
     async with driver.ledger.batch():
         assert await driver.processor.process([_message(driver, 0), _malformed(driver, 1), _message(driver, 2)])
     assert [letter["source_offset"] for letter in _dead_letters(driver)] == [1]
@@ -60,7 +61,7 @@ async def test_a_batch_with_inputs_and_a_malformed_record_sends_its_dead_letter_
 
 
 async def test_a_batch_fenced_at_its_commit_sends_neither_its_publications_nor_its_dead_letters() -> None:
-    driver = Driver()
+    driver = FencedWorker()
     confirmed = driver.generation
 
     async def confirm(generation: int) -> bool:
