@@ -15,11 +15,8 @@ Every message carries a marker (``MK<seed>x<n>Q``) whose creation time the test 
 from __future__ import annotations
 
 import json
-import os
 import random
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,31 +29,18 @@ from om_stream.core.step import EngineLimits
 from om_stream.errors import InputRejected
 from om_stream.runtime.clock import ManualClock
 from tests.support.leak_property import HashEmbedder
+from tests.support.retention_world import (
+    GAP,
+    MINUTE,
+    OPTIONS,
+    SEEDS,
+    T0,
+    WORDS,
+    markers_in,
+    message,
+    sqlite_bytes,
+)
 from tests.support.store_scans import files_bytes
-
-SEEDS = range(int(os.environ.get("OM_RETENTION_SEEDS", "10")))
-OPTIONS: dict[str, Any] = {"observation": {"messageTokens": 220, "bufferTokens": 0.25},
-                           "reflection": {"observationTokens": 500}, "retrieval": {"vector": True}}
-T0 = int(datetime(2026, 4, 1, 8, 0, tzinfo=UTC).timestamp() * 1000)
-MINUTE = 60_000
-GAP = 600_000  # the purge gap of these runs (EngineLimits.purge_gap_ms)
-WORDS = ("ferry", "invoice", "tide", "lighthouse", "budget", "hotel", "pastry", "island", "report", "train")
-
-
-def markers_in(text: str) -> set[str]:
-    return {word.strip(".,:;()\"'") for word in text.split() if "MK" in word and word.rstrip(".,:;()\"'").endswith("Q")}
-
-
-def sqlite_bytes(folder: Path) -> bytes:
-    """The SQLite file and its WAL, as bytes."""
-    return b"".join(path.read_bytes() for path in sorted(folder.glob("om.db*")))
-
-
-def message(mark: str, index: int, thread: str, at: int, rng: random.Random) -> dict[str, Any]:
-    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18)))
-    return {"message_id": f"m{index}", "thread_id": thread, "resource_id": "r1",
-            "role": "user" if index % 2 else "assistant", "created_at": datetime.fromtimestamp(at / 1000, UTC),
-            "parts": [{"type": "text", "text": f"Remember {mark}: {words}"}]}
 
 
 async def shown(om: Memory, threads: list[str]) -> set[str]:

@@ -29,7 +29,8 @@ from om_stream.core.retention import DAY_MS
 from om_stream.core.step import EngineLimits
 from om_stream.runtime.clock import ManualClock
 from om_stream.wire.context import ContextRecord
-from tests.component.test_retention_embedded import (
+from tests.support.leak_property import HashEmbedder
+from tests.support.retention_world import (
     GAP,
     MINUTE,
     OPTIONS,
@@ -39,7 +40,6 @@ from tests.component.test_retention_embedded import (
     message,
     sqlite_bytes,
 )
-from tests.support.leak_property import HashEmbedder
 
 
 def memory(folder: Path, now: int, days: int, embedder: HashEmbedder) -> Memory:

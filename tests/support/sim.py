@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from hypothesis import strategies as st
 
 from om_stream.adapters.memory_store import InMemoryContentStore
 from om_stream.core.commands import (
@@ -282,3 +285,52 @@ class _Outlet:
     async def commit(self) -> None: ...
 
     def discard(self) -> None: ...
+
+
+# -- random conversations, configurations and model outcomes (the engine's property tests) ----------------------
+
+Turn = tuple[int, list[tuple[int, int]], int, int]  # user words, [(call words, result words)], reply words, gap ms
+
+
+@st.composite
+def configurations(draw: st.DrawFn) -> dict[str, Any]:
+    message_tokens = draw(st.integers(40, 400))
+    observation: dict[str, Any] = {"messageTokens": message_tokens}
+    reflection: dict[str, Any] = {"observationTokens": draw(st.integers(30, 600))}
+    options: dict[str, Any] = {"observation": observation, "reflection": reflection}
+    if draw(st.booleans()):
+        observation["bufferTokens"] = False
+        options["shareTokenBudget"] = draw(st.booleans())
+    else:
+        observation["bufferTokens"] = draw(st.sampled_from([0.1, 0.2, 0.25, 0.5]))
+        observation["bufferActivation"] = draw(st.sampled_from([0.5, 0.8, 1.0]))
+        observation["blockAfter"] = draw(st.sampled_from([1.0, 1.2, 1.5, 2.0]))
+        reflection["bufferActivation"] = draw(st.sampled_from([0.3, 0.5, 1.0]))
+        reflection["blockAfter"] = draw(st.sampled_from([1.0, 1.2, 2.0]))
+        observation["bufferOnIdle"] = draw(st.booleans())
+        if draw(st.booleans()):
+            options["activateAfterIdle"] = draw(st.sampled_from(["1m", "5m", "auto", 120_000]))
+    options["temporalMarkers"] = draw(st.booleans())
+    return options
+
+
+turns = st.lists(st.tuples(st.integers(1, 60), st.lists(st.tuples(st.integers(1, 20), st.integers(1, 150)),
+                                                         max_size=2),
+                           st.integers(1, 80), st.integers(200, 20 * 60_000)), min_size=5, max_size=30)
+
+
+def outcome_plan(seed: int) -> Any:
+    rng = random.Random(seed)
+
+    def outcome(_request: object) -> Outcome:
+        roll = rng.random()
+        delay = rng.choice([100, 1_000, 5_000, 30_000, 120_000])
+        if roll < 0.6:
+            return Outcome(delay_ms=delay)
+        if roll < 0.75:
+            return Outcome(ok=False, delay_ms=delay, text=rng.choice([None, "* partial"]))
+        if roll < 0.87:
+            return Outcome(delay_ms=delay, text=rng.choice(["", "   "]))  # empty / degenerate output
+        return Outcome(lost=True)
+
+    return outcome

@@ -20,8 +20,7 @@ from om_stream.core.inputs import ObserveNow
 from om_stream.core.progress import place, quiescent, settled
 from om_stream.replay.shapes import SHAPES, generate
 from tests.support.progress_checks import ProgressChecks, ask, feed
-from tests.support.sim import Outcome, Sim, always_ok
-from tests.unit.test_engine_invariants import Turn, configurations, outcome_plan, turns
+from tests.support.sim import Outcome, Sim, Turn, always_ok, configurations, outcome_plan, turns
 
 DAY_MS = 24 * 3_600_000
 
