@@ -91,3 +91,34 @@ async def test_a_copy_older_than_the_tombstone_window_is_wiped_so_an_erased_reco
     log = worker.tail(400_000)
     assert f"local state of table om_records partition {home} wiped" in log
     assert "Traceback" not in log
+
+
+async def test_a_copy_recovered_a_moment_before_a_stop_is_kept_for_the_next_start(kafka_bootstrap: str,
+                                                                                   tmp_path: Path) -> None:
+    """The copy is in step from the moment the table is recovered, not from the first periodic marking a minute
+    later: a worker stopped within that minute (a rollout, a crash loop, this test) must not leave copies that the
+    next start takes for stale, wipes and recovers from the whole changelog."""
+    worker = worker_process(kafka_bootstrap, tmp_path, options=OPTIONS, store="sqlite", partitions=PARTITIONS,
+                            extra={"OM_WORKER_TABLE_STORE": "rocksdb://"})
+    worker.start()
+    try:
+        await worker.wait_ready()
+        async with agent_for(worker) as agent:
+            for thread in ("a", "b", "c", "d"):
+                await agent.send(message_record(thread, 0, "user", f"{thread} note"), key=thread.encode())
+                await agent.context_through(thread, f"{thread}-m0")
+    finally:
+        worker.stop()
+    copies = sorted(path.name for path in tmp_path.rglob("om_records-*.db"))
+    assert copies == [f"om_records-{p}.db" for p in range(PARTITIONS)]
+
+    worker.start()
+    try:
+        await worker.wait_ready()
+        for thread in ("a", "b", "c", "d"):
+            assert (await http_call(worker.port, "GET", f"/v1/threads/{thread}/status"))["threadId"] == thread
+    finally:
+        worker.stop()
+    log = worker.tail(400_000)
+    assert "wiped" not in log, log[-3000:]
+    assert "Traceback" not in log

@@ -282,6 +282,9 @@ class Worker:
         await self.offsets.close()
         drained = await self.in_flight.drain(self.deps.settings.worker.drain_timeout_s)
         await self.app.producer.flush()  # the results of the calls that finished
+        if self.plan.holds_table:
+            # the copies of the state table held followed the changelog up to this stop: the next start keeps them
+            await self.take_over.keep_local_state()
         await self.watches.group_lag.close()
         await self.partition_log.close()
         if self.context_reader is not None:

@@ -167,6 +167,9 @@ class TakeOver:
         if self.pending:
             self.pending = False
             await self._take_over()
+            # the copies are in step from the recovery on: marked now, not only at the next periodic marking, so a
+            # worker stopped within that interval does not leave copies its next start takes for stale and wipes
+            await self.keep_local_state()
         return True
 
     async def _take_over(self) -> None:

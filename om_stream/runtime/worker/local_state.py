@@ -9,8 +9,8 @@ therefore wiped, and recovered from the changelog in full, when it has not been 
 longer than the tombstone window (``OM_LIFECYCLE_TOMBSTONE_RETENTION_S``) less :data:`CLOCK_MARGIN_S`.
 
 "In step" is measured by a marker file per partition (``<table>-<partition>.db.in-step`` beside the partition's
-folder) whose modification time the worker sets every :data:`MARK_INTERVAL_S` while its table is recovered and it
-holds the partition, active or standby. Not the database's own files: RocksDB rewrites them in the background
+folder) whose modification time the worker sets for the partitions it holds, active or standby, as soon as its table
+is recovered (``handover.TakeOver``), every :data:`MARK_INTERVAL_S` after that, and at a graceful stop. Not the database's own files: RocksDB rewrites them in the background
 (compactions) whether or not the copy follows the changelog, and a copy the worker no longer holds keeps them. A
 copy without a marker (an older version's, or one never held after a recovery) counts as stale.
 
