@@ -47,6 +47,12 @@ def forwarded(target_host: str, target_port: int, listen_host: str = "127.0.0.2"
         server = loop.run_until_complete(serve())
         loop.run_forever()
         server.close()
+        # the connections still open (a client's pooled ones) end here, while the loop runs: left to the garbage
+        # collector, their pipes would close their writers on a closed loop (an "exception ignored" warning)
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         with contextlib.suppress(Exception):
             loop.run_until_complete(server.wait_closed())
         loop.close()
