@@ -10,9 +10,10 @@ longer than the tombstone window (``OM_LIFECYCLE_TOMBSTONE_RETENTION_S``) less :
 
 "In step" is measured by a marker file per partition (``<table>-<partition>.db.in-step`` beside the partition's
 folder) whose modification time the worker sets for the partitions it holds, active or standby, as soon as its table
-is recovered (``handover.TakeOver``), every :data:`MARK_INTERVAL_S` after that, and at a graceful stop. Not the database's own files: RocksDB rewrites them in the background
-(compactions) whether or not the copy follows the changelog, and a copy the worker no longer holds keeps them. A
-copy without a marker (an older version's, or one never held after a recovery) counts as stale.
+is recovered (``handover.TakeOver``), every :data:`MARK_INTERVAL_S` after that, and at a graceful stop. Not the
+database's own files: RocksDB rewrites them in the background (compactions) whether or not the copy follows the
+changelog, and a copy the worker no longer holds keeps them. A copy without a marker (an older version's, or one
+never held after a recovery) counts as stale.
 
 It is checked before the app starts (nothing is open yet), and then at every marking for the partitions the worker
 does not hold: Faust closes a revoked partition's database, and would open the stale copy again if the partition
