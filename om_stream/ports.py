@@ -329,9 +329,10 @@ class CycleResults(Protocol):
     answer instead of paying the model twice; a lease says a worker is calling the model for that key right now.
 
     Keys are opaque, non-empty strings (the request id plus a content digest). Results expire after the store's
-    result TTL (Cassandra: ``cassandra.cycle_result_ttl_s``), leases after their ``lease_s``; neither expiry
-    touches the other. A claim looks at leases only, so a caller reads again after a granted claim (the previous
-    holder may have stored its answer in between) and only then calls the model::
+    result TTL (Cassandra: ``cassandra.cycle_result_ttl_s``, counted from the whole second a write lands in, so up to
+    a second sooner), leases after their ``lease_s``; neither expiry touches the other. A claim looks at leases
+    only, so a caller reads again after a granted claim (the previous holder may have stored its answer in between)
+    and only then calls the model::
 
         payload = await results.get_result(key)
         if payload is None and await results.claim(key, me, lease_s) is None:

@@ -332,9 +332,6 @@ def test_k_keda_scales_on_the_groups_lag_instead_of_the_hpa(tools: Path, tmp_pat
 
 # -- l. alerts ----------------------------------------------------------------------------------------------------
 
-
-
-
 _FUNCTIONS_AND_KEYWORDS = {"sum", "max", "min", "by", "rate", "increase", "without", "on", "and", "or", "unless"}
 
 
