@@ -19,10 +19,10 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
    SIGTERM) and started again on its data, the other two serving meanwhile. A worker that exits unasked is started
    again (counted as a crash);
 3. **sampling**, every ``--sample`` seconds, per worker process: RSS and open file descriptors (``/proc``), and from
-   its ``/metrics`` the asyncio tasks, the state table's records, the content cache's bytes and every in-process
-   map's entries (``om_held_entries``); the group's lag (``om_consumer_group_lag_records``, input topics); the
-   agents' publish→context p50/p99 over the window; the provider's answers and those paid twice. One line is
-   printed per sample and a CSV row written;
+   its ``/metrics`` the asyncio tasks, the state table's records and its last recovery's seconds, the content
+   cache's bytes and every in-process map's entries (``om_held_entries``); the group's lag
+   (``om_consumer_group_lag_records``, input topics); the agents' publish→context p50/p99 over the window; the
+   provider's answers and those paid twice. One line is printed per sample and a CSV row written;
 4. **the end**: the agents stop, every thread's last message is awaited, the group is given ``--drain-timeout`` to
    read every input (lag 0), and the verdict is printed in a stable ``key: value`` form (lost, duplicated,
    version-regressed threads, unserved, the backlog still queued at the verdict, failed disturbances, model calls
@@ -74,7 +74,7 @@ OPTIONS: dict[str, Any] = {
 }
 GATEWAY_TIMEOUT_S = 5.0
 RESTARTED_NODE = 1  # the cluster's second node: not the first contact point the drivers try
-PER_WORKER = ("pid", "rss_mb", "fds", "tasks", "table_records", "cache_mb", "rebalances", *HELD)
+PER_WORKER = ("pid", "rss_mb", "fds", "tasks", "table_records", "cache_mb", "rebalances", "recovery_s", *HELD)
 
 
 def seconds(text: str) -> float:
@@ -444,7 +444,8 @@ class Soak:
             f"{m.name} " + ("down" if row[f"{m.name}_pid"] is None else
                             f"rss {row[f'{m.name}_rss_mb']:.0f} MB fds {row[f'{m.name}_fds']} "
                             f"tasks {row[f'{m.name}_tasks']} table {row[f'{m.name}_table_records']} "
-                            f"cache {row[f'{m.name}_cache_mb']} MB") for m in self.members)
+                            f"cache {row[f'{m.name}_cache_mb']} MB rec {row[f'{m.name}_recovery_s']} s")
+            for m in self.members)
         print(f"[{now:7.0f}s] sent {sent} ({row['rate']:.1f}/s) p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms"
               f" lag {row['lag']} | {workers} | answers {row['model_answers']} paid twice {row['paid_twice']}",
               flush=True)
@@ -471,6 +472,7 @@ class Soak:
         cache = metrics.get("om_content_cache_bytes")
         values[f"{prefix}_cache_mb"] = round(cache / 2**20, 2) if cache is not None else None
         values[f"{prefix}_rebalances"] = metrics.get("om_rebalances_total")
+        values[f"{prefix}_recovery_s"] = metrics.get("om_table_recovery_seconds")  # the last one, after a rebalance
         values[f"{prefix}_lag"] = metrics.get("om_consumer_group_lag_records")
         for name in HELD:
             values[f"{prefix}_{name}"] = metrics.get(f"held:{name}")
