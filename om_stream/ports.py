@@ -330,9 +330,9 @@ class CycleResults(Protocol):
 
     Keys are opaque, non-empty strings (the request id plus a content digest). Results expire after the store's
     result TTL (Cassandra: ``cassandra.cycle_result_ttl_s``, counted from the whole second a write lands in, so up to
-    a second sooner), leases after their ``lease_s``; neither expiry touches the other. A claim looks at leases
-    only, so a caller reads again after a granted claim (the previous holder may have stored its answer in between)
-    and only then calls the model::
+    a second sooner), leases after their ``lease_s``; neither expiry nor a stored result touches the other. A
+    claim looks at leases only, so a caller reads first, reads again after a granted claim (the previous holder
+    may have stored its answer in between), and only then calls the model::
 
         payload = await results.get_result(key)
         if payload is None and await results.claim(key, me, lease_s) is None:
@@ -347,9 +347,10 @@ class CycleResults(Protocol):
         ...
 
     async def put_result(self, key: str, payload: bytes, *, record_key: str) -> None:
-        """Store ``payload`` under ``key`` (replacing an earlier one), then end any lease on ``key``: once this
-        returns, every reader sees the result and a claim on ``key`` is granted to anyone. ``record_key``: the
-        record that asked (an erase of the record removes its results: they hold its text)."""
+        """Store ``payload`` under ``key`` (replacing an earlier one): once this returns, every reader sees it.
+        A lease on ``key`` is left to expire (callers read the result before they claim, so it answers them
+        whatever the lease). ``record_key``: the record that asked (an erase of the record removes its results:
+        they hold its text)."""
         ...
 
     async def drop_result(self, key: str) -> None:

@@ -87,7 +87,6 @@ class InMemoryCycleResults:
         self._by_record.setdefault(record_key, set()).add(key)
         while self._results and (len(self._results) > self._max or next(iter(self._results.values()))[1] <= now):
             self._results.popitem(last=False)
-        self._leases.pop(key, None)
         if len(self._by_record) > self._max:  # keys of results that expired meanwhile
             self._by_record = {r: live for r, keys in self._by_record.items()
                                if (live := {k for k in keys if k in self._results})}

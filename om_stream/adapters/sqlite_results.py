@@ -30,8 +30,8 @@ def put_result(conn: sqlite3.Connection, key: str, payload: bytes, record_key: s
     conn.execute(
         "INSERT INTO cycle_results (request_key, payload, result_expires_at, owner, lease_expires_at, expires_at,"
         " record_key) VALUES (?, ?, ?, NULL, 0, ?, ?) ON CONFLICT (request_key) DO UPDATE SET"
-        " payload = excluded.payload, result_expires_at = excluded.result_expires_at, owner = NULL,"
-        " lease_expires_at = 0, expires_at = excluded.expires_at, record_key = excluded.record_key",
+        " payload = excluded.payload, result_expires_at = excluded.result_expires_at,"
+        " expires_at = max(excluded.expires_at, cycle_results.lease_expires_at), record_key = excluded.record_key",
         (key, payload, until, until, record_key))
     _prune(conn, now)
 

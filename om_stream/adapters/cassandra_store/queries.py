@@ -90,9 +90,8 @@ WRITES: dict[str, str] = {
     "take_lease": "INSERT INTO cycle_leases (request_key, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?",
     "renew_lease": "UPDATE cycle_leases USING TTL ? SET owner = ? WHERE request_key = ? IF owner = ?",
     # conditional like the writes it ends: a plain delete's timestamp could sort before their Paxos ballots
-    "end_lease": "DELETE FROM cycle_leases WHERE request_key = ? IF EXISTS",
 }
-CAS = frozenset({"commit_generation", "take_lease", "renew_lease", "end_lease"})  # compare-and-set: not idempotent
+CAS = frozenset({"commit_generation", "take_lease", "renew_lease"})  # compare-and-set: not idempotent
 
 _MESSAGE_COLUMNS = "resource_id, thread_id, record_key, seq, tokens, body"
 _SEGMENT_COLUMNS = ("segment_id, record_key, resource_id, kind, generation, text, tokens, thread_ids, ranges,"

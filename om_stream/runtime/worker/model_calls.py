@@ -6,7 +6,8 @@ A model worker looks a request up in the content store's ``CycleResults`` before
 2. else the worker claims the key's lease; while another worker holds it (it is calling the model right now and
    renews its lease as it waits), this one polls for the stored result (``reason="in_flight"``); a lease that
    expires (its holder died) is taken over;
-3. the holder calls the model, stores the result under the key (which ends the lease), and publishes it;
+3. the holder calls the model, stores the result under the key, and publishes it; its lease is left to expire
+   (every step 1 reads the result before any claim, so a stored result answers a repeat whatever the lease);
 4. a holder whose call is cancelled (a worker draining on SIGTERM hands its stalled calls back) shortens its lease
    to the least the store keeps (``HAND_BACK_LEASE_S``: at once in memory and SQLite, ~2 s on Cassandra, which
    counts whole seconds), so the next owner asking again calls the model without waiting out ``lease_s``.
