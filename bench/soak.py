@@ -26,8 +26,9 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
 4. **the end**: the agents stop, every thread's last message is awaited, the group is given ``--drain-timeout`` to
    read every input (lag 0), and the verdict is printed in a stable ``key: value`` form (lost, duplicated,
    version-regressed threads, unserved, the backlog still queued at the verdict, failed disturbances, model calls
-   paid twice), with the
-   least-squares slope per hour of each sentinel curve over the run's second half, and a plot of the curves.
+   paid twice, and what the internal topics carried: model requests per cycle, the results topic's records by kind,
+   ``soak_topics.py``), with the least-squares slope per hour of each sentinel curve over the run's second half,
+   and a plot of the curves.
 
 Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
 (JSON) and the plot (PNG) go to ``--out`` (default ``docs/soak-<minutes>min``: ``docs/soak-60min.csv``, ``.json``,
@@ -61,6 +62,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import soak_judge as judge  # noqa: E402
 from soak_probe import open_fds, rss_mb, scrape  # noqa: E402
 from soak_report import HELD, report, slopes, summary, write_outputs  # noqa: E402
+from soak_topics import internal_traffic  # noqa: E402
 
 from om_stream.devservices import cassandra_cluster, kafka  # noqa: E402
 from om_stream.testing.fake_openai import FailurePlan, FakeOpenAI  # noqa: E402
@@ -280,6 +282,7 @@ class Soak:
         self.cassandra_down_s = 0.0
         self.restart_began: float | None = None
         self.latencies: list[float] = []
+        self.internal: dict[str, Any] = {}  # what the internal topics carried (``soak_topics``), read at the end
 
     async def run(self) -> dict[str, Any]:
         for member in self.members:
@@ -307,6 +310,7 @@ class Soak:
             await self._drain_backlog()
             await agents.settle()
             await self._sample(agents)
+            self.internal = await internal_traffic(self.bootstrap, self.group.topics, self.args.partitions)
         finally:
             sampling.cancel()
             background[1].cancel()
@@ -318,7 +322,7 @@ class Soak:
         verdict = agents.judge.verdict(agents.sent)
         return {**verdict, "unserved": len(agents.unserved), "messages": sum(agents.sent.values()),
                 "contexts": agents.judge.contexts, **self.ledger.summary(), **self.counts, **self.backlog,
-                "cassandra_down_s": round(self.cassandra_down_s, 1)}
+                "cassandra_down_s": round(self.cassandra_down_s, 1), "internal_topics": self.internal}
 
     # churn ------------------------------------------------------------------------------------------------------
 
