@@ -12,8 +12,8 @@ racing workers agree on one holder:
 Storing a result writes it and its by-record index (what an erase finds it by) together, and leaves the lease to
 its TTL: every caller reads the result before it claims (``ports.CycleResults``), so ending the lease would only
 add a lightweight transaction to every model call, and those are the dearest statements here (a Paxos round on
-each replica: measured in the soak, leases were about a third of the cluster's writes). The store owns the
-session; this class only runs its prepared statements.
+each replica: in the hour-long soak, the leases and their Paxos state were about a third of the cluster's
+writes). The store owns the session; this class only runs its prepared statements.
 """
 
 from __future__ import annotations

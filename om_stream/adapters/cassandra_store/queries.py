@@ -89,7 +89,6 @@ WRITES: dict[str, str] = {
     "record_retention": "UPDATE records SET retention_days = ? WHERE record_key = ?",
     "take_lease": "INSERT INTO cycle_leases (request_key, owner) VALUES (?, ?) IF NOT EXISTS USING TTL ?",
     "renew_lease": "UPDATE cycle_leases USING TTL ? SET owner = ? WHERE request_key = ? IF owner = ?",
-    # conditional like the writes it ends: a plain delete's timestamp could sort before their Paxos ballots
 }
 CAS = frozenset({"commit_generation", "take_lease", "renew_lease"})  # compare-and-set: not idempotent
 
