@@ -165,9 +165,18 @@ async def test_a_resource_moves_between_cassandra_deployments_over_http_and_the_
                                     resource="ana")
             await agent.send(record, key=b"t-plan")
             await theirs.send(record, key=b"t-plan")
+            await agent.context_through("t-plan", "t-plan-m18")
+            await theirs.context_through("t-plan", "t-plan-m18")
+            # m18 starts a buffered observation on each side, and its end publishes the thread's context again (a
+            # new version): compare the newest contexts once both sides are done, not whichever came first
+            await _quiet(agent)
+            await _quiet(theirs)
             ours_next = await agent.context_through("t-plan", "t-plan-m18")
             theirs_next = await theirs.context_through("t-plan", "t-plan-m18")
-            assert ours_next == theirs_next
+            assert ours_next == theirs_next, (  # each side's contexts of the thread, to tell which numbered apart
+                [(c["version"], c["through_message_id"]) for c in agent.contexts["t-plan"]],
+                [(c["version"], c["through_message_id"]) for c in theirs.contexts["t-plan"]],
+                source.tail(debug=False), target.tail(debug=False))
 
 
 async def test_a_resource_moves_between_sqlite_deployments_with_the_cli_while_the_source_is_stopped(
