@@ -17,7 +17,9 @@ it::
 
 Readiness is what a LOCAL_QUORUM client needs, asked of the nodes themselves: every running node coordinates a
 write that every running node must acknowledge (consistency ``ONE``/``TWO``/``THREE`` for as many running nodes)
-to a keyspace replicated on all of them, so each has gossiped with the others and counts them alive.
+to a keyspace replicated on all of them, so each has gossiped with the others and counts them alive; and all of
+them report the same schema version, since a node back from a crash may lack schema changes for up to a minute and
+a keyspace created meanwhile can be missing on it (docs/ci.md, 2026-12-07).
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def _not_ready(cluster: CassandraCluster) -> str | None:
 
     running = cluster.running()
     level = ConsistencyLevel.name_to_value[_LEVELS[min(len(running), 3)]]
+    versions: dict[str, list[int]] = {}  # schema version -> the nodes that report it
     for i in running:
         node = cluster.nodes[i]
         log = node.run_dir / "logs" / "system.log"
@@ -194,15 +197,21 @@ def _not_ready(cluster: CassandraCluster) -> str | None:
             session.execute(SimpleStatement(
                 f"INSERT INTO {PROBE_KEYSPACE}.seen (node, at) VALUES (%s, toTimestamp(now()))",
                 consistency_level=level), (i,))
+            versions.setdefault(str(session.execute("SELECT schema_version FROM system.local").one()[0]),
+                                []).append(i + 1)
         except Exception as exc:  # noqa: BLE001 - Unavailable / timeouts / refused while gossip settles
             return f"node {i + 1} ({node.host}): {type(exc).__name__}: {exc}"
         finally:
             driver.shutdown()
+    if len(versions) > 1:  # a node back from a crash pulls the schema changes it missed up to a minute later
+        return "the nodes disagree on the schema: " + "; ".join(
+            f"nodes {', '.join(map(str, nodes))} at {version}" for version, nodes in versions.items())
     return None
 
 
 def wait_ready(cluster: CassandraCluster, timeout: float = READY_TIMEOUT_S) -> float:
-    """Wait until every running node is up and counts every other running node alive; returns the seconds waited.
+    """Wait until every running node is up, counts every other running node alive and agrees with them on the
+    schema; returns the seconds waited.
     A node that exits meanwhile fails it at once, with its log."""
     began = time.monotonic()
     reason: str | None = "not probed"

@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.cql$")
 _DDL_TIMEOUT_S = 60.0  # a schema change waits for every node to agree on the schema
+# how long migrate waits for the nodes to agree on the schema before a change and before it uses the new keyspace: a
+# node back from a crash may take a minute to pull the changes it missed (Cassandra 5.0 delays a pull up to 60 s),
+# and the driver's own wait after a statement is 10 s
+_AGREEMENT_WAIT_S = 90
 _LEDGER = ("CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, name text, checksum text, "
            "applied_at timestamp)")
 
@@ -100,6 +104,15 @@ def _recorded(session: Any) -> dict[int, str]:
     return {row.version: row.checksum for row in session.execute("SELECT version, checksum FROM schema_migrations")}
 
 
+def _await_agreement(cluster: Any, keyspace: str, when: str) -> None:
+    """Wait until every node the driver sees up reports the same schema version, or refuse: a schema change made
+    while nodes disagree is one some of them may not apply, and a keyspace one of them lacks fails ``USE``."""
+    if not cluster.control_connection.wait_for_schema_agreement(wait_time=_AGREEMENT_WAIT_S):
+        raise StorageError(f"the Cassandra nodes did not agree on the schema {when} keyspace {keyspace} within "
+                           f"{_AGREEMENT_WAIT_S} s: `nodetool describecluster` names the nodes that differ; run "
+                           "`om-stream migrate` again once they agree")
+
+
 def migrate(settings: CassandraSettings) -> MigrationReport:
     """Create the keyspace if needed and apply the pending migrations (blocking; run it from a command)."""
     from cassandra import DriverException
@@ -115,12 +128,14 @@ def migrate(settings: CassandraSettings) -> MigrationReport:
         def run(cql: str, params: tuple[Any, ...] | None = None) -> Any:
             return session.execute(cql, params, timeout=_DDL_TIMEOUT_S)
 
+        _await_agreement(cluster, keyspace, "before migrating")
         exists = run("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s",
                                  (keyspace,)).one()
         if exists is None:
             run(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {_replication(settings)}")
             report.created_keyspace = True
             log.info("created keyspace %s", keyspace)
+            _await_agreement(cluster, keyspace, "after creating")  # `USE` runs on every node's connections
         session.set_keyspace(keyspace)
         run(_LEDGER)
         recorded = _recorded(session)
@@ -139,8 +154,7 @@ def migrate(settings: CassandraSettings) -> MigrationReport:
                             (migration.version, migration.name, migration.checksum, datetime.now(UTC)))
             report.applied.append(migration.version)
             log.info("applied migration %04d_%s to %s", migration.version, migration.name, keyspace)
-        if not cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-            raise StorageError(f"the Cassandra nodes did not agree on the schema of {keyspace} within 60 s")
+        _await_agreement(cluster, keyspace, "after migrating")
     except NoHostAvailable as exc:  # refused credentials or TLS, or no node up: say which and what fixes it
         raise unreachable(settings, exc) from exc
     except DriverException as exc:
