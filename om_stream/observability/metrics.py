@@ -207,8 +207,8 @@ class Metrics:
                                 "(RocksDB: its estimate, which counts overwritten values until a compaction)",
                                 registry=reg),
             content_cache_bytes=Gauge("om_content_cache_bytes",
-                                      "Estimated bytes of message and observation texts in the in-process content "
-                                      "cache (bounded by worker.content_cache_mb)", registry=reg),
+                                      "Estimated memory held by the messages and observation texts of the "
+                                      "in-process content cache (bounded by worker.content_cache_mb)", registry=reg),
             held_entries=Gauge("om_held_entries",
                                "Entries of the in-process maps that traffic adds to, by map (decoded_states, "
                                "recent_contexts, content_cache, timers, timer_heap, model_calls, inflight_calls, "

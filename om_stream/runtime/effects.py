@@ -54,6 +54,7 @@ from om_stream.core.retention import ExpiryCounts, SegmentText, cut_text
 from om_stream.core.state import RecordState
 from om_stream.core.step import record_hash
 from om_stream.ports import BatchedWrites, ContentStore, GroupQueries
+from om_stream.runtime.content_cache import ContentCache
 from om_stream.runtime.reference_memo import BlockDigests, MessageDates, RenderedThreads, ThreadBlocks
 from om_stream.wire.context import ContextHints, ContextRecord, ContextTokens
 from om_stream.wire.context_refs import ByReference, Sent, fresh_from, indexed, message_run
@@ -62,50 +63,7 @@ from om_stream.wire.context_v2 import ContextCursor
 V = TypeVar("V", Message, str)
 _EXPIRIES_KEPT = 4096  # purges written whose receipt was not made yet (a batch refused and decided again drops some)
 
-__all__ = ["ContentCache", "Effects", "message_prefix"]
-
-
-class ContentCache:
-    """Messages and segment texts by id, least recently used first out, bounded by an estimate of their size."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[str, tuple[Message | str, int]] = OrderedDict()
-        self._bytes = 0
-        self.evictions = 0  # how many times ``evict`` ran: what was read before may have left the store since
-
-    def put(self, key: str, value: Message | str, size: int) -> None:
-        old = self._items.pop(key, None)
-        if old is not None:
-            self._bytes -= old[1]
-        self._items[key] = (value, size)
-        self._bytes += size
-        while self._bytes > self.max_bytes and self._items:
-            _, (_, dropped) = self._items.popitem(last=False)
-            self._bytes -= dropped
-
-    @property
-    def size_bytes(self) -> int:
-        """The estimated size of what the cache holds (at most ``max_bytes``)."""
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def get(self, key: str) -> Message | str | None:
-        item = self._items.get(key)
-        if item is None:
-            return None
-        self._items.move_to_end(key)
-        return item[0]
-
-    def evict(self, doomed: Callable[[str, Message | str], bool]) -> int:
-        """Drop every entry ``doomed(key, value)`` says; how many. A scan: for erasures, which are rare."""
-        self.evictions += 1
-        keys = [key for key, (value, _) in self._items.items() if doomed(key, value)]
-        for key in keys:
-            self._bytes -= self._items.pop(key)[1]
-        return len(keys)
+__all__ = ["Effects", "message_prefix"]
 
 
 class Effects:
@@ -146,11 +104,10 @@ class Effects:
             if isinstance(command, PersistMessage):
                 await self.store.put_message(command.record_key, command.message, command.seq, command.tokens)
                 message = command.message
-                self.cache.put(_message_key(message.resource_id, message.message_id), message,
-                               command.tokens * 4 + 256)
+                self.cache.put(_message_key(message.resource_id, message.message_id), message)
             elif isinstance(command, PersistSegment):
                 await self.store.put_segment(command)
-                self.cache.put(f"s:{command.segment_id}", command.text, len(command.text) + 64)
+                self.cache.put(f"s:{command.segment_id}", command.text)
             elif isinstance(command, ActivateChunks):
                 await self.store.activate_chunks(command)
             elif isinstance(command, CommitGeneration):
@@ -207,7 +164,7 @@ class Effects:
         self.cache.evict(doomed)
 
     async def _cached(self, ids: Sequence[str], key: Callable[[str], str], kind: type[V],
-                      load: Callable[[list[str]], Awaitable[dict[str, V]]], size: Callable[[V], int]) -> dict[str, V]:
+                      load: Callable[[list[str]], Awaitable[dict[str, V]]]) -> dict[str, V]:
         """``ids`` found in the cache (under ``key(id)``), the rest loaded (one call) and cached."""
         found: dict[str, V] = {}
         missing = []
@@ -220,7 +177,7 @@ class Effects:
         if missing:
             for item, value in (await load(missing)).items():
                 found[item] = value
-                self.cache.put(key(item), value, size(value))
+                self.cache.put(key(item), value)
         return found
 
     async def messages(self, ids: Sequence[str], resource_id: str) -> list[Message]:
@@ -228,8 +185,7 @@ class Effects:
         async def load(missing: list[str]) -> dict[str, Message]:
             return {m.message_id: m for m in await self.store.get_messages(missing, resource_id=resource_id)}
 
-        found = await self._cached(ids, lambda i: _message_key(resource_id, i), Message, load,
-                                   lambda m: len(m.text) + 256)
+        found = await self._cached(ids, lambda i: _message_key(resource_id, i), Message, load)
         return [found[i] for i in ids if i in found]
 
     async def conversation(self, state: RecordState) -> list[StoredMessage]:
@@ -238,7 +194,7 @@ class Effects:
                                                     thread_ids=tuple(state.threads), through_seq=state.msg_seq)
 
     async def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        return await self._cached(ids, lambda i: f"s:{i}", str, self.store.get_segment_texts, lambda t: len(t) + 64)
+        return await self._cached(ids, lambda i: f"s:{i}", str, self.store.get_segment_texts)
 
     async def group_headings(self, resource_id: str, segment_ids: Sequence[str]) -> dict[str, str]:
         """Each segment's group heading (id and message ranges), for stores that keep groups; cached, since a
@@ -250,7 +206,7 @@ class Effects:
         async def load(missing: list[str]) -> dict[str, str]:
             return {gid: group_heading(group) for gid, group in (await store.get_groups(resource_id, missing)).items()}
 
-        return await self._cached(segment_ids, lambda i: f"g:{i}", str, load, lambda t: len(t) + 64)
+        return await self._cached(segment_ids, lambda i: f"g:{i}", str, load)
 
     async def event(self, command: EmitEvent) -> OMEvent:
         event = command.event
@@ -282,7 +238,7 @@ class Effects:
         if not isinstance(condensed, str):
             joined = "\n\n".join(texts[i] for i in spec.segment_ids if i in texts)
             condensed = condense(joined, limit, self.count_text).text
-            self.cache.put(key, condensed, len(condensed) + 64)
+            self.cache.put(key, condensed)
         return replace(spec, segment_ids=(key,), segment_boundaries=spec.segment_boundaries[-1:],
                        observation_tokens=self.count_text(condensed), segment_dated_from=(),
                        expire_before=None), {key: condensed}
