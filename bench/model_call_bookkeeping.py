@@ -1,8 +1,8 @@
 """What a model call's bookkeeping costs on Cassandra: the path ``runtime/worker/model_calls.py`` takes when no
 other worker holds the request (read the result, claim the lease, read again, store the result), ``--calls`` times
-in a row on a fresh keyspace, ``--rounds`` times. Prints per round the milliseconds per call (wall and this
-process's CPU) and the ``system.paxos`` writes per call on the node: each lightweight transaction writes that table
-on every replica (promise, proposal, commit), so it counts them exactly.
+in a row on a fresh keyspace (dropped after), ``--rounds`` times. Prints per round the milliseconds per call (wall
+and this process's CPU) and the ``system.paxos`` writes per call on the node: each lightweight transaction writes
+that table on every replica (promise, proposal, commit), so it counts them exactly.
 
 Uses ``OM_CASSANDRA_HOSTS`` (one node) when set, else starts its own node (devservices) and stops it after. To
 compare two versions of the code, run it with ``PYTHONPATH`` set to each checkout, against the same node.
@@ -17,7 +17,7 @@ import time
 import uuid
 
 from cassandra.cluster import Cluster
-from store_bench import cassandra_hosts
+from store_bench import cassandra_hosts, drop_keyspace
 
 from om_stream.adapters.cassandra_store import CassandraContentStore, migrate
 from om_stream.settings import CassandraSettings
@@ -59,6 +59,7 @@ async def one_round(hosts: str, calls: int) -> tuple[float, float, float]:
         return wall / calls * 1000, cpu / calls * 1000, (after - before) / calls
     finally:
         await store.close()
+        await asyncio.to_thread(drop_keyspace, settings)  # a node shared with other runs keeps no bench keyspace
 
 
 async def main(args: argparse.Namespace) -> None:
