@@ -336,10 +336,11 @@ def _remove_observed(step: Step, removed: list[MessageRef]) -> None:
 
 def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested_response: str | None,
                  title: str | None, cycle_id: str, extracted: dict[str, object],
-                 working_memory: object = None, *, since: int) -> None:
+                 working_memory: object = None, *, since: int) -> bool:
     """New hints replace old ones only when present: an observation without hints keeps the previous ones.
     Extracted values are merged over the stored ones; a working memory replaces the stored one. ``since``: the
-    oldest message what is written was made from (retention dates the thread's metadata by it)."""
+    oldest message what is written was made from (retention dates the thread's metadata by it). True when the
+    thread's metadata was written (a context may show it differently)."""
     thread = step.thread(thread_id)
     changed = False
     if current_task and current_task != thread.current_task:
@@ -359,6 +360,8 @@ def _apply_hints(step: Step, thread_id: str, current_task: str | None, suggested
                                        extracted_values=dict(extracted),
                                        last_observed_message_id=_last_observed_id(step, thread_id),
                                        working_memory=working_memory))
+        return True
+    return False
 
 
 def store_extracted(step: Step, thread_id: str, cycle_id: str, result: ModelResultArrived, *, since: int,
@@ -469,19 +472,20 @@ def _on_buffered(step: Step, result: ModelResultArrived, cycle: Cycle) -> None:
     state.buffer_retry_at = None
     step.add(_segment_command(step, chunk.id, "buffered", text, tokens, cycle, covered))
     main = step.primary_thread(cycle.thread_ids)
-    if (result.thread_title and step.config.thread_title) or result.extracted_values \
-            or result.working_memory is not None:
-        # titles, extracted values and the working memory are applied as soon as they are known; hints wait for
-        # activation
-        _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values,
-                     result.working_memory, since=min(m.created_at for m in covered))
+    # titles, extracted values and the working memory are applied as soon as they are known; hints wait for
+    # activation. A buffered chunk is in no context until it is activated, so the threads are owed a context only
+    # when one of those changed what a context shows (the reference reports its status once per agent step, not
+    # at a buffering end; a context under a new version with the same content is bytes and a status for nothing)
+    shown = _apply_hints(step, main, None, None, result.thread_title, cycle.id, result.extracted_values,
+                         result.working_memory, since=min(m.created_at for m in covered))
     step.emit(BufferingEndEvent(record_id=step.record_id, thread_id=main, cycle_id=cycle.id,
                                 operation_type="observation", completed_at=step.iso_now(),
                                 duration_ms=max(0, step.now - cycle.started_at), tokens_buffered=cycle.tokens,
                                 buffered_tokens=tokens, observations=text,
                                 extracted_values=reported_values(result),
                                 extraction_failures=_failures(result)))
-    step.owe_all_threads()
+    if shown:
+        step.owe_all_threads()
 
 
 def _segment_command(step: Step, segment_id: str, status: Literal["buffered", "active"], text: str, tokens: int,

@@ -231,6 +231,36 @@ def test_buffering_end_reports_this_cycles_output_tokens() -> None:
         assert end.buffered_tokens == sim.accountant.count_text(end.observations)
 
 
+def test_a_buffering_end_publishes_a_context_only_when_it_changed_what_one_shows() -> None:
+    def titled(title: str | None):  # type: ignore[no-untyped-def]
+        sim = Sim(buffered(threadTitle=True))
+        original = sim._result
+
+        def with_title(request, outcome):  # type: ignore[no-untyped-def]
+            from dataclasses import replace
+            return replace(original(request, outcome), thread_title=title)
+
+        sim._result = with_title  # type: ignore[method-assign]
+        return sim
+
+    for title in (None, "Trip to Lisbon"):
+        sim = titled(title)
+        sim.say("t1", "user", TEN)
+        sim.say("t1", "user", TEN)  # 20 tokens: a buffering cycle starts
+        assert len(events(sim, "data-om-buffering-start")) == 1
+        contexts, statuses = len(sim.contexts), len(events(sim, "data-om-status"))
+        sim.settle()
+        assert len(events(sim, "data-om-buffering-end")) == 1
+        # the chunk is in no context until activated: without a new title the agent's context and its status stay
+        # as they were (the next message's context shows the chunk in its status)
+        assert len(sim.contexts) - contexts == (0 if title is None else 1)
+        assert len(events(sim, "data-om-status")) - statuses == (0 if title is None else 1)
+        if title is not None:
+            assert sim.last_context().thread_title == title
+        sim.say("t1", "user", TEN)
+        assert events(sim, "data-om-status")[-1].windows.buffered.observations.chunks == 1
+
+
 def test_start_end_and_failed_events_share_the_cycle_id() -> None:
     outcomes = iter([Outcome(ok=False, text="* partial line"), Outcome()] * 20)
     sim = Sim(buffered(), outcome=lambda r: next(outcomes))
