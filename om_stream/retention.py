@@ -198,10 +198,16 @@ def _compacted(topic: str, holds: str, lifecycle: LifecycleSettings) -> Compacte
                            tombstone_retention_ms=lifecycle.tombstone_retention_s * SECOND_MS)
 
 
-def changelog_config(lifecycle: LifecycleSettings) -> dict[str, str]:
+def changelog_config(lifecycle: LifecycleSettings, *, segment_bytes: int | None = None) -> dict[str, str]:
     """The configuration of the state table's changelog (Faust creates it with the table's extra topic
-    configuration; its name is Faust's)."""
-    return _compacted("", "", lifecycle).config()
+    configuration; its name is Faust's). ``segment_bytes`` (``OM_KAFKA_CHANGELOG_SEGMENT_MB``): a segment that
+    fills rolls before ``segment.ms``, and the cleaner may then compact it, which bounds what a worker taking a
+    partition over reads; it promises nothing about erasure (a segment rolled sooner is cleaned sooner), so it is
+    set at creation and not checked on an existing topic."""
+    config = _compacted("", "", lifecycle).config()
+    if segment_bytes is not None:
+        config["segment.bytes"] = str(segment_bytes)
+    return config
 
 
 def erasure_windows(policy: TopicPolicy, *, roll_interval_ms: int) -> tuple[ErasureWindow, ...]:

@@ -56,6 +56,14 @@ class KafkaSettings(_Group):
     topic_recall_requests: str = Field("om.recall.requests", description="Input: recall tool requests")
     topic_recall_responses: str = Field("om.recall.responses", description="Output: recall tool responses")
     max_message_bytes: int = Field(1_048_576, ge=1024, description="Larger input records go to the DLQ")
+    changelog_segment_mb: int = Field(16, ge=1, description="segment.bytes of the state tables' changelogs (MiB), "
+                                                            "set when the worker creates them: Kafka compacts "
+                                                            "closed segments only, so a worker taking a partition "
+                                                            "over reads what the cleaner left (the live state, up "
+                                                            "to about twice over) plus at most this much of newer "
+                                                            "writes, rather than every write since the segment "
+                                                            "opened (up to OM_LIFECYCLE_SEGMENT_S, a day). An "
+                                                            "existing changelog keeps its own")
     producer_linger_ms: int = Field(5, ge=0, description="Producer linger (Faust's default 0 costs ~30 %)")
     session_timeout_s: float = Field(30.0, gt=0, description="Consumer group session timeout")
     group_instance_id: str | None = Field(None, description="Static group membership (group.instance.id, unique "

@@ -75,6 +75,7 @@ async def test_a_worker_creates_every_topic_with_the_promised_configuration(kafk
         assert policy.config().items() <= configs[policy.topic].items(), policy.topic
     assert configs[worker.topics["dlq"]]["retention.ms"] == str(14 * DAY_MS)
     assert configs[_changelog(worker)]["max.compaction.lag.ms"] == str(DAY_MS)
+    assert configs[_changelog(worker)]["segment.bytes"] == str(16 * 2**20)  # OM_KAFKA_CHANGELOG_SEGMENT_MB
     assert "every topic keeps the lifecycle promise" in worker.tail(200_000)
     assert "gone within 15 d 1 h 6 min" in worker.tail(200_000)  # the DLQ's window, the longest
 
@@ -242,3 +243,49 @@ async def test_an_erased_threads_context_leaves_a_partition_nobody_writes_to(kaf
                       for p in range(PARTITIONS)}  # every partition the worker holds, both topics
     controlled = await _records(kafka_bootstrap, control)
     assert (0, thread.encode(), b"a context") in controlled  # no writer after the tombstone: never compacted
+
+
+async def _written(bootstrap: str, topic: str) -> int:
+    """How many records ``topic`` was ever given (its partitions' end offsets)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        return sum(ends.values())
+    finally:
+        await consumer.stop()
+
+
+async def test_a_changelog_of_small_segments_is_compacted_so_a_take_over_reads_little(kafka_bootstrap: str,
+                                                                                       tmp_path: Path) -> None:
+    """A worker taking a partition over without a local copy reads its changelog from the start. Kafka compacts
+    closed segments only: with the broker's 1 GiB segments and a day's segment.ms, every state a thread ever had
+    would be read back. With OM_KAFKA_CHANGELOG_SEGMENT_MB=1 the filled segments roll and the cleaner keeps the
+    newest state of each record, so a thread written hundreds of times is read back a few times."""
+    thread = f"long-{uuid.uuid4().hex[:6]}"
+    messages = 400  # under messageTokens: nothing is observed, and each state is larger than the one before
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=PARTITIONS,
+                              extra={"OM_KAFKA_CHANGELOG_SEGMENT_MB": "1"}) as worker:
+        changelog = _changelog(worker)
+        assert (await _configs(kafka_bootstrap, [changelog]))[changelog]["segment.bytes"] == str(2**20)
+        async with agent_for(worker) as agent:
+            for index in range(messages):
+                await agent.send(message_record(thread, index, "user", f"message {index} of a long thread"),
+                                 key=thread.encode())
+                await agent.context_through(thread, f"{thread}-m{index}")  # one state written per message
+        written = await _written(kafka_bootstrap, changelog)
+        assert written >= messages
+        deadline = time.monotonic() + 150
+        while True:
+            read = await _records(kafka_bootstrap, changelog)
+            if len(read) * 4 <= written:
+                break
+            assert time.monotonic() < deadline, (f"the changelog still gives {len(read)} of the {written} records "
+                                                 f"written to a worker that reads it from the start")
+            await asyncio.sleep(3)
+        states = [value for _, key, value in read if key is not None and thread.encode() in key]
+        assert states and states[-1] is not None  # the newest state stays, whatever was compacted
+        async with agent_for(worker) as agent:  # and the worker goes on from it
+            await agent.send(message_record(thread, messages, "user", "one more"), key=thread.encode())
+            context = await agent.context_through(thread, f"{thread}-m{messages}")
+    assert len(context["messages"]) == messages + 1

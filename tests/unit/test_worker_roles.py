@@ -128,9 +128,13 @@ async def test_a_recall_worker_consumes_recall_requests_only(monkeypatch: pytest
     assert worker.consumed_topics() == (worker.deps.settings.kafka.topic_recall_requests,)
 
 
+# compacted with the lifecycle settings' bounds, and segments of OM_KAFKA_CHANGELOG_SEGMENT_MB's default, 16 MiB
+CHANGELOG = {**changelog_config(LifecycleSettings()), "segment.bytes": str(16 * 2**20)}
+
+
 @pytest.mark.parametrize(("role", "expected"), [
-    ("memory", {"om-roles-om_records-changelog": (-1, changelog_config(LifecycleSettings())),
-                "om-roles-om_erasures-changelog": (-1, changelog_config(LifecycleSettings())),
+    ("memory", {"om-roles-om_records-changelog": (-1, CHANGELOG),
+                "om-roles-om_erasures-changelog": (-1, CHANGELOG),
                 "om-roles-__assignor-__leader": (1, {})}),
     ("models", {"om-roles-models-__assignor-__leader": (1, {})}),
 ])

@@ -166,11 +166,11 @@ class Worker:
         deps, kafka, worker = self.deps, self.deps.settings.kafka, self.deps.settings.worker
         lifecycle = deps.settings.lifecycle
         self.watch = StateWatch()  # wakes the HTTP API's settled waits when a record's state is written
+        changelog = changelog_config(lifecycle, segment_bytes=kafka.changelog_segment_mb * 2**20)
         self.table = RecordTable(self.app, partitions=kafka.partitions, active_partitions=self.active_partitions,
-                                 changelog_config=changelog_config(lifecycle), on_write=self.watch.changed)
+                                 changelog_config=changelog, on_write=self.watch.changed)
         # erasures' fences and progress (runtime/worker/erasure.py): a changelog like the record table's
-        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions,
-                                          changelog_config=changelog_config(lifecycle))
+        self.erasure_table = ErasureTable(self.app, partitions=kafka.partitions, changelog_config=changelog)
         # erased records must leave the compacted topics and the local copies of the table (see the modules)
         self.segment_roll = SegmentRoll(self.publisher.tombstone, (kafka.topic_context, kafka.topic_context_index,
                                                                    kafka.topic_context_blocks, *self.changelogs()),
