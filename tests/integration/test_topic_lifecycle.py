@@ -261,10 +261,11 @@ async def test_a_changelog_of_small_segments_is_compacted_so_a_take_over_reads_l
     """A worker taking a partition over without a local copy reads its changelog from the start. Kafka compacts
     closed segments only: with the broker's 1 GiB segments and a day's segment.ms, every state a thread ever had
     would be read back. With OM_KAFKA_CHANGELOG_SEGMENT_MB=1 the filled segments roll and the cleaner keeps the
-    newest state of each record, so a thread written hundreds of times is read back a few times."""
+    newest state of each record, so a thread written hundreds of times is read back a few times, and a worker
+    started without a local copy recovers the thread from what is left."""
     thread = f"long-{uuid.uuid4().hex[:6]}"
     messages = 400  # under messageTokens: nothing is observed, and each state is larger than the one before
-    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=PARTITIONS,
+    async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=PARTITIONS, store="sqlite",
                               extra={"OM_KAFKA_CHANGELOG_SEGMENT_MB": "1"}) as worker:
         changelog = _changelog(worker)
         assert (await _configs(kafka_bootstrap, [changelog]))[changelog]["segment.bytes"] == str(2**20)
@@ -285,7 +286,12 @@ async def test_a_changelog_of_small_segments_is_compacted_so_a_take_over_reads_l
             await asyncio.sleep(3)
         states = [value for _, key, value in read if key is not None and thread.encode() in key]
         assert states and states[-1] is not None  # the newest state stays, whatever was compacted
-        async with agent_for(worker) as agent:  # and the worker goes on from it
+        worker.stop()
+        # started again on an empty data folder: no local copy, the table is recovered from the changelog's start
+        worker.env["OM_WORKER_DATA_DIR"] = str(tmp_path / "again")
+        worker.start()
+        await worker.wait_ready()
+        async with agent_for(worker) as agent:
             await agent.send(message_record(thread, messages, "user", "one more"), key=thread.encode())
             context = await agent.context_through(thread, f"{thread}-m{messages}")
     assert len(context["messages"]) == messages + 1
