@@ -18,7 +18,8 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
    rebalance). Once, at ``--cassandra-restart-at`` of the run, one Cassandra node (the second) is stopped (drained,
    SIGTERM) and started again on its data, the other two serving meanwhile. A worker that exits unasked is started
    again (counted as a crash);
-3. **sampling**, every ``--sample`` seconds, per worker process: RSS and open file descriptors (``/proc``), and from
+3. **sampling**, every ``--sample`` seconds, per worker process: RSS, where it lives (the brk heap, anonymous and
+   file-backed mappings, from ``/proc/<pid>/smaps``) and open file descriptors (``/proc``), and from
    its ``/metrics`` the asyncio tasks, the state table's records and its last recovery's seconds, the content
    cache's bytes and every in-process map's entries (``om_held_entries``); the group's lag
    (``om_consumer_group_lag_records``, input topics); the agents' publish→context p50/p99 over the window; the
@@ -33,7 +34,9 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
 Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
 (JSON) and the plot (PNG) go to ``--out`` (default ``docs/soak-<minutes>min``: ``docs/soak-60min.csv``, ``.json``,
 ``.png``). ``w0`` runs under tracemalloc (``bench/heap_worker.py``, ``--heap-every``): every snapshot's heap growth
-by line and by file goes to ``<out>-w0-heap.txt``, to tell a leak from state that grows until it is condensed.
+by line and by file goes to ``<out>-w0-heap.txt``, to tell a leak from state that grows until it is condensed
+(``--heap-every 0``: untraced). ``--sentinel-env NAME=VALUE`` gives ``w0`` alone a setting (an allocator's, or a
+smaller ``OM_WORKER_CONTENT_CACHE_MB`` so that the cache is full early and what grows after is something else).
 """
 
 from __future__ import annotations
