@@ -18,7 +18,8 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
    rebalance). Once, at ``--cassandra-restart-at`` of the run, one Cassandra node (the second) is stopped (drained,
    SIGTERM) and started again on its data, the other two serving meanwhile. A worker that exits unasked is started
    again (counted as a crash);
-3. **sampling**, every ``--sample`` seconds, per worker process: RSS and open file descriptors (``/proc``), and from
+3. **sampling**, every ``--sample`` seconds, per worker process: RSS, where it lives (the brk heap, anonymous and
+   file-backed mappings, from ``/proc/<pid>/smaps``) and open file descriptors (``/proc``), and from
    its ``/metrics`` the asyncio tasks, the state table's records and its last recovery's seconds, the content
    cache's bytes and every in-process map's entries (``om_held_entries``); the group's lag
    (``om_consumer_group_lag_records``, input topics); the agents' publish→context p50/p99 over the window; the
@@ -33,7 +34,9 @@ with 429, 500, 503 or a reply slower than the gateway's timeout):
 Durations read ``3600``, ``3600s``, ``60m`` or ``1h``. The samples (CSV), the verdict with the slopes and the events
 (JSON) and the plot (PNG) go to ``--out`` (default ``docs/soak-<minutes>min``: ``docs/soak-60min.csv``, ``.json``,
 ``.png``). ``w0`` runs under tracemalloc (``bench/heap_worker.py``, ``--heap-every``): every snapshot's heap growth
-by line and by file goes to ``<out>-w0-heap.txt``, to tell a leak from state that grows until it is condensed.
+by line and by file goes to ``<out>-w0-heap.txt``, to tell a leak from state that grows until it is condensed
+(``--heap-every 0``: untraced). ``--sentinel-env NAME=VALUE`` gives ``w0`` alone a setting (an allocator's, or a
+smaller ``OM_WORKER_CONTENT_CACHE_MB`` so that the cache is full early and what grows after is something else).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import soak_judge as judge  # noqa: E402
-from soak_probe import open_fds, rss_mb, scrape  # noqa: E402
+from soak_probe import MEMORY_PARTS, memory_split, open_fds, rss_mb, scrape  # noqa: E402
 from soak_report import HELD, report, slopes, summary, write_outputs  # noqa: E402
 from soak_topics import internal_traffic  # noqa: E402
 
@@ -76,7 +79,8 @@ OPTIONS: dict[str, Any] = {
 }
 GATEWAY_TIMEOUT_S = 5.0
 RESTARTED_NODE = 1  # the cluster's second node: not the first contact point the drivers try
-PER_WORKER = ("pid", "rss_mb", "fds", "tasks", "table_records", "cache_mb", "rebalances", "recovery_s", *HELD)
+PER_WORKER = ("pid", "rss_mb", *MEMORY_PARTS, "fds", "tasks", "table_records", "cache_mb", "rebalances", "recovery_s",
+              *HELD)
 
 
 def seconds(text: str) -> float:
@@ -275,6 +279,7 @@ class Soak:
             sentinel.module = "bench.heap_worker"
             sentinel.env.update(OM_SOAK_HEAP_OUT=str(folder / "w0-heap.txt"),
                                 OM_SOAK_HEAP_EVERY_S=str(args.heap_every))
+        self.members[0].process.env.update(args.sentinel_env)
         self.rows: list[dict[str, Any]] = []
         self.counts = {"kills": 0, "leaves": 0, "joins": 0, "crashes": 0, "cassandra_restarts": 0,
                        "disturbances_failed": 0}
@@ -464,6 +469,7 @@ class Soak:
         try:
             values[f"{prefix}_pid"] = pid
             values[f"{prefix}_rss_mb"] = round(rss_mb(pid), 1)
+            values.update({f"{prefix}_{part}": mb for part, mb in memory_split(pid).items()})
             values[f"{prefix}_fds"] = open_fds(pid)
         except OSError:  # it exited meanwhile
             return values
@@ -514,7 +520,9 @@ async def soak(args: argparse.Namespace) -> None:
             rate = args.rate if args.rate is not None else capacity * args.load  # type: ignore[operator]
             run = Soak(args, bootstrap, cluster, kafka_node, server, ledger, run_dir, rate)
             title = (f"{args.threads} threads at {rate:.1f} msgs/s ({args.load:.0%} of one worker's capacity), "
-                     f"3 workers, {args.duration / 60:.0f} min")
+                     f"3 workers, {args.duration / 60:.0f} min"
+                     + ("; w0 under tracemalloc" if args.heap_every else "")
+                     + "".join(f"; w0 with {name}={value}" for name, value in args.sentinel_env.items()))
             figures: dict[str, Any] | None = None
             found: dict[str, float] = {}
             out = Path(args.out or ROOT / "docs" / f"soak-{args.duration / 60:.0f}min")
@@ -569,10 +577,21 @@ def main() -> None:
     parser.add_argument("--heap-every", type=seconds, default=600.0,
                         help="w0 under tracemalloc: seconds between heap snapshots, written to <out>-w0-heap.txt "
                              "(0: no tracing)")
+    parser.add_argument("--sentinel-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for w0 alone, e.g. MALLOC_ARENA_MAX=2 (repeatable): an "
+                             "allocator or runtime setting set against the workers that run without it")
     args = parser.parse_args()
+    args.sentinel_env = dict(_setting(text) for text in args.sentinel_env)
     for sig in (signal.SIGTERM, signal.SIGHUP):  # the finally blocks stop the JVMs and the workers
         signal.signal(sig, _interrupted)
     asyncio.run(soak(args))
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise SystemExit(f"--sentinel-env {text!r}: expected NAME=VALUE")
+    return name, value
 
 
 def _interrupted(signum: int, frame: object) -> None:

@@ -31,7 +31,8 @@ def plot_samples(rows: list[dict[str, Any]], events: list[tuple[float, str]], pa
     import matplotlib.pyplot as plt
 
     panels: list[tuple[str, list[tuple[str, str, float]]]] = [
-        ("RSS (MB)", [(w, f"{w}_rss_mb", 1.0) for w in WORKERS]),
+        ("RSS (MB); w0's brk heap and anonymous mappings", [(w, f"{w}_rss_mb", 1.0) for w in WORKERS]
+         + [("w0 brk", "w0_brk_mb", 1.0), ("w0 anon", "w0_anon_mb", 1.0)]),
         ("open file descriptors", [(w, f"{w}_fds", 1.0) for w in WORKERS]),
         ("asyncio tasks", [(w, f"{w}_tasks", 1.0) for w in WORKERS]),
         ("state-table records", [(w, f"{w}_table_records", 1.0) for w in WORKERS]),

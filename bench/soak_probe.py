@@ -1,4 +1,5 @@
-"""What the soak reads of a worker process: its RSS and open file descriptors (``/proc``), and its ``/metrics``."""
+"""What the soak reads of a worker process: its RSS, where that RSS lives and its open file descriptors (``/proc``), and
+its ``/metrics``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["open_fds", "rss_mb", "scrape"]
+__all__ = ["MEMORY_PARTS", "memory_split", "open_fds", "rss_mb", "scrape"]
 
 
 def rss_mb(pid: int) -> float:
@@ -16,6 +17,30 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+MEMORY_PARTS = ("brk_mb", "anon_mb", "file_mb")
+
+
+def memory_split(pid: int) -> dict[str, float]:
+    """The process's resident memory by where it lives (``/proc/<pid>/smaps``), in MB: ``brk_mb`` the main heap,
+    which glibc grows with brk (the main thread's allocations, Python's included when pymalloc hands them on);
+    ``anon_mb`` the anonymous mappings (pymalloc's arenas of Python objects, glibc's per-thread arenas, large
+    allocations, thread stacks; the kernel merges adjacent ones, so their sizes do not tell them apart);
+    ``file_mb`` the file-backed mappings (the interpreter's and the libraries' code and data). Set beside the
+    traced Python heap, growth in ``brk_mb`` or ``anon_mb`` that the heap does not show is memory the allocators
+    hold, not objects kept."""
+    kb = dict.fromkeys(MEMORY_PARTS, 0)
+    part = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if ":" not in head[0]:  # a mapping's header: range perms offset dev inode [path]
+            name = head[5].strip() if len(head) > 5 else ""
+            part = ("brk_mb" if name == "[heap]" else "file_mb" if name.startswith("/")
+                    else "anon_mb" if name == "" or name.startswith("[anon") else "")
+        elif head[0] == "Rss:" and part:
+            kb[part] += int(head[1])
+    return {name: round(value / 1024, 1) for name, value in kb.items()}
 
 
 def open_fds(pid: int) -> int:

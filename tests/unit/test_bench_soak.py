@@ -115,3 +115,18 @@ def test_the_soak_reads_durations_and_slopes_the_second_half_only() -> None:
     assert found["w0_rss_mb"] == pytest.approx(0.0) and found["lag"] == pytest.approx(0.0)
     assert found["p99_ms"] == pytest.approx(3600.0)  # +1 ms per second of the run
     assert found["w0_fds"] == 0.0  # never sampled: no slope
+
+
+def test_the_memory_split_adds_up_to_the_rss_and_puts_a_large_allocation_in_anonymous_memory() -> None:
+    import os
+
+    probe = load_bench("soak_probe")
+    before = probe.memory_split(os.getpid())
+    # what the split leaves out (the stack, vdso, vvar) is a few hundred KB
+    assert abs(sum(before.values()) - probe.rss_mb(os.getpid())) < 4
+    block = bytearray(64 * 2**20)  # above glibc's mmap threshold: an anonymous mapping of its own
+    block[::4096] = b"x" * len(block[::4096])  # touched, so resident
+    after = probe.memory_split(os.getpid())
+    assert after["anon_mb"] - before["anon_mb"] >= 60
+    assert abs(after["file_mb"] - before["file_mb"]) < 4 and abs(after["brk_mb"] - before["brk_mb"]) < 4
+    del block
