@@ -64,7 +64,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import soak_judge as judge  # noqa: E402
 from soak_probe import MEMORY_PARTS, memory_split, open_fds, rss_mb, scrape  # noqa: E402
-from soak_report import HELD, report, slopes, summary, write_outputs  # noqa: E402
+from soak_report import HELD, report, run_title, slopes, summary, write_outputs  # noqa: E402
 from soak_topics import internal_traffic  # noqa: E402
 
 from om_stream.devservices import cassandra_cluster, kafka  # noqa: E402
@@ -519,10 +519,7 @@ async def soak(args: argparse.Namespace) -> None:
                 ledger.reset()
             rate = args.rate if args.rate is not None else capacity * args.load  # type: ignore[operator]
             run = Soak(args, bootstrap, cluster, kafka_node, server, ledger, run_dir, rate)
-            title = (f"{args.threads} threads at {rate:.1f} msgs/s ({args.load:.0%} of one worker's capacity), "
-                     f"3 workers, {args.duration / 60:.0f} min"
-                     + ("; w0 under tracemalloc" if args.heap_every else "")
-                     + "".join(f"; w0 with {name}={value}" for name, value in args.sentinel_env.items()))
+            title = run_title(args, rate)
             figures: dict[str, Any] | None = None
             found: dict[str, float] = {}
             out = Path(args.out or ROOT / "docs" / f"soak-{args.duration / 60:.0f}min")

@@ -63,6 +63,13 @@ def report(figures: dict[str, Any], found: dict[str, float], events: list[tuple[
         print(f"  {at:7.0f}s {what.splitlines()[0]}")
 
 
+def run_title(args: argparse.Namespace, rate: float) -> str:
+    """The plot's and the JSON's title: the traffic, and what w0 runs with."""
+    return (f"{args.threads} threads at {rate:.1f} msgs/s ({args.load:.0%} of one worker's capacity), "
+            f"3 workers, {args.duration / 60:.0f} min" + ("; w0 under tracemalloc" if args.heap_every else "")
+            + "".join(f"; w0 with {name}={value}" for name, value in args.sentinel_env.items()))
+
+
 def write_outputs(out: Path, rows: list[dict[str, Any]], events: list[tuple[float, str]],
                   figures: dict[str, Any] | None, found: dict[str, float], title: str) -> None:
     """The samples (CSV), the figures, slopes and events (JSON) and the plot (PNG), side by side."""
