@@ -50,6 +50,9 @@ CLUSTER_JVM_OPTS = ("-Xms512m", "-Xmx512m", "-XX:TieredStopAtLevel=1")
 PROBE_KEYSPACE = "devservices_probe"
 DATACENTER = "datacenter1"  # SimpleSnitch's one data center: what LOCAL_QUORUM counts replicas in
 _LEVELS = {1: "ONE", 2: "TWO", 3: "THREE"}
+# a node keeps the hints it writes in memory for up to hints_flush_period (10 s by default) before they are in a file,
+# and only files are listed as pending: so many seconds with none listed mean none are held
+HINTS_QUIET_S = 11.0
 
 
 @dataclass
@@ -207,6 +210,44 @@ def _not_ready(cluster: CassandraCluster) -> str | None:
         return "the nodes disagree on the schema: " + "; ".join(
             f"nodes {', '.join(map(str, nodes))} at {version}" for version, nodes in versions.items())
     return None
+
+
+def pending_hints(cluster: CassandraCluster) -> dict[int, int]:
+    """The hint files each running node still holds for the others (``system_views.pending_hints``, which every node
+    answers for itself), by node index; a node that holds none is left out."""
+    pending: dict[int, int] = {}
+    for i in cluster.running():
+        node = cluster.nodes[i]
+        driver, session = _session(node.host, node.port)
+        try:
+            files = sum(int(row.files or 0) for row in session.execute("SELECT files FROM system_views.pending_hints"))
+        finally:
+            driver.shutdown()
+        if files:
+            pending[i] = files
+    return pending
+
+
+def wait_hints_delivered(cluster: CassandraCluster, timeout: float = READY_TIMEOUT_S) -> float:
+    """Wait until no running node has held a hint for another for :data:`HINTS_QUIET_S`; returns the seconds waited.
+    A node back from a stop is sent its hints some seconds after the others see it up (in every node's dispatch
+    round, 10 s apart). A schema change meanwhile races the hinted writes on the returning node: a keyspace dropped
+    while they arrived failed its drop half-way on that node (``Unknown CF`` in its MigrationStage), which then never
+    agreed on the schema with the others again (CI of c4ab8a7, docs/ci.md). Wait for this before a schema change."""
+    began = time.monotonic()
+    quiet_since: float | None = None
+    while time.monotonic() - began < timeout:
+        pending = pending_hints(cluster)
+        now = time.monotonic()
+        if pending:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= HINTS_QUIET_S:
+            return now - began
+        time.sleep(1.0)  # delivery gives no signal to wait on
+    held = ", ".join(f"node {i + 1}: {files} file(s)" for i, files in sorted(pending.items()))
+    raise DevServiceError(f"hints still undelivered after {timeout:.0f}s ({held or 'none for under the quiet time'})")
 
 
 def wait_ready(cluster: CassandraCluster, timeout: float = READY_TIMEOUT_S) -> float:

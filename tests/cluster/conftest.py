@@ -48,19 +48,29 @@ def running_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cassan
 @pytest.fixture
 def cluster(running_cluster: cassandra_cluster.CassandraCluster) -> cassandra_cluster.CassandraCluster:
     """The tier's cluster with every node up (restarted if a test before left one down)."""
-    for index in sorted(running_cluster.down):
-        running_cluster.restart(index)
-    cassandra_cluster.wait_ready(running_cluster)
+    _all_up(running_cluster)
     return running_cluster
+
+
+def _all_up(cluster: cassandra_cluster.CassandraCluster) -> None:
+    for index in sorted(cluster.down):
+        cluster.restart(index)
+    cassandra_cluster.wait_ready(cluster)
 
 
 @pytest.fixture
 def keyspace(cluster: cassandra_cluster.CassandraCluster) -> Iterator[str]:
-    """A keyspace of this test's, replication 3, dropped afterwards."""
+    """A keyspace of this test's, replication 3, dropped afterwards with every node up and every hint delivered (a
+    drop that races a returning node's hinted writes on its tables leaves that node out of schema agreement for
+    good); the nodes must agree on the schema after it, so a drop gone wrong fails the test that made it, not the
+    next one's setup."""
     name = cluster_keyspace(cluster.hosts)
     yield name
+    _all_up(cluster)  # a node the test left down would get its hints, and the drop, later: the same race
+    cassandra_cluster.wait_hints_delivered(cluster)
     running = ",".join(cluster.nodes[i].contact_point for i in cluster.running())
     drop_keyspace(running, name)
+    cassandra_cluster.wait_ready(cluster)
 
 
 def conversation(think_s: float = 0.0) -> Conversation:
