@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,9 @@ def plot_samples(rows: list[dict[str, Any]], events: list[tuple[float, str]], pa
             rate.legend(fontsize=7, loc="upper right")
     for axis in axes[-1]:
         axis.set_xlabel("minutes")
-    figure.suptitle(f"om-stream soak: {title}\nred: SIGKILL, orange: graceful leave, black: Cassandra restart",
-                    fontsize=11)
+    # a title naming several settings of w0 is wider than the figure: wrapped, not cut at both edges
+    heading = textwrap.fill(f"om-stream soak: {title}", width=150)
+    figure.suptitle(f"{heading}\nred: SIGKILL, orange: graceful leave, black: Cassandra restart", fontsize=11)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
