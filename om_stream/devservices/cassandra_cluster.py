@@ -32,6 +32,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,21 +167,24 @@ def start(run_dir: Path, nodes: int = 3, *, detached: bool = False,
     return cluster
 
 
-def _session(host: str, port: int) -> tuple[Any, Any]:
-    """A driver session that talks to ``host`` alone (it coordinates every statement)."""
+@contextlib.contextmanager
+def _session(node: cassandra.CassandraNode) -> Iterator[Any]:
+    """A driver session that talks to ``node`` alone (it coordinates every statement), shut down on leaving."""
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
     from cassandra.policies import WhiteListRoundRobinPolicy
 
-    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]), request_timeout=10)
-    driver = Cluster([host], port=port, protocol_version=5, connect_timeout=5, control_connection_timeout=5,
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([node.host]), request_timeout=10)
+    driver = Cluster([node.host], port=node.port, protocol_version=5, connect_timeout=5, control_connection_timeout=5,
                      execution_profiles={EXEC_PROFILE_DEFAULT: profile}, token_metadata_enabled=False)
-    return driver, driver.connect()
+    try:
+        yield driver.connect()
+    finally:
+        driver.shutdown()
 
 
 def _not_ready(cluster: CassandraCluster) -> str | None:
     """Why the running nodes are not yet all up in each other's eyes, or None."""
     from cassandra import ConsistencyLevel
-    from cassandra.query import SimpleStatement
 
     running = cluster.running()
     level = ConsistencyLevel.name_to_value[_LEVELS[min(len(running), 3)]]
@@ -190,26 +194,28 @@ def _not_ready(cluster: CassandraCluster) -> str | None:
         log = node.run_dir / "logs" / "system.log"
         if not log.exists() or "Startup complete" not in log.read_text(errors="replace"):
             return f"node {i + 1} ({node.host}) is starting"
-        driver, session = _session(node.host, node.port)
         try:
-            session.execute(
-                f"CREATE KEYSPACE IF NOT EXISTS {PROBE_KEYSPACE} WITH replication = "
-                f"{{'class': 'SimpleStrategy', 'replication_factor': {min(len(cluster.nodes), 3)}}}")
-            session.execute(
-                f"CREATE TABLE IF NOT EXISTS {PROBE_KEYSPACE}.seen (node int PRIMARY KEY, at timestamp)")
-            session.execute(SimpleStatement(
-                f"INSERT INTO {PROBE_KEYSPACE}.seen (node, at) VALUES (%s, toTimestamp(now()))",
-                consistency_level=level), (i,))
-            versions.setdefault(str(session.execute("SELECT schema_version FROM system.local").one()[0]),
-                                []).append(i + 1)
+            with _session(node) as session:
+                _probe(session, i, min(len(cluster.nodes), 3), level, versions)
         except Exception as exc:  # noqa: BLE001 - Unavailable / timeouts / refused while gossip settles
             return f"node {i + 1} ({node.host}): {type(exc).__name__}: {exc}"
-        finally:
-            driver.shutdown()
     if len(versions) > 1:  # a node back from a crash pulls the schema changes it missed up to a minute later
         return "the nodes disagree on the schema: " + "; ".join(
             f"nodes {', '.join(map(str, nodes))} at {version}" for version, nodes in versions.items())
     return None
+
+
+def _probe(session: Any, index: int, replicas: int, level: int, versions: dict[str, list[int]]) -> None:
+    """Write node ``index``'s row through it at ``level``, and note the schema version it reports in ``versions``."""
+    from cassandra.query import SimpleStatement
+
+    session.execute(f"CREATE KEYSPACE IF NOT EXISTS {PROBE_KEYSPACE} WITH replication = "
+                    f"{{'class': 'SimpleStrategy', 'replication_factor': {replicas}}}")
+    session.execute(f"CREATE TABLE IF NOT EXISTS {PROBE_KEYSPACE}.seen (node int PRIMARY KEY, at timestamp)")
+    session.execute(SimpleStatement(f"INSERT INTO {PROBE_KEYSPACE}.seen (node, at) VALUES (%s, toTimestamp(now()))",
+                                    consistency_level=level), (index,))
+    version = str(session.execute("SELECT schema_version FROM system.local").one()[0])
+    versions.setdefault(version, []).append(index + 1)
 
 
 def pending_hints(cluster: CassandraCluster) -> dict[int, int]:
@@ -218,11 +224,8 @@ def pending_hints(cluster: CassandraCluster) -> dict[int, int]:
     pending: dict[int, int] = {}
     for i in cluster.running():
         node = cluster.nodes[i]
-        driver, session = _session(node.host, node.port)
-        try:
+        with _session(node) as session:
             files = sum(int(row.files or 0) for row in session.execute("SELECT files FROM system_views.pending_hints"))
-        finally:
-            driver.shutdown()
         if files:
             pending[i] = files
     return pending
