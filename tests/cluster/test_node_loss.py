@@ -19,15 +19,14 @@ from pathlib import Path
 
 from om_stream.devservices import cassandra_cluster
 from om_stream.devservices.cassandra_cluster import CassandraCluster
-from tests.cluster.conftest import THREADS, TURNS, conversation
+from tests.cluster.conftest import THREADS, TURNS, cluster_group, conversation
 from tests.support.cassandra_cluster import (
-    CLUSTER_ENV,
     PhasedConversation,
     ProbeMonitor,
     dead_letters,
     error_lines,
 )
-from tests.support.cluster import Outcome, WorkerGroup
+from tests.support.cluster import Outcome
 
 # a message waits at most this long for its context while one node is lost. The driver retries a request the dead
 # node held on another coordinator at once, and the store's retries start at 0.1 s; but until the other nodes'
@@ -59,8 +58,7 @@ def _judge(outcome: Outcome, reference: Outcome, logs: str) -> None:
 
 async def test_one_node_killed_mid_stream_goes_unnoticed(kafka_bootstrap: str, cluster: CassandraCluster,
                                                          keyspace: str, reference: Outcome, tmp_path: Path) -> None:
-    group = WorkerGroup(kafka_bootstrap, tmp_path, cassandra_hosts=cluster.hosts, keyspace=keyspace,
-                        extra=CLUSTER_ENV)
+    group = cluster_group(kafka_bootstrap, tmp_path, cluster, keyspace)
     worker = group.add()
     await group.wait_ready()
     talk = conversation(think_s=0.3)
@@ -102,9 +100,8 @@ async def test_one_node_killed_mid_stream_goes_unnoticed(kafka_bootstrap: str, c
 
 async def test_two_nodes_down_stall_the_worker_which_says_why_loses_nothing_and_resumes(
         kafka_bootstrap: str, cluster: CassandraCluster, keyspace: str, reference: Outcome, tmp_path: Path) -> None:
-    group = WorkerGroup(kafka_bootstrap, tmp_path, cassandra_hosts=cluster.hosts, keyspace=keyspace,
-                        extra={**CLUSTER_ENV, "OM_WORKER_STALL_TIMEOUT_S": str(STALL_TIMEOUT_S),
-                               "OM_WORKER_STORE_OUTAGE_BUDGET_S": str(BUDGET_S)})
+    group = cluster_group(kafka_bootstrap, tmp_path, cluster, keyspace, OM_WORKER_STALL_TIMEOUT_S=str(STALL_TIMEOUT_S),
+                          OM_WORKER_STORE_OUTAGE_BUDGET_S=str(BUDGET_S))
     worker = group.add()
     await group.wait_ready()
     talk = conversation(think_s=THINK_S)

@@ -25,9 +25,9 @@ from om_stream.adapters.cassandra_store import CassandraContentStore
 from om_stream.devservices import cassandra_cluster
 from om_stream.devservices.cassandra_cluster import DATACENTER, CassandraCluster
 from om_stream.settings import CassandraSettings
-from tests.cluster.conftest import TURNS, conversation
-from tests.support.cassandra_cluster import CLUSTER_ENV, PhasedConversation, present_on_node
-from tests.support.cluster import MARKER, Outcome, WorkerGroup, turn_text
+from tests.cluster.conftest import TURNS, cluster_group, conversation
+from tests.support.cassandra_cluster import PhasedConversation, present_on_node
+from tests.support.cluster import MARKER, Outcome, turn_text
 
 STALE = 2  # the node that comes back with its old data directory
 
@@ -78,8 +78,7 @@ def _unlike_reference(outcome: Outcome, reference: Outcome, since: dict[str, int
 
 async def test_a_node_back_with_an_old_data_directory_never_shows_its_stale_rows(
         kafka_bootstrap: str, cluster: CassandraCluster, keyspace: str, reference: Outcome, tmp_path: Path) -> None:
-    group = WorkerGroup(kafka_bootstrap, tmp_path / "group", cassandra_hosts=cluster.hosts, keyspace=keyspace,
-                        extra=CLUSTER_ENV)
+    group = cluster_group(kafka_bootstrap, tmp_path / "group", cluster, keyspace)
     worker = group.add()
     await group.wait_ready()
     copy, dirs = tmp_path / "old-data", cluster.data_dirs(STALE)

@@ -66,12 +66,15 @@ def stalling_member(group: WorkerGroup, stall: Path) -> WorkerProcess:
 
 
 class WorkerGroup:
-    """Worker processes of one consumer group. ``members[i]`` keeps its data folder and port across restarts."""
+    """Worker processes of one consumer group. ``members[i]`` keeps its data folder and port across restarts.
+    The group drops its keyspace when it stops, unless ``owns_keyspace`` is false: then whoever handed it over knows
+    when a drop is safe (on a cluster, not while a node that was down receives its hints: tests/cluster)."""
 
     def __init__(self, bootstrap: str, tmp: Path, *, cassandra_hosts: str, keyspace: str, partitions: int = 12,
-                 options: dict[str, Any] | None = None, extra: dict[str, str] | None = None) -> None:
+                 options: dict[str, Any] | None = None, extra: dict[str, str] | None = None,
+                 owns_keyspace: bool = True) -> None:
         self.tmp = tmp
-        self.cassandra_hosts, self.keyspace = cassandra_hosts, keyspace
+        self.cassandra_hosts, self.keyspace, self.owns_keyspace = cassandra_hosts, keyspace, owns_keyspace
         self.template = worker_process(
             bootstrap, tmp, options=options or OPTIONS, store="cassandra", partitions=partitions,
             extra={"OM_CASSANDRA_HOSTS": cassandra_hosts, "OM_CASSANDRA_KEYSPACE": keyspace,
@@ -124,10 +127,11 @@ class WorkerGroup:
             member.dump_stacks()
 
     def stop_all(self) -> None:
-        """Stop every member, then drop the group's keyspace (what a test keeps is its ``Outcome``)."""
+        """Stop every member, then drop the group's keyspace if it owns it (what a test keeps is its ``Outcome``)."""
         for member in self.members:
             member.stop()
-        drop_keyspace(self.cassandra_hosts, self.keyspace)
+        if self.owns_keyspace:
+            drop_keyspace(self.cassandra_hosts, self.keyspace)
 
     async def partition_report(self, message_ids: list[str]) -> str:
         """For unserved messages: their thread's partition of the messages topic, the group's committed offset
