@@ -79,8 +79,8 @@ OPTIONS: dict[str, Any] = {
 }
 GATEWAY_TIMEOUT_S = 5.0
 RESTARTED_NODE = 1  # the cluster's second node: not the first contact point the drivers try
-PER_WORKER = ("pid", "rss_mb", *MEMORY_PARTS, "fds", "tasks", "table_records", "cache_mb", "rebalances", "recovery_s",
-              *HELD)
+PER_WORKER = ("pid", "rss_mb", *MEMORY_PARTS, "fds", "tasks", "table_records", "table_mb", "cache_mb", "rebalances",
+              "recovery_s", *HELD)
 
 
 def seconds(text: str) -> float:
@@ -453,7 +453,8 @@ class Soak:
             f"{m.name} " + ("down" if row[f"{m.name}_pid"] is None else
                             f"rss {row[f'{m.name}_rss_mb']:.0f} MB fds {row[f'{m.name}_fds']} "
                             f"tasks {row[f'{m.name}_tasks']} table {row[f'{m.name}_table_records']} "
-                            f"cache {row[f'{m.name}_cache_mb']} MB rec {row[f'{m.name}_recovery_s']} s")
+                            f"{row[f'{m.name}_table_mb']} MB cache {row[f'{m.name}_cache_mb']} MB "
+                            f"rec {row[f'{m.name}_recovery_s']} s")
             for m in self.members)
         print(f"[{now:7.0f}s] sent {sent} ({row['rate']:.1f}/s) p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms"
               f" lag {row['lag']} | {workers} | answers {row['model_answers']} paid twice {row['paid_twice']}",
@@ -461,8 +462,7 @@ class Soak:
 
     async def _read_member(self, member: Member) -> dict[str, Any]:
         prefix = member.name
-        values: dict[str, Any] = {f"{prefix}_{key}": None for key in PER_WORKER}
-        values[f"{prefix}_lag"] = None
+        values: dict[str, Any] = {f"{prefix}_{key}": None for key in (*PER_WORKER, "lag")}
         pid = member.pid
         if pid is None:
             return values
@@ -479,8 +479,9 @@ class Soak:
             return values
         values[f"{prefix}_tasks"] = metrics.get("om_asyncio_tasks")
         values[f"{prefix}_table_records"] = metrics.get("om_table_records")
-        cache = metrics.get("om_content_cache_bytes")
-        values[f"{prefix}_cache_mb"] = round(cache / 2**20, 2) if cache is not None else None
+        for key, name in (("table_mb", "om_table_bytes"), ("cache_mb", "om_content_cache_bytes")):
+            size = metrics.get(name)
+            values[f"{prefix}_{key}"] = round(size / 2**20, 2) if size is not None else None
         values[f"{prefix}_rebalances"] = metrics.get("om_rebalances_total")
         values[f"{prefix}_recovery_s"] = metrics.get("om_table_recovery_seconds")  # the last one, after a rebalance
         values[f"{prefix}_lag"] = metrics.get("om_consumer_group_lag_records")

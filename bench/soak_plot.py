@@ -36,7 +36,8 @@ def plot_samples(rows: list[dict[str, Any]], events: list[tuple[float, str]], pa
          + [("w0 brk", "w0_brk_mb", 1.0), ("w0 anon", "w0_anon_mb", 1.0)]),
         ("open file descriptors", [(w, f"{w}_fds", 1.0) for w in WORKERS]),
         ("asyncio tasks", [(w, f"{w}_tasks", 1.0) for w in WORKERS]),
-        ("state-table records", [(w, f"{w}_table_records", 1.0) for w in WORKERS]),
+        ("state table: thousands of records, and MB", [(f"{w} records", f"{w}_table_records", 0.001) for w in WORKERS]
+         + [(f"{w} MB", f"{w}_table_mb", 1.0) for w in WORKERS]),
         ("content cache (MB)", [(w, f"{w}_cache_mb", 1.0) for w in WORKERS]),
         ("w0 in-process maps (entries)", [(name, f"w0_{name}", 1.0) for name in
                                           ("decoded_states", "recent_contexts", "content_cache", "timers",

@@ -16,7 +16,7 @@ from soak_probe import MEMORY_PARTS
 # the in-process maps a worker reports (om_held_entries{map}), and the per-worker curves whose slope is judged
 HELD = ("decoded_states", "recent_contexts", "content_cache", "timers", "timer_heap", "model_calls",
         "inflight_calls", "settled_waiters", "near_block_after")
-SLOPED = ("rss_mb", *MEMORY_PARTS, "fds", "tasks", "table_records", "cache_mb", *HELD)
+SLOPED = ("rss_mb", *MEMORY_PARTS, "fds", "tasks", "table_records", "table_mb", "cache_mb", *HELD)
 
 
 def slopes(rows: list[dict[str, Any]], duration: float) -> dict[str, float]:

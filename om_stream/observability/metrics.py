@@ -75,6 +75,7 @@ class Metrics:
     # -- what a worker holds in process (``runtime/worker/inventory``) -------------------------------------------
     asyncio_tasks: Gauge
     table_records: Gauge
+    table_bytes: Gauge
     content_cache_bytes: Gauge
     held_entries: Gauge
     # -- recall ------------------------------------------------------------------------------------------------
@@ -206,6 +207,10 @@ class Metrics:
                                 "Records in the worker's local copy of the state table, the partitions it holds "
                                 "(RocksDB: its estimate, which counts overwritten values until a compaction)",
                                 registry=reg),
+            table_bytes=Gauge("om_table_bytes",
+                              "Bytes of the records in the worker's local copy of the state table, the partitions "
+                              "it holds (memory://: their encoded states, counted; RocksDB: its estimate of the live "
+                              "data on disk plus its memtables)", registry=reg),
             content_cache_bytes=Gauge("om_content_cache_bytes",
                                       "Estimated memory held by the messages and observation texts of the "
                                       "in-process content cache (bounded by worker.content_cache_mb)", registry=reg),

@@ -21,11 +21,13 @@ from om_stream.adapters.gateway.budget import SWEEP_EVERY, TokenBudget
 from om_stream.client.client import CONTEXTS_KEPT, OMClient
 from om_stream.core.state import RecordState
 from om_stream.errors import InputRejected
+from om_stream.observability.metrics import Metrics
 from om_stream.ports import ChatRequest
 from om_stream.runtime.embedded import REJECTIONS_KEPT
 from om_stream.runtime.record_locks import RecordLocks
 from om_stream.runtime.timers import TimerWheel
 from om_stream.runtime.worker import state_table
+from om_stream.runtime.worker.inventory import Inventory
 from om_stream.runtime.worker.recent_contexts import CONTEXTS_KEPT as WORKER_CONTEXTS_KEPT
 from om_stream.runtime.worker.recent_contexts import RecentContexts
 from om_stream.runtime.worker.state_table import RecordTable, encode_held
@@ -164,6 +166,26 @@ def test_the_decoded_states_are_bounded(tmp_path: Path, monkeypatch: pytest.Monk
         assert held is not None and held.state.key == key
     assert table.decoded_size == 500
     assert len(table.held()) == 5000 and table.decoded_size == 500  # every record still read, from the table
+
+
+async def test_the_inventory_reads_the_tables_records_and_bytes(tmp_path: Path) -> None:
+    """``om_table_bytes`` is what the in-memory table holds, counted; a reader with nothing to say (None) leaves each
+    gauge at its last reading."""
+    app = faust.App("om-bytes", store="memory://", datadir=str(tmp_path))
+    table = RecordTable(app, partitions=2, active_partitions=lambda: {0, 1})
+    encoded = [encode_held(index % 2, RecordState(key=f"thread-{index}", scope="thread", resource_id="r" * index))
+               for index in range(300)]
+    for index, raw in enumerate(encoded):
+        table.table.data[f"thread-{index}".encode()] = raw
+    metrics = Metrics.create()
+    inventory = Inventory(metrics)
+    inventory.table(table.local_records, table.local_bytes)
+    inventory.read()
+    assert metrics.registry.get_sample_value("om_table_records") == 300
+    assert metrics.registry.get_sample_value("om_table_bytes") == sum(map(len, encoded))
+    inventory.table(lambda: None, lambda: None)
+    inventory.read()
+    assert metrics.registry.get_sample_value("om_table_bytes") == sum(map(len, encoded))
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,7 @@ EXPOSITION = [
     "om_reflections_total",
     "om_store_errors_total",
     "om_store_unavailable",
+    "om_table_bytes",
     "om_table_records",
     "om_table_recovery_seconds",
     "om_threads_near_block_after",

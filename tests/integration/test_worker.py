@@ -203,7 +203,7 @@ async def test_manual_commands_follow_the_reference_through_http_and_kafka(worke
 async def test_metrics_say_what_the_worker_holds_in_process(kafka_bootstrap: str, tmp_path: Path,
                                                             table_store: str) -> None:
     """The inventory gauges (runtime/worker/inventory.py) count what this worker's traffic put in its maps; RocksDB
-    estimates its records (overwritten values count until a compaction drops them)."""
+    estimates its records (overwritten values count until a compaction drops them) and their bytes."""
     threads = [f"held-{n}" for n in range(6)]
     async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS, partitions=2,
                               extra={"OM_WORKER_TABLE_STORE": table_store}) as worker, agent_for(worker) as agent:
@@ -222,7 +222,7 @@ async def _held_in_process(worker: WorkerProcess, records: tuple[int, int]) -> N
         return found
 
     def holds(seen: dict[str, float]) -> bool:
-        return (records[0] <= seen.get("om_table_records", -1) <= records[1]
+        return (records[0] <= seen.get("om_table_records", -1) <= records[1] and seen.get("om_table_bytes", 0) > 0
                 and seen.get("om_held_entries[recent_contexts]") == 6.0
                 and seen.get("om_held_entries[decoded_states]") == 6.0)
 

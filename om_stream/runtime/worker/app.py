@@ -196,7 +196,7 @@ class Worker:
             late=self.late_contexts,
             tracing=deps.tracing)
         inventory, cache = self.inventory, self.effects.cache
-        inventory.table(self.table.local_records)
+        inventory.table(self.table.local_records, self.table.local_bytes)
         inventory.cache(lambda: cache.size_bytes)
         for name, size in (("decoded_states", lambda: self.table.decoded_size), ("recent_contexts",
                            lambda: len(self.contexts)), ("published_contexts",

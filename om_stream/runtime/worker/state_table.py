@@ -37,6 +37,7 @@ __all__ = ["TABLE_NAME", "HeldRecord", "RecordTable", "record_event"]
 TABLE_NAME = "om_records"
 DECODED_KEPT = 16_384  # decoded states kept in process (a few KB each)
 ESTIMATED_KEYS = "rocksdb.estimate-num-keys"
+ESTIMATED_BYTES = ("rocksdb.estimate-live-data-size", "rocksdb.cur-size-all-mem-tables")  # on disk, in memtables
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,18 @@ class RecordTable:
         if isinstance(store, faust_rocksdb.Store):
             return sum(int(db.property_int_value(ESTIMATED_KEYS) or 0)
                        for db in rocksdb_databases(store))
+        return None
+
+    def local_bytes(self) -> int | None:
+        """Bytes of the records in the local store: in memory, the encoded states counted (a pass over the values'
+        lengths, about 1 ms per 50,000 records); RocksDB's estimate of its live data on disk plus its memtables;
+        None when the store says nothing. What grows here is state, not a leak: it tells the two apart in a soak."""
+        store = self.table.data
+        if isinstance(store, faust_memory.Store):
+            return sum(map(len, filter(None, store.data.values())))
+        if isinstance(store, faust_rocksdb.Store):
+            return sum(int(db.property_int_value(name) or 0)
+                       for db in rocksdb_databases(store) for name in ESTIMATED_BYTES)
         return None
 
     @property
