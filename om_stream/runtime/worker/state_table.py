@@ -111,8 +111,8 @@ class RecordTable:
 
     def local_bytes(self) -> int | None:
         """Bytes of the records in the local store: in memory, the encoded states counted (a pass over the values'
-        lengths, about 1 ms per 50,000 records); RocksDB's estimate of its live data on disk plus its memtables;
-        None when the store says nothing. What grows here is state, not a leak: it tells the two apart in a soak."""
+        lengths: 1.9 to 2.7 ms per 50,000 records here); RocksDB's estimate of its live data on disk plus its
+        memtables; None when the store says nothing. In a soak it tells live state apart from other growth."""
         store = self.table.data
         if isinstance(store, faust_memory.Store):
             return sum(map(len, filter(None, store.data.values())))
