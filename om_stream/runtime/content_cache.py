@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from datetime import datetime
 
 from pydantic import BaseModel
 
@@ -83,35 +84,71 @@ def footprint(value: Message | str) -> int:
     A message counts its fields and the compact JSON that the v1 context writer caches on it
     (``Message.compact_json``); on the v2 wire that JSON may never be made, so the estimate errs high there, never
     low. CPython stores a string at the width of its widest character, so one emoji makes the whole JSON four bytes
-    a character, and a non-ASCII string that is encoded (as a message is, into its JSON) keeps its UTF-8 form too."""
+    a character, and a non-ASCII string that is encoded (as a message is, into its JSON) keeps its UTF-8 form too.
+
+    Paid on every message the worker takes in, so the walk dispatches on exact types first (a message is strings,
+    tuples, dicts and models) and reads the fields from the model's ``__dict__``."""
     if isinstance(value, str):
         return _str_bytes(value)
     strings: list[str] = []
-    held = sum(_held(getattr(value, name), strings) for name in type(value).model_fields)  # not its caches
+    held = _MESSAGE_BYTES + _fields_held(value, strings, 0) - _MODEL_BYTES  # not its caches
     chars = sum(map(len, strings)) + _JSON_PER_VALUE * len(strings)
-    json = sys.getsizeof("") + chars
-    if not all(text.isascii() for text in strings):
-        json = sys.getsizeof("") + max(map(_width, strings)) * chars + sum(
-            len(text.encode("utf-8", "replace")) for text in strings)
-    return _MESSAGE_BYTES + held + json
+    if all(map(str.isascii, strings)):
+        return held + _EMPTY_STR + chars
+    return held + _EMPTY_STR + max(map(_width, strings)) * chars + sum(
+        len(text.encode("utf-8", "replace")) for text in strings)
+
+
+def _fields_held(model: BaseModel, strings: list[str], depth: int) -> int:
+    """What a model's fields hold, plus what the model itself does (``_MODEL_BYTES``)."""
+    names = _FIELDS.get(type(model))
+    if names is None:
+        names = _FIELDS[type(model)] = tuple(type(model).model_fields)
+    values = model.__dict__
+    held = _MODEL_BYTES
+    for name in names:
+        held += _held(values[name], strings, depth)
+    return held
 
 
 def _held(value: object, strings: list[str], depth: int = 0) -> int:
     """What ``value`` holds (its strings, containers and nested models); its strings are added to ``strings``."""
-    if isinstance(value, str):
-        strings.append(value)
-        return _str_bytes(value)
+    kind = type(value)
+    if kind is str:
+        strings.append(value)  # type: ignore[arg-type]
+        return sys.getsizeof(value) if value.isascii() else _str_bytes(value)  # type: ignore[attr-defined]
     if depth > MAX_DEPTH:  # deeper than the wire lets in: nothing cached comes here
         return 0
+    if kind in _SCALARS:
+        strings.append("0000")  # a number, boolean or date in the JSON (held by the message's fixed part)
+        return 0
+    if kind is tuple or kind is list:
+        held = sys.getsizeof(value)
+        for item in value:  # type: ignore[attr-defined]
+            held += _held(item, strings, depth + 1)
+        return held
+    if kind is dict:
+        held = sys.getsizeof(value)
+        for key, item in value.items():  # type: ignore[attr-defined]
+            held += _held(key, strings, depth + 1) + _held(item, strings, depth + 1)
+        return held
+    if isinstance(value, str):  # a subclass (an enum's value)
+        strings.append(value)
+        return _str_bytes(value)
     if isinstance(value, BaseModel):
-        return _MODEL_BYTES + sum(_held(getattr(value, name), strings, depth + 1) for name in type(value).model_fields)
+        return _fields_held(value, strings, depth + 1)
     if isinstance(value, dict):
         return sys.getsizeof(value) + sum(_held(k, strings, depth + 1) + _held(v, strings, depth + 1)
                                           for k, v in value.items())
     if isinstance(value, list | tuple):
         return sys.getsizeof(value) + sum(_held(item, strings, depth + 1) for item in value)
-    strings.append("0000")  # a number, boolean or date in the JSON (held by the message's fixed part)
+    strings.append("0000")
     return 0
+
+
+_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}  # a model class's field names, in order
+_SCALARS = frozenset({type(None), bool, int, float, datetime})
+_EMPTY_STR = sys.getsizeof("")
 
 
 def _str_bytes(text: str) -> int:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import base64
 import gc
 import random
+import sys
 import tracemalloc
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from enum import StrEnum
 
 import pytest
 
@@ -91,6 +94,31 @@ def test_a_texts_estimate_is_what_it_holds(text: str) -> None:
     held, texts = _measured(lambda: (f"{text}{i}" for i in range(COPIES)))
     estimated = sum(footprint(t) for t in texts)  # type: ignore[arg-type]
     assert 0.8 <= estimated / held <= 1.25, (estimated // COPIES, held // COPIES)
+
+
+class _Label(StrEnum):
+    SLACK = "slack"
+
+
+class _Tags(list[str]):
+    pass
+
+
+class _Count(int):
+    pass
+
+
+def test_values_of_subclassed_types_count_as_their_plain_twins() -> None:
+    """The walk takes exact types first (it runs on every message taken in); a subclass of str, dict, list or int
+    (an enum's value in metadata, a caller's ordered dict) goes the general way and counts what its plain twin
+    does, its own larger object aside: nothing in it is left out or counted twice."""
+    plain = {"source": "slack", "tags": ["a", "b"], "n": 3, "nested": {"k": ["x", 1.5, None, True]}}
+    subclassed = {"source": _Label.SLACK, "tags": _Tags(["a", "b"]), "n": _Count(3),
+                  "nested": OrderedDict(k=["x", 1.5, None, True])}
+    message = _message(7, _text(7, "see attached"))
+    twin, other = (message.model_copy(update={"metadata": metadata}) for metadata in (plain, subclassed))
+    larger = sum(sys.getsizeof(subclassed[name]) - sys.getsizeof(plain[name]) for name in ("source", "tags", "nested"))
+    assert footprint(other) == footprint(twin) + larger
 
 
 def test_a_full_cache_holds_about_its_bound_in_memory() -> None:
