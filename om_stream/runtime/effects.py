@@ -163,13 +163,15 @@ class Effects:
 
         self.cache.evict(doomed)
 
-    async def _cached(self, ids: Sequence[str], key: Callable[[str], str], kind: type[V],
+    async def _cached(self, ids: Sequence[str], prefix: str, kind: type[V],
                       load: Callable[[list[str]], Awaitable[dict[str, V]]]) -> dict[str, V]:
-        """``ids`` found in the cache (under ``key(id)``), the rest loaded (one call) and cached."""
+        """``ids`` found in the cache (under ``prefix + id``), the rest loaded (one call) and cached. Run for every
+        unobserved message of a thread on every v1 context: the loop does no more than a lookup per id."""
         found: dict[str, V] = {}
         missing = []
+        get = self.cache.get
         for item in ids:
-            cached = self.cache.get(key(item))
+            cached = get(prefix + item)
             if isinstance(cached, kind):
                 found[item] = cached
             else:
@@ -177,7 +179,7 @@ class Effects:
         if missing:
             for item, value in (await load(missing)).items():
                 found[item] = value
-                self.cache.put(key(item), value)
+                self.cache.put(prefix + item, value)
         return found
 
     async def messages(self, ids: Sequence[str], resource_id: str) -> list[Message]:
@@ -185,7 +187,7 @@ class Effects:
         async def load(missing: list[str]) -> dict[str, Message]:
             return {m.message_id: m for m in await self.store.get_messages(missing, resource_id=resource_id)}
 
-        found = await self._cached(ids, lambda i: _message_key(resource_id, i), Message, load)
+        found = await self._cached(ids, message_prefix(resource_id), Message, load)
         return [found[i] for i in ids if i in found]
 
     async def conversation(self, state: RecordState) -> list[StoredMessage]:
@@ -194,7 +196,7 @@ class Effects:
                                                     thread_ids=tuple(state.threads), through_seq=state.msg_seq)
 
     async def texts(self, ids: Sequence[str]) -> dict[str, str]:
-        return await self._cached(ids, lambda i: f"s:{i}", str, self.store.get_segment_texts)
+        return await self._cached(ids, "s:", str, self.store.get_segment_texts)
 
     async def group_headings(self, resource_id: str, segment_ids: Sequence[str]) -> dict[str, str]:
         """Each segment's group heading (id and message ranges), for stores that keep groups; cached, since a
@@ -206,7 +208,7 @@ class Effects:
         async def load(missing: list[str]) -> dict[str, str]:
             return {gid: group_heading(group) for gid, group in (await store.get_groups(resource_id, missing)).items()}
 
-        return await self._cached(segment_ids, lambda i: f"g:{i}", str, load)
+        return await self._cached(segment_ids, "g:", str, load)
 
     async def event(self, command: EmitEvent) -> OMEvent:
         event = command.event

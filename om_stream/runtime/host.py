@@ -97,6 +97,10 @@ __all__ = ["Host"]
 
 log = logging.getLogger(__name__)
 S = TypeVar("S")  # the driver's record of an input (the Kafka worker's ``SourceRecord``; None in-process)
+# the commands published one by one in the engine's order (the others are folded per batch, or are store writes);
+# a tuple made once: ``A | B | ...`` written inside ``isinstance`` builds a union on every call
+_PUBLISHED_IN_ORDER = (EmitEvent, RequestObservation, RequestReflection, IndexForRecall, ExpireIndex, RejectInput,
+                       ClearStored)
 
 
 @dataclass
@@ -357,8 +361,7 @@ class Host(Generic[S]):
             elif (isinstance(command, EmitEvent) and isinstance(command.event, ProgressEvent)
                   and command.event.request_id is None):
                 batch.progress[command.event.thread_id] = (command, arrival)  # likewise (an answer is not)
-            elif isinstance(command, EmitEvent | RequestObservation | RequestReflection | IndexForRecall
-                            | ExpireIndex | RejectInput | ClearStored):
+            elif isinstance(command, _PUBLISHED_IN_ORDER):
                 batch.out.append((command, arrival))
 
     def _trace_decided(self, decided: Decided[S], began: float) -> None:
@@ -410,7 +413,7 @@ class Host(Generic[S]):
         if isinstance(command, EmitEvent):
             event = await self.store_retry("read", partial(self.effects.event, command))
             await outlet.event(event, command, arrival)
-        elif isinstance(command, RequestObservation | RequestReflection):
+        elif isinstance(command, (RequestObservation, RequestReflection)):
             await outlet.request(command, arrival)
         elif isinstance(command, IndexForRecall):
             await outlet.index(command, arrival)

@@ -25,7 +25,7 @@ class MessageRecord(Message):
     @field_validator("created_at", mode="before")
     @classmethod
     def _iso_8601(cls, value: object) -> object:
-        if not isinstance(value, str | datetime):
+        if not isinstance(value, (str, datetime)):  # a tuple: a union here is built on every message
             raise ValueError("created_at must be an ISO-8601 date-time string")
         return value
 
