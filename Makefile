@@ -76,6 +76,10 @@ bench-wire: ## CPU microseconds per context publication, om.context/v1 against o
 bench-engine: ## engine overhead and drift, model tokens, Reflector calls and the largest observation log, on the 2000-turn reference conversation and six conversation shapes (offline model)
 	$(PY) bench/engine.py --runs 5
 
+.PHONY: bench-instructions
+bench-instructions: ## instructions per turn (engine, 200 turns of the project conversation) and per message (memory processor, tracing off) under callgrind: the same count every run, whatever the machine's load (~10 min; TREE=other/checkout to measure another tree)
+	$(PY) bench/instructions.py $(if $(TREE),--tree $(TREE))
+
 .PHONY: bench-lifecycle
 bench-lifecycle: ## erase latency (thread; resource of 100 threads) across 3 workers, the stream's throughput during erasures, export rate and memory for 100,000 messages (SQLite, Cassandra)
 	$(PY) bench/lifecycle.py --trials 3
