@@ -13,6 +13,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -111,12 +112,13 @@ def _fields_held(model: BaseModel, strings: list[str], depth: int) -> int:
     return held
 
 
-def _held(value: object, strings: list[str], depth: int = 0) -> int:
-    """What ``value`` holds (its strings, containers and nested models); its strings are added to ``strings``."""
+def _held(value: Any, strings: list[str], depth: int = 0) -> int:
+    """What ``value`` holds (its strings, containers and nested models); its strings are added to ``strings``. Any
+    value the wire lets into a message (JSON's types, models, and whatever subclass a caller put in metadata)."""
     kind = type(value)
     if kind is str:
-        strings.append(value)  # type: ignore[arg-type]
-        return sys.getsizeof(value) if value.isascii() else _str_bytes(value)  # type: ignore[attr-defined]
+        strings.append(value)
+        return sys.getsizeof(value) if value.isascii() else _str_bytes(value)
     if depth > MAX_DEPTH:  # deeper than the wire lets in: nothing cached comes here
         return 0
     if kind in _SCALARS:
@@ -124,12 +126,12 @@ def _held(value: object, strings: list[str], depth: int = 0) -> int:
         return 0
     if kind is tuple or kind is list:
         held = sys.getsizeof(value)
-        for item in value:  # type: ignore[attr-defined]
+        for item in value:
             held += _held(item, strings, depth + 1)
         return held
     if kind is dict:
         held = sys.getsizeof(value)
-        for key, item in value.items():  # type: ignore[attr-defined]
+        for key, item in value.items():
             held += _held(key, strings, depth + 1) + _held(item, strings, depth + 1)
         return held
     if isinstance(value, str):  # a subclass (an enum's value)
