@@ -87,8 +87,8 @@ def footprint(value: Message | str) -> int:
     low. CPython stores a string at the width of its widest character, so one emoji makes the whole JSON four bytes
     a character, and a non-ASCII string that is encoded (as a message is, into its JSON) keeps its UTF-8 form too.
 
-    Paid on every message the worker takes in, so the walk dispatches on exact types first (a message is strings,
-    tuples, dicts and models) and reads the fields from the model's ``__dict__``."""
+    Paid on every message the worker takes in, so the walk takes plain strings and scalars by their exact type first,
+    loops without generators, and reads the fields from the model's ``__dict__``."""
     if isinstance(value, str):
         return _str_bytes(value)
     strings: list[str] = []
@@ -124,26 +124,21 @@ def _held(value: Any, strings: list[str], depth: int = 0) -> int:
     if kind in _SCALARS:
         strings.append("0000")  # a number, boolean or date in the JSON (held by the message's fixed part)
         return 0
-    if kind is tuple or kind is list:
-        held = sys.getsizeof(value)
-        for item in value:
-            held += _held(item, strings, depth + 1)
-        return held
-    if kind is dict:
-        held = sys.getsizeof(value)
-        for key, item in value.items():
-            held += _held(key, strings, depth + 1) + _held(item, strings, depth + 1)
-        return held
     if isinstance(value, str):  # a subclass (an enum's value)
         strings.append(value)
         return _str_bytes(value)
     if isinstance(value, BaseModel):
         return _fields_held(value, strings, depth + 1)
     if isinstance(value, dict):
-        return sys.getsizeof(value) + sum(_held(k, strings, depth + 1) + _held(v, strings, depth + 1)
-                                          for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return sys.getsizeof(value) + sum(_held(item, strings, depth + 1) for item in value)
+        held = sys.getsizeof(value)
+        for key, item in value.items():
+            held += _held(key, strings, depth + 1) + _held(item, strings, depth + 1)
+        return held
+    if isinstance(value, (list, tuple)):
+        held = sys.getsizeof(value)
+        for item in value:
+            held += _held(item, strings, depth + 1)
+        return held
     strings.append("0000")
     return 0
 
