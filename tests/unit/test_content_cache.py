@@ -122,11 +122,11 @@ def test_values_of_subclassed_types_count_as_their_plain_twins() -> None:
 
 
 def test_a_full_cache_holds_about_its_bound_in_memory() -> None:
-    bound = 4 * 1024 * 1024
+    bound = 1024 * 1024
     cache = ContentCache(bound)
 
     def fill() -> Iterator[object]:
-        for i in range(40_000):  # far more than fit: the cache is the only holder of each message
+        for i in range(10_000):  # far more than fit: the cache is the only holder of each message
             message = SHAPES["a soak turn"](i)
             assert message.compact_json
             cache.put(f"m:user:{message.message_id}", message)
