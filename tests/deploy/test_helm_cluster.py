@@ -116,8 +116,8 @@ def test_upgrade_with_changed_values_rolls_the_pods(helm: Helm, kube: KubeAPI) -
     old_pods = {p["metadata"]["uid"] for p in pods_of(kube, before, namespace)}
 
     values = VALUES / "upgrade.yaml"
-    # a rolling update replaces the pods one at a time, and kwok sees each change late on this etcd (3.4 cannot
-    # serve its client's watch-list streams, "RequestWatchProgress is disabled": 10-47 s per pod status change)
+    # a rolling update replaces the pods one at a time (under a second here since the local API server refuses
+    # watch-list requests, see infra/kube/local_cluster.py; the timeout is for a loaded machine)
     helm.run("upgrade", release, str(CHART), "--namespace", namespace, "-f", str(values), "--wait",
              "--timeout", "600s", timeout_s=900)
     rendered = helm.template(release, namespace, kube, values)
