@@ -4,7 +4,8 @@ The end-to-end bench (``make bench-tracing``) measures throughput on real Kafka,
 next by up to 25 % on this machine: a few per cent of tracing cost cannot be told apart there. This one measures
 what tracing adds where it is paid, in the worker's own process: the real memory processor and host on the
 in-memory store, records handed over in batches of ``--batch``, every span encoded as OTLP by a
-``BatchSpanProcessor`` whose exporter encodes and then drops it (what a worker pays before the network). Figures:
+``BatchSpanProcessor`` whose exporter encodes and then drops it (what a worker pays before the network), with the
+worker's encoder (``otlp_encoding``) or, with ``--encoder sdk``, the SDK's. Figures:
 process CPU time per message, each mode run ``--rounds`` times interleaved with the others, medians, and each mode's
 extra CPU against tracing off in the same rounds.
 """
@@ -34,6 +35,7 @@ from om_stream.adapters.memory_store import InMemoryContentStore  # noqa: E402
 from om_stream.core.config import OMConfig  # noqa: E402
 from om_stream.core.tokens import TokenAccountant  # noqa: E402
 from om_stream.observability.metrics import Metrics  # noqa: E402
+from om_stream.observability.otlp_encoding import encode_request  # noqa: E402
 from om_stream.observability.tracing import Tracing  # noqa: E402
 from om_stream.runtime.effects import Effects  # noqa: E402
 from om_stream.runtime.timers import TimerWheel  # noqa: E402
@@ -54,11 +56,16 @@ TEXT = ("the ferry timetable changes next week for the whole island, and the lig
 class EncodeAndDrop(SpanExporter):
     """Encodes every span as OTLP protobuf, as an OTLP exporter would before sending, and drops it."""
 
+    sdk_encoder = False  # --encoder sdk
+
     def __init__(self) -> None:
         self.spans = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        encode_spans(spans).SerializeToString()
+        if self.sdk_encoder:
+            encode_spans(spans).SerializeToString()
+        else:
+            encode_request(spans)
         self.spans += len(spans)
         return SpanExportResult.SUCCESS
 
@@ -139,7 +146,10 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--upstream", action="store_true",
                         help="records carry a traced agent's traceparent, sampled by the agent at the same ratio")
+    parser.add_argument("--encoder", choices=("om", "sdk"), default="om",
+                        help="the worker's OTLP encoder (the default) or the SDK's")
     args = parser.parse_args()
+    EncodeAndDrop.sdk_encoder = args.encoder == "sdk"
     modes: dict[str, float | None] = {"off": None, "0 %": 0.0, "10 %": 0.1, "100 %": 1.0}
     per_message: dict[str, list[float]] = {mode: [] for mode in modes}
     spans: dict[str, list[int]] = {mode: [] for mode in modes}
@@ -154,7 +164,7 @@ async def main() -> None:
     off = statistics.median(per_message["off"])
     print(f"\nCPU per message, medians of {args.rounds} interleaved rounds of {args.messages} messages "
           f"({args.threads} threads, batches of {args.batch}; "
-          f"{'agents traced upstream' if args.upstream else 'no trace headers'}):")
+          f"{'agents traced upstream' if args.upstream else 'no trace headers'}; {args.encoder}'s OTLP encoder):")
     for mode in modes:
         median = statistics.median(per_message[mode])
         extra = [t - o for t, o in zip(per_message[mode], per_message["off"], strict=True)]

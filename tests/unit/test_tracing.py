@@ -204,13 +204,13 @@ def test_a_latency_sample_links_to_its_sampled_trace_in_openmetrics(
 
 
 @pytest.mark.parametrize(("environ", "module"), [
-    ({}, "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
-    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+    ({}, "om_stream.observability.otlp_http"),
+    ({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, "om_stream.observability.otlp_http"),
     ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
     ({"OTEL_EXPORTER_OTLP_PROTOCOL": " GRPC "}, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
     # the traces' own variable wins over the general one, as the specification says
     ({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
-     "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+     "om_stream.observability.otlp_http"),
     ({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter"),
 ])
 def test_the_protocol_variables_pick_the_exporter(environ: dict[str, str], module: str) -> None:
