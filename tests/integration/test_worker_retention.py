@@ -21,6 +21,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -109,18 +110,20 @@ async def test_what_passes_the_window_goes_from_every_read_and_every_store(
     async with asyncio.TaskGroup() as both:
         for store in ("cassandra", "sqlite"):
             (tmp_path / store).mkdir()
-            both.create_task(passes_the_window(kafka_bootstrap, cassandra_hosts, tmp_path / store, store))
+            both.create_task(noted(passes_the_window(kafka_bootstrap, cassandra_hosts, tmp_path / store, store),
+                                   f"store: {store}"))
 
 
-async def passes_the_window(kafka_bootstrap: str, cassandra_hosts: str, tmp_path: Path, store: str) -> None:
+async def noted(work: Awaitable[None], note: str) -> None:
+    """``work``; if it fails, its error carries ``note`` (which of the cases running at once it was)."""
     try:
-        await _passes_the_window(kafka_bootstrap, cassandra_hosts, tmp_path, store)
+        await work
     except Exception as exc:
-        exc.add_note(f"store: {store}")
+        exc.add_note(note)
         raise
 
 
-async def _passes_the_window(kafka_bootstrap: str, cassandra_hosts: str, tmp_path: Path, store: str) -> None:
+async def passes_the_window(kafka_bootstrap: str, cassandra_hosts: str, tmp_path: Path, store: str) -> None:
     keyspace = new_keyspace(cassandra_hosts) if store == "cassandra" else ""
     qdrant = tmp_path / "qdrant"
     extra = {"OM_LIFECYCLE_RETENTION_DAYS": "1", "OM_LIFECYCLE_PURGE_GAP_S": str(PURGE_GAP),
