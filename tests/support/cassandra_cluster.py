@@ -29,6 +29,7 @@ from om_stream.adapters.cassandra_store import migrate
 from om_stream.devservices.cassandra_cluster import DATACENTER
 from om_stream.settings import CassandraSettings
 from tests.support.cluster import ContextWatcher, Conversation, Outcome
+from tests.support.context_topics import ContextTopics
 from tests.support.worker import WorkerProcess, http_exchange
 
 # what a worker on the cluster runs with, besides the hosts and keyspace: production's settings (LOCAL_QUORUM reads
@@ -64,7 +65,7 @@ class PhasedConversation:
     def __init__(self, conversation: Conversation, bootstrap: str, topics: dict[str, str]) -> None:
         self.conversation = conversation
         self.topics = topics
-        self.watcher = ContextWatcher(bootstrap, topics["context"])
+        self.watcher = ContextWatcher(bootstrap, ContextTopics(topics))
         self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks="all")
         self.latencies: list[tuple[str, float, float]] = []
         self.unserved: list[str] = []

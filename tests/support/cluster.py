@@ -32,7 +32,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from om_stream.adapters.cassandra_store import migrate
+from om_stream.core.messages import Message
 from om_stream.settings import CassandraSettings
+from om_stream.wire.messages import MessageRecord
+from tests.support.context_topics import ContextTopics
 from tests.support.store_scans import cql
 from tests.support.worker import WorkerProcess, listener_ports, message_record, worker_process
 
@@ -202,13 +205,14 @@ class Chaos:
 
 
 async def play_uninterrupted(bootstrap: str, cassandra_hosts: str, tmp: Path,
-                             conversation: Conversation) -> Outcome:
+                             conversation: Conversation, wire: str = "v1") -> Outcome:
     """The conversation through one worker that nothing disturbs: where every production-shape run must end."""
-    group = WorkerGroup(bootstrap, tmp, cassandra_hosts=cassandra_hosts, keyspace=new_keyspace(cassandra_hosts))
+    group = WorkerGroup(bootstrap, tmp, cassandra_hosts=cassandra_hosts, keyspace=new_keyspace(cassandra_hosts),
+                        extra={"OM_CONTEXT_WIRE": wire})
     group.add()
     try:
         await group.wait_ready()
-        outcome = await conversation.play(group.bootstrap, group.topics)
+        outcome = await conversation.play(group.bootstrap, group.topics, wire=wire)
         if outcome.unserved:
             group.dump_stacks()  # where the worker waits, in its log, before it stops
     finally:
@@ -233,6 +237,7 @@ class Outcome:
     latencies: list[tuple[str, float, float]]  # (thread, published at, seconds until its context) per message
     final: dict[str, dict[str, Any]]
     unserved: list[str]
+    runs_from_published: int = 0  # v2 contexts whose run came from the published messages, not the cursors
 
     def version_regressions(self) -> dict[str, list[tuple[int, int]]]:
         """Per thread, (newest version before, version) of each context published under a lower version than one
@@ -333,10 +338,15 @@ class Conversation:
         role = "user" if index % 2 == 0 else "assistant"
         return message_record(thread, index, role, turn_text(thread, index), resource=f"user-{thread}")
 
-    async def play(self, bootstrap: str, topics: dict[str, str], *,
+    def published(self, thread: str) -> list[Message]:
+        """Every message of ``thread``, as its agent keeps them (what a v2 context's run is made of)."""
+        return [MessageRecord.model_validate(self.record(thread, index)).to_message() for index in range(self.turns)]
+
+    async def play(self, bootstrap: str, topics: dict[str, str], *, wire: str = "v1",
                    on_progress: Callable[[int], Awaitable[None]] | None = None) -> Outcome:
-        """Play every thread to its end; ``on_progress(sent)`` is awaited after each publish (chaos hooks)."""
-        watcher = ContextWatcher(bootstrap, topics["context"])
+        """Play every thread to its end, reading the contexts as ``wire`` carries them; ``on_progress(sent)`` is
+        awaited after each publish (chaos hooks)."""
+        watcher = ContextWatcher(bootstrap, ContextTopics(topics, wire, self.published))
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2, acks="all")
         await watcher.start()
         await producer.start()
@@ -371,15 +381,16 @@ class Conversation:
             await producer.stop()
             await watcher.stop()
         final = {t: watcher.final(t) for t in self.names if watcher.seen.get(t)}
-        return Outcome(contexts=watcher.seen, latencies=latencies, final=final, unserved=unserved)
+        return Outcome(contexts=watcher.seen, latencies=latencies, final=final, unserved=unserved,
+                       runs_from_published=watcher.topics.runs_from_published)
 
 
 class ContextWatcher:
-    """Reads ``om.context`` from the start and wakes whoever waits for a thread's context through a message."""
+    """Reads the contexts from the start and wakes whoever waits for a thread's context through a message."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                         group_id=f"watch-{uuid.uuid4().hex[:8]}", metadata_max_age_ms=1000)
+    def __init__(self, bootstrap: str, topics: ContextTopics) -> None:
+        self.topics = topics  # the context topic, and on v2 the index and blocks topics, read as an agent would
+        self.consumer = topics.consumer(bootstrap, f"watch-{uuid.uuid4().hex[:8]}")
         self.seen: dict[str, list[dict[str, Any]]] = {}
         self._through: dict[str, int] = {}
         self._changed = asyncio.Condition()
@@ -396,8 +407,10 @@ class ContextWatcher:
                 continue
             for records in batch.values():
                 for record in records:
-                    context = json.loads(record.value)
-                    thread = record.key.decode()
+                    read = self.topics.read(record)
+                    if read is None:
+                        continue
+                    thread, context = read
                     self.seen.setdefault(thread, []).append(context)
                     through = context.get("through_message_id") or ""
                     index = int(through.rsplit("-m", 1)[1]) if "-m" in through else -1
