@@ -1,7 +1,8 @@
 """Three worker processes on 12 partitions under a sustained stream: one joins, one leaves gracefully, one is
 SIGKILLed, then every worker is restarted in turn. Nothing may be lost, duplicated or reset: the final contexts
 equal those of an uninterrupted single-worker run of the same conversation (Cassandra content store), with the
-in-memory table store and with RocksDB (each worker keeps its own data folder across its restarts)."""
+in-memory table store and with RocksDB (each worker keeps its own data folder across its restarts). The RocksDB run
+publishes contexts by reference (``om.context/v2``), read back as the client assembles them."""
 
 from __future__ import annotations
 
@@ -24,12 +25,15 @@ def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pyte
                                           Conversation(THREADS, TURNS)))
 
 
-@pytest.mark.parametrize("table_store", ["memory://", "rocksdb://"])
+# the RocksDB run publishes by reference (om.context/v2): its contexts, assembled as the client assembles them, must
+# end like the undisturbed run's whole (v1) contexts
+@pytest.mark.parametrize(("table_store", "wire"), [("memory://", "v1"), ("rocksdb://", "v2")])
 async def test_joins_leaves_kills_and_a_rolling_restart_lose_nothing(kafka_bootstrap: str, cassandra_hosts: str,
                                                                       tmp_path: Path, reference: Outcome,
-                                                                      table_store: str) -> None:
+                                                                      table_store: str, wire: str) -> None:
     group = WorkerGroup(kafka_bootstrap, tmp_path / "chaos", cassandra_hosts=cassandra_hosts,
-                        keyspace=new_keyspace(cassandra_hosts), extra={"OM_WORKER_TABLE_STORE": table_store})
+                        keyspace=new_keyspace(cassandra_hosts),
+                        extra={"OM_WORKER_TABLE_STORE": table_store, "OM_CONTEXT_WIRE": wire})
     first, second = group.add(), group.add()
     await group.wait_ready()
 
@@ -63,7 +67,7 @@ async def test_joins_leaves_kills_and_a_rolling_restart_lose_nothing(kafka_boots
                                     (0.70, "rolling restart", rolling_restart)])
     slow = Conversation(THREADS, TURNS, think_s=1.0)
     try:
-        outcome = await slow.play(group.bootstrap, group.topics, on_progress=chaos.on_progress)
+        outcome = await slow.play(group.bootstrap, group.topics, wire=wire, on_progress=chaos.on_progress)
         await chaos.finish()
     finally:
         group.stop_all()
