@@ -1,7 +1,7 @@
 """Broker faults under a sustained stream: a single broker restarted, and one broker of a three-broker KRaft cluster
 (replication 3, min.insync.replicas 2) killed and brought back. The workers ride it out without a restart (same
 processes at the end), nothing is lost, duplicated or reset, the final contexts equal an uninterrupted run's, and a
-broker that is gone does not flood the worker's log."""
+broker that is gone does not flood the worker's log. The three-broker run publishes by reference (``om.context/v2``)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ def reference(kafka_bootstrap: str, cassandra_hosts: str, tmp_path_factory: pyte
                                           Conversation(THREADS, TURNS)))
 
 
-async def play_through(group: WorkerGroup, fault: list[tuple[float, object]]) -> Outcome:
-    """The conversation while ``fault`` actions run when the stream reaches their fraction, one after the other."""
+async def play_through(group: WorkerGroup, fault: list[tuple[float, object]], wire: str = "v1") -> Outcome:
+    """The conversation while ``fault`` actions run when the stream reaches their fraction, one after the other
+    (its contexts read as ``wire`` carries them)."""
     total, queue = THREADS * TURNS, asyncio.Queue[object]()
     steps = list(fault)
 
@@ -41,7 +42,7 @@ async def play_through(group: WorkerGroup, fault: list[tuple[float, object]]) ->
 
     runner = asyncio.create_task(run_faults())
     try:
-        return await Conversation(THREADS, TURNS, think_s=0.3).play(group.bootstrap, group.topics,
+        return await Conversation(THREADS, TURNS, think_s=0.3).play(group.bootstrap, group.topics, wire=wire,
                                                                     on_progress=on_progress)
     finally:
         runner.cancel()
@@ -88,15 +89,18 @@ async def test_a_broker_restarted_mid_stream_costs_nothing(own_broker: kafka.Kaf
 async def test_a_broker_of_three_killed_and_brought_back_costs_nothing(own_cluster: kafka.KafkaCluster,
                                                                        cassandra_hosts: str, tmp_path: Path,
                                                                        reference: Outcome) -> None:
+    # by reference (om.context/v2): the contexts assembled from its three topics must end like the v1 reference's
     group = WorkerGroup(own_cluster.bootstrap, tmp_path / "workers", cassandra_hosts=cassandra_hosts,
-                        keyspace=new_keyspace(cassandra_hosts), extra={"OM_KAFKA_REPLICATION": "3"})
+                        keyspace=new_keyspace(cassandra_hosts),
+                        extra={"OM_KAFKA_REPLICATION": "3", "OM_CONTEXT_WIRE": "v2"})
     members = [group.add(), group.add()]
     await group.wait_ready()
     pids = running(group)
     victim = own_cluster.node(2)
     try:
         outcome = await play_through(group, [(0.35, victim.kill), (0.7, lambda: (victim.restart(),
-                                                                                  kafka.wait_ready(victim)))])
+                                                                                  kafka.wait_ready(victim)))],
+                                     wire="v2")
         after = running(group)
     finally:
         group.stop_all()

@@ -30,10 +30,14 @@ COPIES = 2
 Position = tuple[str, int, int]  # topic, partition, offset
 
 
+WIRES = {"thread": "v2", "resource": "v1"}  # each context wire once: decoding and dead-lettering come before it
+
+
 @pytest.fixture(params=sorted(OPTIONS))
 async def worker(request: pytest.FixtureRequest, kafka_bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     async with running_worker(kafka_bootstrap, tmp_path, options=OPTIONS[request.param],
-                              extra={"OM_KAFKA_MAX_MESSAGE_BYTES": str(MAX_BYTES)}) as process:
+                              extra={"OM_KAFKA_MAX_MESSAGE_BYTES": str(MAX_BYTES),
+                                     "OM_CONTEXT_WIRE": WIRES[request.param]}) as process:
         yield process
 
 

@@ -42,11 +42,15 @@ class ContextTopics:
                                 group_id=group, metadata_max_age_ms=1000)
 
     def read(self, record: ConsumerRecord[bytes, bytes]) -> tuple[str, dict[str, Any]] | None:
-        """The thread and the v1 context a record completes, if it completes one."""
-        if record.key is None or record.value is None:
-            return None  # a tombstone (an erase, a segment roll)
+        """The thread and the v1 context a record completes, if it completes one. A tombstone (an erase, a segment
+        roll) completes none; on v2 it takes the thread's cursor, index or block away, as it does in the client."""
+        if record.key is None or (self.wire == "v1" and record.value is None):
+            return None
         if self.wire == "v1":
             return record.key.decode(), json.loads(record.value)
+        if record.value is None:
+            self._forget(record)
+            return None
         outcome = self._outcome(record)
         if isinstance(outcome, RunWanted):
             thread = outcome.cursor.thread_id
@@ -55,6 +59,18 @@ class ContextTopics:
         if outcome is None:
             return None
         return outcome.thread_id, json.loads(encode(outcome))
+
+    def _forget(self, record: ConsumerRecord[bytes, bytes]) -> None:
+        assert record.key is not None
+        key = record.key.decode("utf-8", "replace")
+        if record.key.startswith(b"\xff"):
+            return
+        if record.topic == self.context_topic:
+            self._assembly.forget(key)
+        elif record.topic == self.topics[1]:
+            self._assembly.on_index(key, None)
+        elif len(record.key) >= 24:
+            self._assembly.on_block(*split_block_key(key), None)
 
     def _outcome(self, record: ConsumerRecord[bytes, bytes]) -> ContextRecord | RunWanted | None:
         assert record.key is not None and record.value is not None

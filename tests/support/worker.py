@@ -20,6 +20,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from om_stream.devservices.jvm import free_port
+from tests.support.context_topics import ContextTopics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,6 +169,7 @@ class Agent:
     dead: list[dict[str, Any]] = field(default_factory=list)
     tombstones: list[str] = field(default_factory=list)  # keys of null records on the context topic
     order: dict[str, list[str]] = field(default_factory=dict)  # message ids per thread, in the order sent
+    reading: ContextTopics | None = None  # the contexts as the worker's wire carries them (``agent_for`` sets it)
 
     async def send(self, record: dict[str, Any] | bytes, key: bytes | None, topic: str = "messages") -> None:
         value = record if isinstance(record, bytes) else json.dumps(record).encode()
@@ -179,17 +181,23 @@ class Agent:
 
     async def pump(self, timeout_ms: int = 500) -> None:
         batch = await self.consumer.getmany(timeout_ms=timeout_ms)
+        assert self.reading is not None
+        references = self.reading.topics[1:]  # v2's index and blocks topics
         for tp, records in batch.items():
             for record in records:
                 if record.value is None:  # a tombstone: an erased thread's context (or the segment roll's key)
                     key = (record.key or b"").decode("utf-8", "replace")
-                    if not key.startswith("\ufffd"):
+                    if not key.startswith("\ufffd") and tp.topic not in references:
                         self.tombstones.append(key)
+                    self.reading.read(record)
+                    continue
+                if tp.topic in self.reading.topics:
+                    read = self.reading.read(record)
+                    if read is not None:
+                        self.contexts.setdefault(read[0], []).append(read[1])
                     continue
                 value = json.loads(record.value)
-                if tp.topic == self.worker.topics["context"]:
-                    self.contexts.setdefault(record.key.decode(), []).append(value)
-                elif tp.topic == self.worker.topics["events"]:
+                if tp.topic == self.worker.topics["events"]:
                     self.events.append((record.key.decode(), value, dict(record.headers)))
                 else:
                     self.dead.append(value)
@@ -218,13 +226,14 @@ class Agent:
 @asynccontextmanager
 async def agent_for(worker: WorkerProcess) -> AsyncIterator[Agent]:
     producer = AIOKafkaProducer(bootstrap_servers=worker.bootstrap, linger_ms=2)
-    consumer = AIOKafkaConsumer(worker.topics["context"], worker.topics["events"], worker.topics["dlq"],
+    reading = ContextTopics(worker.topics, worker.env.get("OM_CONTEXT_WIRE", "v1"))
+    consumer = AIOKafkaConsumer(*reading.topics, worker.topics["events"], worker.topics["dlq"],
                                 bootstrap_servers=worker.bootstrap, auto_offset_reset="earliest",
                                 group_id=f"agent-{uuid.uuid4().hex[:8]}", metadata_max_age_ms=1000)
     await producer.start()
     await consumer.start()
     try:
-        yield Agent(worker, producer, consumer)
+        yield Agent(worker, producer, consumer, reading=reading)
     finally:
         await producer.stop()
         await consumer.stop()
