@@ -62,7 +62,7 @@ from om_stream.trace_headers import client_headers, extract
 from om_stream.wire.codec import encode
 from om_stream.wire.commands import CommandRecord, record_key_of
 from om_stream.wire.context import ContextRecord
-from om_stream.wire.context_v2 import BlockRecord, ContextCursor, ContextIndex, split_block_key
+from om_stream.wire.context_v2 import ContextCursor, block_update, index_update
 from om_stream.wire.messages import MessageRecord
 from om_stream.wire.recall import RecallRequest, RecallResponse
 
@@ -311,32 +311,24 @@ class OMClient:
                 self._references.append(tail)
 
     async def _on_index(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        if record.key is None or record.key.startswith(b"\xff"):
-            return  # a segment roll's tombstone (a key no thread can have: not UTF-8)
-        thread_id = record.key.decode("utf-8", "replace")
-        index = None
-        if record.value is not None:
-            try:
-                index = ContextIndex.model_validate_json(record.value)
-            except ValidationError as exc:
-                log.warning("index at %s[%d]@%d does not match om.context-index/v1: %s", record.topic,
-                            record.partition, record.offset, exc.errors()[:3])
-                return
-        await self._assembled(self._assembly.on_index(thread_id, index))
+        try:
+            update = index_update(record.key, record.value)
+        except ValidationError as exc:
+            log.warning("index at %s[%d]@%d does not match om.context-index/v1: %s", record.topic,
+                        record.partition, record.offset, exc.errors()[:3])
+            return
+        if update is not None:
+            await self._assembled(self._assembly.on_index(*update))
 
     async def _on_block(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        if record.key is None or record.key.startswith(b"\xff") or len(record.key) < 24:
-            return  # a segment roll's tombstone, or not a block key
-        thread_id, digest = split_block_key(record.key.decode("utf-8", "replace"))
-        text = None
-        if record.value is not None:
-            try:
-                text = BlockRecord.model_validate_json(record.value).text
-            except ValidationError as exc:
-                log.warning("block at %s[%d]@%d does not match om.context-block/v1: %s", record.topic,
-                            record.partition, record.offset, exc.errors()[:3])
-                return
-        await self._assembled(self._assembly.on_block(thread_id, digest, text))
+        try:
+            update = block_update(record.key, record.value)
+        except ValidationError as exc:
+            log.warning("block at %s[%d]@%d does not match om.context-block/v1: %s", record.topic,
+                        record.partition, record.offset, exc.errors()[:3])
+            return
+        if update is not None:
+            await self._assembled(self._assembly.on_block(*update))
 
     async def _assembled(self, outcome: ContextRecord | RunWanted | None) -> None:
         """A context assembled is delivered; a run that does not check out is fetched, when the client can."""

@@ -20,7 +20,8 @@ from om_stream.core.messages import Message
 from om_stream.wire.context import ContextHints, ContextTokens
 
 __all__ = ["BLOCK_SCHEMA", "CURSOR_SCHEMA", "DIGEST_PATTERN", "INDEX_SCHEMA", "BlockRecord", "ContextCursor",
-           "ContextIndex", "MessageRun", "ThreadMessages", "block_digest", "block_key", "split_block_key"]
+           "ContextIndex", "MessageRun", "ThreadMessages", "block_digest", "block_key", "block_update",
+           "index_update", "split_block_key"]
 
 CURSOR_SCHEMA: Literal["om.context/v2"] = "om.context/v2"
 INDEX_SCHEMA: Literal["om.context-index/v1"] = "om.context-index/v1"
@@ -122,3 +123,22 @@ class ThreadMessages(_Closed):
 
     thread_id: str
     messages: list[Message]
+
+
+def index_update(key: bytes | None, value: bytes | None) -> tuple[str, ContextIndex | None] | None:
+    """What a record of ``om.context.index`` tells a reader: its thread and that thread's index (None: a tombstone,
+    the index is gone); None for a record of no thread (a segment roll's marker, whose key is not UTF-8). Raises
+    ``ValidationError`` for a value that is not an index."""
+    if key is None or key.startswith(b"\xff"):
+        return None
+    return key.decode("utf-8", "replace"), ContextIndex.model_validate_json(value) if value is not None else None
+
+
+def block_update(key: bytes | None, value: bytes | None) -> tuple[str, str, str | None] | None:
+    """What a record of ``om.context.blocks`` tells a reader: its thread, the block's digest and its text (None: a
+    tombstone, the block is gone); None for a record that is not a block's (a segment roll's marker, a short key).
+    Raises ``ValidationError`` for a value that is not a block."""
+    if key is None or key.startswith(b"\xff") or len(key) < 24:
+        return None
+    thread_id, digest = split_block_key(key.decode("utf-8", "replace"))
+    return thread_id, digest, BlockRecord.model_validate_json(value).text if value is not None else None

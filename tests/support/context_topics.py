@@ -19,7 +19,7 @@ from om_stream.client.assembly import ContextAssembly, RunWanted
 from om_stream.core.messages import Message
 from om_stream.wire.codec import encode
 from om_stream.wire.context import ContextRecord
-from om_stream.wire.context_v2 import BlockRecord, ContextCursor, ContextIndex, split_block_key
+from om_stream.wire.context_v2 import ContextCursor, block_update, index_update
 
 __all__ = ["ContextTopics"]
 
@@ -44,44 +44,29 @@ class ContextTopics:
     def read(self, record: ConsumerRecord[bytes, bytes]) -> tuple[str, dict[str, Any]] | None:
         """The thread and the v1 context a record completes, if it completes one. A tombstone (an erase, a segment
         roll) completes none; on v2 it takes the thread's cursor, index or block away, as it does in the client."""
-        if record.key is None or (self.wire == "v1" and record.value is None):
+        if record.key is None:
             return None
         if self.wire == "v1":
-            return record.key.decode(), json.loads(record.value)
-        if record.value is None:
-            self._forget(record)
-            return None
+            return (record.key.decode(), json.loads(record.value)) if record.value is not None else None
         outcome = self._outcome(record)
         if isinstance(outcome, RunWanted):
-            thread = outcome.cursor.thread_id
             self.runs_from_published += 1
+            thread = outcome.cursor.thread_id
             outcome = self._assembly.with_run(outcome.cursor, self._published(thread) if self._published else [])
         if outcome is None:
             return None
         return outcome.thread_id, json.loads(encode(outcome))
 
-    def _forget(self, record: ConsumerRecord[bytes, bytes]) -> None:
-        assert record.key is not None
-        key = record.key.decode("utf-8", "replace")
-        if record.key.startswith(b"\xff"):
-            return
-        if record.topic == self.context_topic:
-            self._assembly.forget(key)
-        elif record.topic == self.topics[1]:
-            self._assembly.on_index(key, None)
-        elif len(record.key) >= 24:
-            self._assembly.on_block(*split_block_key(key), None)
-
     def _outcome(self, record: ConsumerRecord[bytes, bytes]) -> ContextRecord | RunWanted | None:
-        assert record.key is not None and record.value is not None
+        """What a v2 record changes, read by the client's own rules (``index_update``, ``block_update``)."""
+        assert record.key is not None
         if record.topic == self.context_topic:
+            if record.value is None:
+                self._assembly.forget(record.key.decode("utf-8", "replace"))
+                return None
             return self._assembly.on_cursor(ContextCursor.model_validate_json(record.value))
-        key = record.key.decode("utf-8", "replace")
-        if record.key.startswith(b"\xff"):
-            return None  # a segment roll's marker
         if record.topic == self.topics[1]:
-            return self._assembly.on_index(key, ContextIndex.model_validate_json(record.value))
-        if len(record.key) < 24:
-            return None  # not a block's key
-        thread, digest = split_block_key(key)
-        return self._assembly.on_block(thread, digest, BlockRecord.model_validate_json(record.value).text)
+            index = index_update(record.key, record.value)
+            return self._assembly.on_index(*index) if index is not None else None
+        block = block_update(record.key, record.value)
+        return self._assembly.on_block(*block) if block is not None else None
